@@ -1,0 +1,194 @@
+"""Generic traversal over `_fields`: a visitor, a rebuilding mutator, substitute, post_order_visit.
+
+A subclass handles the node types it cares about with `visit_<ClassName>(self, node)`; every other
+node is walked (or rebuilt only if a child changed) generically, so passes stay short.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from .buffer import Buffer
+from .expr import PrimExpr, Var
+from .node import Node, _new, _set
+
+
+def _children(node: Node):
+    for f in node._fields:
+        v = getattr(node, f)
+        if isinstance(v, Node):
+            yield v
+        elif isinstance(v, tuple):
+            for x in v:
+                if isinstance(x, Node):
+                    yield x
+
+
+class Visitor:
+    """Walks every node once per occurrence; override visit_<ClassName> to act (call generic_visit to descend)."""
+
+    visit_buffers = False  # descend into Buffer fields (shapes)?
+
+    def __init__(self):
+        self._dispatch = {}
+
+    def visit(self, node):
+        cls = type(node)
+        fn = self._dispatch.get(cls)
+        if fn is None:
+            fn = self._lookup(cls)
+        return fn(node)
+
+    def _lookup(self, cls):
+        for klass in cls.__mro__:
+            fn = getattr(self, "visit_" + klass.__name__, None)
+            if fn is not None:
+                break
+        else:
+            fn = self.generic_visit
+        self._dispatch[cls] = fn
+        return fn
+
+    def generic_visit(self, node):
+        if isinstance(node, Buffer) and not self.visit_buffers:
+            return
+        for f in node._fields:
+            v = getattr(node, f)
+            if isinstance(v, Node):
+                self.visit(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if isinstance(x, Node):
+                        self.visit(x)
+
+
+class Mutator:
+    """Rebuilds the tree bottom-up; nodes whose children did not change are returned as they are."""
+
+    mutate_buffers = False  # rewrite Buffers (their shapes) as well?
+
+    def __init__(self):
+        self._dispatch = {}
+
+    def visit(self, node):
+        cls = type(node)
+        fn = self._dispatch.get(cls)
+        if fn is None:
+            fn = self._lookup(cls)
+        return fn(node)
+
+    _lookup = Visitor._lookup
+
+    def generic_visit(self, node):
+        if isinstance(node, Buffer) and not self.mutate_buffers:
+            return node
+        changed = None
+        for f in node._fields:
+            v = getattr(node, f)
+            if isinstance(v, Node):
+                nv = self.visit(v)
+            elif isinstance(v, tuple) and v and any(isinstance(x, Node) for x in v):
+                items = [self.visit(x) if isinstance(x, Node) else x for x in v]
+                nv = v if all(a is b for a, b in zip(items, v)) else tuple(items)
+            else:
+                continue
+            if nv is not v:
+                if changed is None:
+                    changed = {}
+                changed[f] = nv
+        if changed is None:
+            return node
+        new = _new(type(node))
+        for f in node._fields:
+            _set(new, f, changed[f] if f in changed else getattr(node, f))
+        return _fix_dtype(new)
+
+
+def _fix_dtype(node):
+    """Recompute the dtype of a rebuilt expression whose operands changed lanes or types."""
+    if isinstance(node, PrimExpr) and hasattr(node, "a") and "dtype" in node._fields:
+        a = node.a
+        from .expr import And, BinaryOp, CmpOp, Not
+
+        if isinstance(node, BinaryOp):
+            if node.a.dtype != node.b.dtype:
+                return type(node)(node.a, node.b)
+            _set(node, "dtype", a.dtype)
+        elif isinstance(node, CmpOp):
+            if node.a.dtype != node.b.dtype:
+                return type(node)(node.a, node.b)
+            from .dtype import bool_
+
+            _set(node, "dtype", bool_.with_lanes(a.dtype.lanes))
+        elif isinstance(node, (And, Not)):
+            _set(node, "dtype", a.dtype)
+    else:
+        from .expr import BufferLoad, Cast, Let, Select
+
+        if isinstance(node, BufferLoad):
+            lanes = max([i.dtype.lanes for i in node.indices] + [1])
+            _set(node, "dtype", node.buffer.dtype.with_lanes(lanes * node.buffer.dtype.lanes))
+        elif isinstance(node, Select):
+            if node.true_value.dtype != node.false_value.dtype:
+                return Select(node.condition, node.true_value, node.false_value)
+            _set(node, "dtype", node.true_value.dtype)
+        elif isinstance(node, Let):
+            _set(node, "dtype", node.body.dtype)
+        elif isinstance(node, Cast) and node.value.dtype.lanes != node.dtype.lanes:
+            _set(node, "dtype", node.dtype.with_lanes(node.value.dtype.lanes))
+    return node
+
+
+class _Substituter(Mutator):
+    def __init__(self, vmap):
+        super().__init__()
+        self.vmap = vmap
+
+    def visit_Var(self, v):
+        return self.vmap.get(v, v)
+
+
+def substitute(node, vmap):
+    """Replace variables by expressions (vmap: Var -> PrimExpr) everywhere in node."""
+    if not vmap:
+        return node
+    return _Substituter(vmap).visit(node)
+
+
+def post_order_visit(node, fn):
+    """Call fn on every node of the tree, children before parents."""
+
+    class _V(Visitor):
+        def generic_visit(self, n):
+            Visitor.generic_visit(self, n)
+            fn(n)
+
+    _V().visit(node)
+
+
+def collect_vars(node) -> list:
+    """The distinct Vars used in node, in order of first use."""
+    seen = {}
+
+    class _V(Visitor):
+        def visit_Var(self, v):
+            seen.setdefault(v, None)
+
+    _V().visit(node)
+    return list(seen)
+
+
+def uses_var(node, var) -> bool:
+    found = False
+
+    class _V(Visitor):
+        def visit_Var(self, v):
+            nonlocal found
+            if v is var:
+                found = True
+
+    _V().visit(node)
+    return found
+
+
+__all__ = ["Visitor", "Mutator", "substitute", "post_order_visit", "collect_vars", "uses_var",
+           "MappingProxyType"]

@@ -1,0 +1,227 @@
+"""Statement nodes: stores, loops, blocks (TensorIR-style), control flow, allocation."""
+from __future__ import annotations
+
+from ..errors import DTypeError, ShapeError, TesseraError
+from .buffer import Buffer, BufferRegion
+from .expr import IterVar, PrimExpr, Var, const, convert
+from .node import EMPTY_MAP, Node, _set, frozen_map
+
+
+class Stmt(Node):
+    __slots__ = ()
+
+
+class BufferStore(Stmt):
+    """`buffer[indices] = value`; Ramp indices make a vector store."""
+
+    __slots__ = ("buffer", "value", "indices")
+    _fields = ("buffer", "value", "indices")
+
+    def __init__(self, buffer: Buffer, value, indices):
+        value = convert(value)
+        indices = tuple(convert(i) for i in indices)
+        if len(indices) != buffer.ndim:
+            raise ShapeError(f"store to {buffer.name!r}: {len(indices)} indices for {buffer.ndim} dimensions")
+        lanes = max([i.dtype.lanes for i in indices] + [1]) * buffer.dtype.lanes
+        if value.dtype.element_of() != buffer.dtype.element_of():
+            raise DTypeError(f"store to {buffer.name!r} ({buffer.dtype}) of a {value.dtype} value "
+                             f"({value.script()}); cast it with .astype('{buffer.dtype}')")
+        if value.dtype.lanes != lanes:
+            if value.dtype.lanes == 1:
+                from .expr import Broadcast
+
+                value = Broadcast(value, lanes)
+            else:
+                raise DTypeError(f"store to {buffer.name!r}: value has {value.dtype.lanes} lanes, "
+                                 f"indices address {lanes}")
+        _set(self, "buffer", buffer)
+        _set(self, "value", value)
+        _set(self, "indices", indices)
+
+
+class ForKind:
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    THREAD_BINDING = "thread_binding"
+    ALL = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD_BINDING)
+
+
+class For(Stmt):
+    """`for loop_var in range(min, min + extent)`: kind serial/parallel/vectorized/unrolled/thread_binding."""
+
+    __slots__ = ("loop_var", "min", "extent", "kind", "body", "thread_binding", "annotations")
+    _fields = ("loop_var", "min", "extent", "kind", "body", "thread_binding", "annotations")
+    _def_fields = ("loop_var",)
+
+    def __init__(self, loop_var: Var, min_value, extent, kind, body, thread_binding=None, annotations=None):
+        if kind not in ForKind.ALL:
+            raise TesseraError(f"loop kind must be one of {ForKind.ALL}, got {kind!r}")
+        if not isinstance(loop_var, Var):
+            raise TesseraError(f"a loop variable must be a Var, got {loop_var!r}")
+        if not isinstance(body, Stmt):
+            raise TesseraError(f"loop body must be a statement, got {type(body).__name__}")
+        _set(self, "loop_var", loop_var)
+        _set(self, "min", convert(min_value))
+        _set(self, "extent", convert(extent))
+        _set(self, "kind", kind)
+        _set(self, "body", body)
+        _set(self, "thread_binding", thread_binding)
+        _set(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
+
+
+class SeqStmt(Stmt):
+    """Statements in order. Use `seq(...)` to build one flattened, without 1-element sequences."""
+
+    __slots__ = ("seq",)
+    _fields = ("seq",)
+
+    def __init__(self, stmts):
+        _set(self, "seq", tuple(stmts))
+
+
+def seq(*stmts) -> Stmt:
+    """A flattened sequence; nested SeqStmts are spliced and no-ops dropped."""
+    out = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, (list, tuple)):
+            s = seq(*s)
+        if isinstance(s, SeqStmt):
+            out.extend(s.seq)
+        elif isinstance(s, Evaluate) and isinstance(s.value, PrimExpr) and type(s.value).__name__ == "IntImm":
+            continue
+        else:
+            out.append(s)
+    if not out:
+        return Evaluate(0)
+    return out[0] if len(out) == 1 else SeqStmt(out)
+
+
+class IfThenElse(Stmt):
+    __slots__ = ("condition", "then_case", "else_case")
+    _fields = ("condition", "then_case", "else_case")
+
+    def __init__(self, condition, then_case, else_case=None):
+        condition = convert(condition)
+        if not condition.dtype.is_bool():
+            raise DTypeError(f"if condition must be bool, got {condition.dtype}")
+        _set(self, "condition", condition)
+        _set(self, "then_case", then_case)
+        _set(self, "else_case", else_case)
+
+
+class Allocate(Stmt):
+    """Storage for `buffer` (its scope says where) live within `body`."""
+
+    __slots__ = ("buffer", "body")
+    _fields = ("buffer", "body")
+    _def_fields = ("buffer",)
+
+    def __init__(self, buffer: Buffer, body: Stmt):
+        _set(self, "buffer", buffer)
+        _set(self, "body", body)
+
+
+class Evaluate(Stmt):
+    """Evaluate an expression for its effect (e.g. an extern call); `Evaluate(0)` is a no-op."""
+
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value):
+        _set(self, "value", convert(value))
+
+
+class LetStmt(Stmt):
+    __slots__ = ("var", "value", "body")
+    _fields = ("var", "value", "body")
+    _def_fields = ("var",)
+
+    def __init__(self, var: Var, value, body: Stmt):
+        value = convert(value)
+        if var.dtype != value.dtype:
+            raise DTypeError(f"let {var.name}: variable is {var.dtype}, value is {value.dtype}")
+        _set(self, "var", var)
+        _set(self, "value", value)
+        _set(self, "body", body)
+
+
+class AttrStmt(Stmt):
+    """An attribute on a node for the statements in body (pragmas, thread extents)."""
+
+    __slots__ = ("node", "attr_key", "value", "body")
+    _fields = ("node", "attr_key", "value", "body")
+
+    def __init__(self, node, attr_key: str, value, body: Stmt):
+        _set(self, "node", node)
+        _set(self, "attr_key", str(attr_key))
+        _set(self, "value", convert(value))
+        _set(self, "body", body)
+
+
+class AssertStmt(Stmt):
+    __slots__ = ("condition", "message", "body")
+    _fields = ("condition", "message", "body")
+
+    def __init__(self, condition, message: str, body: Stmt):
+        _set(self, "condition", convert(condition))
+        _set(self, "message", str(message))
+        _set(self, "body", body)
+
+
+class Block(Stmt):
+    """A TensorIR block: an isolated computation over its iteration variables.
+
+    iter_vars: IterVars (data_par / reduce) with their domains; reads/writes: BufferRegions;
+    init: the statement run before the first reduction step (or None); alloc_buffers: buffers
+    whose lifetime is this block.
+    """
+
+    __slots__ = ("iter_vars", "reads", "writes", "name_hint", "body", "init", "alloc_buffers",
+                 "match_buffers", "annotations")
+    _fields = ("iter_vars", "reads", "writes", "name_hint", "body", "init", "alloc_buffers",
+               "match_buffers", "annotations")
+    _def_fields = ("iter_vars", "alloc_buffers")
+
+    def __init__(self, iter_vars, reads, writes, name_hint, body, init=None, alloc_buffers=(),
+                 match_buffers=(), annotations=None):
+        iter_vars = tuple(iter_vars)
+        for iv in iter_vars:
+            if not isinstance(iv, IterVar):
+                raise TesseraError(f"block {name_hint!r}: iter_vars must be IterVars, got {iv!r}")
+        _set(self, "iter_vars", iter_vars)
+        _set(self, "reads", tuple(reads))
+        _set(self, "writes", tuple(writes))
+        _set(self, "name_hint", str(name_hint))
+        _set(self, "body", body)
+        _set(self, "init", init)
+        _set(self, "alloc_buffers", tuple(alloc_buffers))
+        _set(self, "match_buffers", tuple(match_buffers))
+        _set(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
+
+
+class BlockRealize(Stmt):
+    """A block instance: its iteration variables bound to `iter_values`, run when `predicate` holds."""
+
+    __slots__ = ("iter_values", "predicate", "block")
+    _fields = ("iter_values", "predicate", "block")
+
+    def __init__(self, iter_values, predicate, block: Block):
+        iter_values = tuple(convert(v) for v in iter_values)
+        if len(iter_values) != len(block.iter_vars):
+            raise TesseraError(f"block {block.name_hint!r}: {len(iter_values)} bindings for "
+                               f"{len(block.iter_vars)} iteration variables")
+        predicate = convert(predicate if predicate is not None else True)
+        _set(self, "iter_values", iter_values)
+        _set(self, "predicate", predicate)
+        _set(self, "block", block)
+
+
+NOP = Evaluate(const(0))
+
+__all__ = ["Stmt", "BufferStore", "ForKind", "For", "SeqStmt", "seq", "IfThenElse", "Allocate",
+           "Evaluate", "LetStmt", "AttrStmt", "AssertStmt", "Block", "BlockRealize", "BufferRegion",
+           "Buffer", "NOP"]
