@@ -1,0 +1,52 @@
+"""The calling convention between generated C and the Python runtime (one place, both sides).
+
+Each compiled PrimFunc `NAME` exports
+  int32_t tessera_call_NAME(void** args, const int32_t* kinds, int32_t num_args,
+                            char* err, int32_t err_len);
+  int32_t tessera_time_NAME(void** args, const int32_t* kinds, int32_t num_args,
+                            int32_t number, int32_t repeat, int32_t min_repeat_ms,
+                            double* results, char* err, int32_t err_len);
+and the module exports `const char tessera_metadata[]` (JSON, see docs/internals.md).
+args[i] points to a tessera_tensor_t (kind KIND_TENSOR), an int64_t (KIND_INT) or a double
+(KIND_FLOAT). The return code is one of the STATUS_* values; on failure `err` holds a message
+naming the argument.
+"""
+import ctypes
+
+KIND_TENSOR, KIND_INT, KIND_FLOAT = 0, 1, 2
+
+STATUS_OK = 0
+STATUS_ARG_COUNT = 1   # wrong number of arguments -> TesseraError
+STATUS_DTYPE = 2       # wrong dtype / kind -> DTypeError
+STATUS_SHAPE = 3       # wrong rank, extent, inconsistent symbolic binding -> ShapeError
+STATUS_STRIDE = 4      # non-compact where compact is required, misaligned -> ShapeError
+STATUS_RUNTIME = 5     # allocation failure or an assertion in the kernel -> TesseraError
+
+# dtype codes (DLPack's numbering)
+DTYPE_CODE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
+
+C_HEADER = r"""
+typedef struct {
+  void* data;              /* address of element 0 */
+  const int64_t* shape;    /* ndim extents */
+  const int64_t* strides;  /* ndim strides in elements, or NULL for compact row-major */
+  int32_t ndim;
+  uint8_t code;            /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
+  uint8_t bits;
+  uint16_t lanes;
+} tessera_tensor_t;
+"""
+
+
+class TesseraTensor(ctypes.Structure):
+    """ctypes mirror of tessera_tensor_t."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+    ]
