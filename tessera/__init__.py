@@ -1,0 +1,29 @@
+"""tessera: an end-to-end optimizing compiler for deep learning.
+
+    from tessera import te
+    A = te.placeholder((n, 64), name="A"); ...
+    lib = tessera.build(te.create_prim_func([A, B, C]), target="c")
+"""
+from . import errors, ir
+from .errors import BuildError, DTypeError, ScheduleError, ShapeError, TesseraError, UnsupportedOpError
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # heavier sub-packages load on first use so `import tessera` stays fast
+    import importlib
+
+    if name in ("te", "tir", "arith", "codegen", "runtime"):
+        return importlib.import_module(f".{name}", __name__)
+    if name == "nd":
+        return importlib.import_module(".runtime.nd", __name__)
+    if name == "Target":
+        from .target import Target
+
+        return Target
+    if name in ("build", "lower"):
+        from . import build_module
+
+        return getattr(build_module, name)
+    raise AttributeError(f"module 'tessera' has no attribute {name!r}")
