@@ -45,7 +45,7 @@ class DataType(str):
         lanes = int(lanes) if lanes else 1
         if lanes < 1:
             raise DTypeError(f"dtype {value!r} has {lanes} lanes")
-        canon = ("bool" if code == "bool" else f"{code}{bits}") + (f"x{lanes}" if lanes > 1 else "")
+        canon = (code if code in ("bool", "handle") else f"{code}{bits}") + (f"x{lanes}" if lanes > 1 else "")
         obj = str.__new__(cls, canon)
         _INFO[canon] = (code, bits, lanes)
         _CACHE[canon] = obj
@@ -93,7 +93,7 @@ class DataType(str):
 
     def element_of(self) -> "DataType":
         code, bits, _ = _INFO[self]
-        return DataType("bool" if code == "bool" else f"{code}{bits}")
+        return DataType(code if code in ("bool", "handle") else f"{code}{bits}")
 
     def with_lanes(self, lanes: int) -> "DataType":
         base = self.element_of()

@@ -120,12 +120,16 @@ class PrimExpr(Node):
         return call_intrin(self.dtype, "bitwise_not", self)
 
     def __lshift__(self, other):
-        a, b = binary_operands(self, other, "<<")
-        return call_intrin(a.dtype, "shift_left", a, b)
+        return _shift("<<", "shift_left", self, other)
+
+    def __rlshift__(self, other):
+        return _shift("<<", "shift_left", other, self)
 
     def __rshift__(self, other):
-        a, b = binary_operands(self, other, ">>")
-        return call_intrin(a.dtype, "shift_right", a, b)
+        return _shift(">>", "shift_right", self, other)
+
+    def __rrshift__(self, other):
+        return _shift(">>", "shift_right", other, self)
 
     def __bool__(self):
         raise TesseraError(
@@ -243,6 +247,8 @@ class BinaryOp(PrimExpr):
 
     def __init__(self, a, b):
         a, b = binary_operands(a, b, self.symbol)
+        if a.dtype.is_bool() and type(self) not in (Min, Max):
+            _refuse_bool(type(self), a, b)
         _set(self, "dtype", a.dtype)
         _set(self, "a", a)
         _set(self, "b", b)
@@ -777,6 +783,13 @@ def _logic_or_bits(cls, bitop, a, b):
     return call_intrin(a.dtype, bitop, a, b)
 
 
+def _shift(symbol, op, a, b):
+    a, b = binary_operands(a, b, symbol)
+    if not a.dtype.is_integer():
+        raise DTypeError(f"{symbol} needs integer operands, got {a.dtype} ({a.script()} {symbol} {b.script()})")
+    return call_intrin(a.dtype, op, a, b)
+
+
 def _fold_sub(a, b):
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return const(a.value - b.value, a.dtype if a.dtype.bits >= b.dtype.bits else b.dtype)
@@ -788,6 +801,8 @@ def _fold_sub(a, b):
 def _fold(cls, a, b):
     """Build a binary node, folding when both sides are constants of one dtype."""
     a, b = binary_operands(a, b, cls.symbol)
+    if a.dtype.is_bool() and cls is not Min and cls is not Max:
+        _refuse_bool(cls, a, b)
     if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
         v = _eval_const(cls, a.value, b.value, a.dtype)
         if v is not None:
@@ -797,6 +812,11 @@ def _fold(cls, a, b):
     _set(node, "a", a)
     _set(node, "b", b)
     return node
+
+
+def _refuse_bool(cls, a, b):
+    raise DTypeError(f"operator {cls.symbol}: no arithmetic on bool ({a.script()}, {b.script()}); "
+                     f"use te.all/te.any for logic or cast to an integer first")
 
 
 def _eval_const(cls, x, y, dtype):

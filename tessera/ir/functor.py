@@ -92,6 +92,10 @@ class Mutator:
             else:
                 continue
             if nv is not v:
+                if f in node._def_fields:
+                    nv = _keep_definitions(v, nv)
+                    if nv is v:
+                        continue
                 if changed is None:
                     changed = {}
                 changed[f] = nv
@@ -101,6 +105,17 @@ class Mutator:
         for f in node._fields:
             _set(new, f, changed[f] if f in changed else getattr(node, f))
         return _fix_dtype(new)
+
+
+def _keep_definitions(old, new):
+    """A defining Var may be renamed to another Var, never replaced by an expression (as TVM's
+    substitute: `i -> 0` rewrites the uses in a loop's body, the loop still defines `i`)."""
+    if isinstance(old, Var):
+        return new if isinstance(new, Var) else old
+    if isinstance(old, tuple):
+        items = tuple(o if isinstance(o, Var) and not isinstance(n, Var) else n for o, n in zip(old, new))
+        return old if all(a is b for a, b in zip(items, old)) else items
+    return new
 
 
 def _fix_dtype(node):

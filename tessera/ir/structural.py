@@ -7,6 +7,7 @@ same object unless `map_free_vars=True`. Names are ignored.
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 from types import MappingProxyType
 
@@ -33,7 +34,12 @@ class _Equal:
             self.lhs_to_rhs[a] = b
             self.rhs_to_lhs[b] = a
             if isinstance(a, Buffer):
-                return self.fields(a, b)
+                # a buffer definition also defines the symbolic variables of its shape (as TVM)
+                saved, self.map_free = self.map_free, True
+                try:
+                    return self.fields(a, b)
+                finally:
+                    self.map_free = saved
             return a.dtype == b.dtype
         return self.eq(a, b)
 
@@ -41,8 +47,12 @@ class _Equal:
         m = self.lhs_to_rhs.get(a)
         if m is not None:
             return m is b
-        if a is b:
-            return b not in self.rhs_to_lhs
+        if a is b:  # record it, so that a later free-var mapping cannot pair `a` with another
+            if b in self.rhs_to_lhs:
+                return False
+            self.lhs_to_rhs[a] = a
+            self.rhs_to_lhs[a] = a
+            return True
         if self.map_free and b not in self.rhs_to_lhs and type(a) is type(b):
             return self.define(a, b)
         return False
@@ -67,8 +77,8 @@ class _Equal:
             return len(a) == len(b) and all(self.eq(x, y) for x, y in zip(a, b))
         if ta is MappingProxyType or ta is dict:
             return a.keys() == b.keys() and all(self.eq(a[k], b[k]) for k in a)
-        if ta is float:
-            return a == b or (a != a and b != b)
+        if ta is float:  # 0.0 and -0.0 differ (1/x tells them apart); all NaNs are one NaN
+            return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
         return a == b
 
     def fields(self, a, b):
@@ -143,7 +153,7 @@ class _Hasher:
                 self.put(str(k))
                 self.node(x[k])
         elif isinstance(x, float):
-            self.h.update(struct.pack("<d", x))
+            self.h.update(struct.pack("<d", x) if x == x else b"nan")
         else:
             self.put(f"{type(x).__name__}:{x}")
 
