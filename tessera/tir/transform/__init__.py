@@ -1,0 +1,52 @@
+"""Lowering: passes PrimFunc -> PrimFunc that turn a scheduled program into a flat loop program.
+
+`lower(func)` runs PIPELINE in order; each pass is also usable on its own.
+"""
+from __future__ import annotations
+
+from ...errors import TesseraError
+from ...ir import IRModule, PrimFunc
+from .flatten_buffer import flatten_buffer
+from .lower_blocks import lower_blocks
+from .simplify import simplify
+from .unroll import unroll_loop
+from .vectorize import vectorize_loop
+
+# (name, pass) in the order `lower` runs them; vectorize_loop gets the target's vector width.
+PIPELINE = (
+    ("lower_blocks", lower_blocks),
+    ("flatten_buffer", flatten_buffer),
+    ("simplify", simplify),
+    ("vectorize_loop", vectorize_loop),
+    ("unroll_loop", unroll_loop),
+    ("simplify", simplify),
+)
+
+
+def lower(func_or_mod, target=None, dump=None):
+    """Lower a PrimFunc (or every function of an IRModule) to the flat loop program codegen takes.
+
+    target: a Target or its text (default "c"); its vector width sizes vectors.
+    dump: optional callback `dump(pass_name, func)` called after every pass (for debugging).
+    """
+    if isinstance(func_or_mod, IRModule):
+        return IRModule({name: lower(f, target, dump) for name, f in func_or_mod})
+    if not isinstance(func_or_mod, PrimFunc):
+        raise TesseraError(f"lower takes a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
+    vector_bits = _vector_bits(target)
+    func = func_or_mod
+    for name, fn in PIPELINE:
+        func = fn(func, vector_bits=vector_bits) if fn is vectorize_loop else fn(func)
+        if dump is not None:
+            dump(name, func)
+    return func
+
+
+def _vector_bits(target) -> int:
+    from ...target import Target
+
+    return Target(target or "c").vector_bits
+
+
+__all__ = ["PIPELINE", "lower", "lower_blocks", "flatten_buffer", "simplify", "vectorize_loop",
+           "unroll_loop"]
