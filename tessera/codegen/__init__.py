@@ -1,0 +1,7 @@
+"""Code generation: a lowered PrimFunc becomes source for a backend (C for CPUs)."""
+from . import abi
+from .c import CodeGenC, generate, generate_module
+from .c_base import CodeGenCBase, HelperRegistry, NameTable
+
+__all__ = ["abi", "generate", "generate_module", "CodeGenC", "CodeGenCBase", "HelperRegistry",
+           "NameTable"]

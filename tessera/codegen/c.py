@@ -1,0 +1,1191 @@
+"""C code generation for CPUs: a lowered PrimFunc becomes one C translation unit (docs/internals.md).
+
+The kernel keeps the program's loops and names; parallel loops become OpenMP, vector code uses
+GCC vector extensions (`typedef float float32x8 __attribute__((vector_size(32)))`), with a
+lane-by-lane loop wherever a vector cannot be one C vector. Around each kernel come the ABI entry
+`tessera_call_NAME` (checks every argument against the parameters and binds symbolic extents),
+the timer `tessera_time_NAME` (TVM's time_evaluator, in C) and the JSON `tessera_metadata`.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import TesseraError
+from ..ir import expr as E
+from ..ir.buffer import Buffer
+from ..ir.dtype import DataType
+from ..ir.function import IRModule, PrimFunc
+from ..ir.functor import collect_vars
+from . import abi
+from .c_base import (_HALF, _STORAGE_C, _VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
+                     P_PRIMARY, P_REL, P_UNARY, _NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
+                     NameTable, c_string, is_pow2)
+
+_F32 = DataType("float32")
+_MAX_VECTOR_LANES = 64
+# the vector Calls printed as one vector expression (the rest of INTRINSICS go lane by lane
+# through a helper; if_then_else and extern calls are scalarized with the whole statement)
+_VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
+                          "shift_left": "<<", "shift_right": ">>"}
+_ENTRY_RESERVED = frozenset({"a", "args", "kinds", "num_args", "err", "err_len", "number", "repeat",
+                             "min_repeat_ms", "results", "status"})
+
+_INCLUDES = """#include <stdint.h>
+#include <stdbool.h>
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <time.h>"""
+
+
+class _Restart(Exception):
+    """An extern function name was met that a local name may shadow: regenerate with it reserved."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class CodeGenC(CodeGenCBase):
+    """The C backend: GCC vector extensions, OpenMP loops, stack/heap allocation."""
+
+    def __init__(self, helpers: HelperRegistry, reserved=frozenset(), num_threads: int = 0,
+                 max_vector_bytes: int = 32):
+        super().__init__(helpers, reserved)
+        self.num_threads = num_threads
+        # a C vector is at most one machine register: wider ones would cross function
+        # boundaries in a non-native ABI (GCC notes it); those statements go lane by lane
+        self.max_vector_bytes = max_vector_bytes
+        self.mask_bits: dict = {}  # bool vector let var -> its mask element width
+        self._reserved_names = reserved
+
+    # -- extern calls must not be shadowed by a local of the same name -----------------------
+    def on_extern(self, name):
+        if name not in self._reserved_names:
+            raise _Restart(name)
+
+    # -- vector types ----------------------------------------------------------------------
+    def vtype(self, dt: DataType) -> str:
+        """Typedef name of a concrete C vector type (element float16 is _Float16 here)."""
+        name = str(dt)
+        if name not in self.helpers.typedefs:
+            elem = dt.element_of()
+            ctype = _STORAGE_C[elem] if elem != "bool" else "int8_t"
+            size = max(1, elem.bits // 8) * dt.lanes
+            self.helpers.typedef(name, f"typedef {ctype} {name} __attribute__((vector_size({size})));")
+        return name
+
+    def repr_dtype(self, dt: DataType) -> DataType:
+        """The C vector a value of vector dtype dt lives in (float16/bfloat16 compute as float32)."""
+        elem = dt.element_of()
+        if elem in _HALF:
+            return _F32.with_lanes(dt.lanes)
+        if elem == "bool":
+            return DataType(f"int32x{dt.lanes}")
+        return dt
+
+    def vector_type(self, dt: DataType) -> str:
+        return self.vtype(self.repr_dtype(dt))
+
+    def mask_type(self, bits: int, lanes: int) -> str:
+        return self.vtype(DataType(f"int{bits}x{lanes}"))
+
+    def repr_bits(self, dt: DataType) -> int:
+        elem = dt.element_of()
+        return 32 if elem in _HALF else elem.bits
+
+    def let_type(self, var, value) -> str:
+        if value.dtype.lanes != 1 and value.dtype.code == "bool":
+            bits = self.natural(value) or 32
+            self.mask_bits[var] = bits
+            return self.mask_type(bits, value.dtype.lanes)
+        return self.value_type(var.dtype)
+
+    # -- which vector expressions are one C vector -----------------------------------------
+    def vector_native(self, e) -> bool:
+        lanes = e.dtype.lanes
+        return is_pow2(lanes) and 2 <= lanes <= _MAX_VECTOR_LANES and self._native(e)
+
+    def _native(self, e) -> bool:
+        dt = e.dtype
+        if dt.lanes == 1:
+            return True
+        bits = (self.natural(e) or 32) if dt.code == "bool" else self.repr_bits(dt)
+        if dt.lanes * bits > 8 * self.max_vector_bytes:
+            return False
+        t = type(e)
+        if t is E.Ramp or t is E.Broadcast:
+            return True
+        if t is E.Var or t is E.SizeVar:
+            return e not in self.array_vars
+        if t is E.BufferLoad:
+            if e.buffer.dtype.lanes != 1 or len(e.indices) != 1:
+                return False
+            idx = e.indices[0]
+            return type(idx) is E.Broadcast or self._native(idx)
+        if dt.element_of() not in _VALUE_C:
+            return False
+        if isinstance(e, (E.BinaryOp, E.CmpOp, E.And)):
+            return self._native(e.a) and self._native(e.b)
+        if t is E.Not:
+            return self._native(e.a)
+        if t is E.Cast:
+            return self._native(e.value)
+        if t is E.Select:
+            return (self._native(e.condition) and self._native(e.true_value)
+                    and self._native(e.false_value))
+        if t is E.Call:
+            if e.op not in INTRINSICS or e.op == "if_then_else":
+                return False
+            if dt.code != "bool" and any(a.dtype.code == "bool" and a.dtype.lanes != 1 for a in e.args):
+                return False
+            return all(self._native(a) for a in e.args)
+        if t is E.Let:
+            return dt.code != "bool" and self._native(e.value) and self._native(e.body)
+        return False
+
+    # -- vector expressions ---------------------------------------------------------------
+    def expr(self, e):
+        dt = e.dtype
+        if dt.lanes != 1 and dt.code == "bool":
+            return self.mask(e, self.natural(e) or 32)
+        return super().expr(e)
+
+    def _vop(self, e, prec):
+        """Operands of a vector binary operator; a Broadcast side stays a scalar (GCC splats it)."""
+        a, b = e.a, e.b
+        ta, tb = type(a) is E.Broadcast, type(b) is E.Broadcast
+        if ta and not tb:
+            return self._scalar_operand(a, prec), self.text_right(b, prec)
+        if tb and not ta:
+            return self.text(a, prec), self._scalar_operand(b, prec, right=True)
+        return self.text(a, prec), self.text_right(b, prec)
+
+    def _scalar_operand(self, bc, prec, right=False):
+        v = bc.value
+        elem = v.dtype
+        if elem in _HALF or elem in ("float32", "float64", "int32", "int64"):
+            return self.text_right(v, prec) if right else self.text(v, prec)
+        return f"({_VALUE_C[elem]}){self.text(v, P_UNARY)}"
+
+    def _varith(self, e, sym, prec):
+        a, b = self._vop(e, prec)
+        s = f"{a} {sym} {b}"
+        if e.dtype.element_of() in _HALF:
+            return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
+        return s, prec
+
+    def vec_Add(self, e):
+        return self._varith(e, "+", P_ADD)
+
+    def vec_Sub(self, e):
+        return self._varith(e, "-", P_ADD)
+
+    def vec_Mul(self, e):
+        return self._varith(e, "*", P_MUL)
+
+    def vec_Div(self, e):
+        return self._varith(e, "/", P_MUL)
+
+    def vec_Mod(self, e):
+        if e.dtype.is_float():
+            return self.lanewise(e)
+        return self._varith(e, "%", P_MUL)
+
+    def vec_FloorDiv(self, e):
+        dt = e.dtype
+        if dt.is_float():
+            return self.lanewise(e)
+        if dt.code != "int" or self.plain_division(e):
+            return self._varith(e, "/", P_MUL)
+        return self._vfloor_helper(e, "floordiv")
+
+    def vec_FloorMod(self, e):
+        dt = e.dtype
+        if dt.is_float():
+            return self.lanewise(e)
+        if dt.code != "int" or self.plain_division(e):
+            return self._varith(e, "%", P_MUL)
+        return self._vfloor_helper(e, "floormod")
+
+    def _vfloor_helper(self, e, kind):
+        dt = e.dtype
+        v = self.vtype(dt)
+        name = f"tsr_{kind}_{dt}"
+        fix = "(r != 0) & ((r < 0) != (b < 0))"  # lanes whose truncated result must be corrected
+        ret = f"q + ({fix})" if kind == "floordiv" else f"r + (({fix}) & b)"
+        self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{\n"
+            f"  {v} q = a / b, r = a % b;\n  (void)q;\n  return {ret};\n}}"))
+        return f"{name}({self.text(e.a)}, {self.text(e.b)})", P_PRIMARY
+
+    def _vminmax(self, e, kind):
+        dt = e.dtype
+        rep = self.repr_dtype(dt)
+        v = self.vtype(rep)
+        m = self.mask_type(self.repr_bits(dt), dt.lanes)
+        sel = self.select_helper(rep)
+        op = "<" if kind == "min" else ">"
+        cond = f"(a {op} b) | (a != a)" if dt.is_float() else f"a {op} b"
+        name = f"tsr_{kind}_{rep}"
+        self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{\n"
+            f"  {m} m = {cond};\n  return {sel}(m, a, b);\n}}"))
+        return f"{name}({self.text(e.a)}, {self.text(e.b)})", P_PRIMARY
+
+    def vec_Min(self, e):
+        return self._vminmax(e, "min")
+
+    def vec_Max(self, e):
+        return self._vminmax(e, "max")
+
+    def select_helper(self, rep: DataType) -> str:
+        """`tsr_select_<V>(mask, a, b)`: lanes of a where mask is set, else of b."""
+        v = self.vtype(rep)
+        m = self.mask_type(rep.element_of().bits, rep.lanes)
+        name = f"tsr_select_{rep}"
+        if v == m:
+            body = "(a & m) | (b & ~m)"
+        else:
+            body = f"({v})((({m})a & m) | (({m})b & ~m))"
+        return self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({m} m, {v} a, {v} b) {{\n  return {body};\n}}"))
+
+    def vec_Select(self, e):
+        dt = e.dtype
+        cond = e.condition
+        if cond.dtype.lanes == 1:
+            return (f"({self.text(cond, P_REL)} ? {self.text(e.true_value, P_REL)} : "
+                    f"{self.text(e.false_value, P_REL)})"), P_PRIMARY
+        rep = self.repr_dtype(dt)
+        m, _ = self.mask(cond, rep.element_of().bits)
+        return (f"{self.select_helper(rep)}({m}, {self.text(e.true_value)}, "
+                f"{self.text(e.false_value)})"), P_PRIMARY
+
+    def vec_Ramp(self, e):
+        dt = e.dtype
+        lanes = dt.lanes
+        elem = dt.element_of()
+        base, stride = e.base, e.stride
+        if elem in ("int32", "int64"):
+            v = self.vtype(dt)
+            if type(stride) is E.IntImm:
+                vec = f"({v}){{{', '.join(str(k * stride.value) for k in range(lanes))}}}"
+                if type(base) is E.IntImm and base.value == 0:
+                    return vec, P_PRIMARY
+                return f"{self.text(base, P_ADD)} + {vec}", P_ADD
+            iota = f"({v}){{{', '.join(str(k) for k in range(lanes))}}}"
+            return f"{self.text(base, P_ADD)} + {self.text(stride, P_MUL)} * {iota}", P_ADD
+        v = self.vtype(dt)
+        t = _VALUE_C[elem]
+        name = f"tsr_ramp_{dt}"
+        self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({t} base, {t} stride) {{\n"
+            f"  {v} v = {{0}};\n  for (int k = 0; k < {lanes}; ++k) v[k] = ({t})(base + k * stride);\n"
+            f"  return v;\n}}"))
+        return f"{name}({self.text(base)}, {self.text(stride)})", P_PRIMARY
+
+    def vec_Broadcast(self, e):
+        rep = self.repr_dtype(e.dtype)
+        v = self.vtype(rep)
+        t = _VALUE_C[rep.element_of()]
+        name = f"tsr_splat_{rep}"
+        self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({t} x) {{\n"
+            f"  return ({v}){{{', '.join('x' for _ in range(rep.lanes))}}};\n}}"))
+        return f"{name}({self.text(e.value)})", P_PRIMARY
+
+    def vec_Var(self, e):
+        return self.var_name(e), P_PRIMARY
+
+    def vec_Let(self, e):
+        return self.scalar_Let(e)
+
+    def vec_Cast(self, e):
+        dst, x = e.dtype, e.value
+        src = x.dtype
+        lanes = dst.lanes
+        if src.code == "bool":
+            rep = self.repr_dtype(dst)
+            m, p = self.mask(x, rep.element_of().bits)
+            m = m if p >= P_UNARY and m[0] != "-" else f"({m})"
+            return f"__builtin_convertvector(-{m}, {self.vtype(rep)})", P_PRIMARY
+        srep, drep = self.repr_dtype(src), self.repr_dtype(dst)
+        xs, xp = self.expr(x)
+        if srep == drep:
+            out = xs
+        elif dst == DataType("float16").with_lanes(lanes) and srep != _F32.with_lanes(lanes):
+            h = self.vtype(DataType(f"float16x{lanes}"))
+            return (f"__builtin_convertvector(__builtin_convertvector({xs}, {h}), "
+                    f"{self.vtype(drep)})"), P_PRIMARY
+        else:
+            out = f"__builtin_convertvector({xs}, {self.vtype(drep)})"
+        if dst.element_of() in _HALF and src.element_of() != dst.element_of():
+            return f"{self.vround_helper(dst)}({out})", P_PRIMARY
+        return out, (xp if out is xs else P_PRIMARY)
+
+    def vround_helper(self, dt: DataType) -> str:
+        """`tsr_round_<half>x<L>(float32xL)`: round every lane to float16/bfloat16 precision."""
+        lanes = dt.lanes
+        f = self.vtype(_F32.with_lanes(lanes))
+        if dt.element_of() == "float16":
+            h = self.vtype(DataType(f"float16x{lanes}"))
+            name = f"tsr_round_float16x{lanes}"
+            return self.helpers.require(name, (
+                f"{self.func_qualifier} {f} {name}({f} x) {{\n"
+                f"  return __builtin_convertvector(__builtin_convertvector(x, {h}), {f});\n}}"))
+        u = self.vtype(DataType(f"uint32x{lanes}"))
+        name = f"tsr_round_bfloat16x{lanes}"
+        return self.helpers.require(name, (
+            f"/* round each lane to bfloat16 (nearest even); NaN becomes the quiet NaN */\n"
+            f"{self.func_qualifier} {f} {name}({f} x) {{\n"
+            f"  {u} u = ({u})x;\n"
+            f"  {u} r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;\n"
+            f"  {u} nan = ({u})(x != x);\n"
+            f"  {u} qnan = (u & 0x80000000u) | 0x7fc00000u;\n"
+            f"  return ({f})((r & ~nan) | (qnan & nan));\n}}"))
+
+    # masks (bool vectors are signed integer vectors: all ones for true)
+    def natural(self, e):
+        """Element width of the mask e naturally produces (None: any width)."""
+        t = type(e)
+        if isinstance(e, E.CmpOp):
+            if e.a.dtype.code == "bool":
+                return self.natural(e.a) or self.natural(e.b)
+            return self.repr_bits(e.a.dtype)
+        if t is E.And or t is E.Or:
+            return self.natural(e.a) or self.natural(e.b)
+        if t is E.Not:
+            return self.natural(e.a)
+        if t is E.Var or t is E.SizeVar:
+            return self.mask_bits.get(e)
+        if t is E.BufferLoad:
+            return 8
+        if t is E.Cast:
+            x = e.value
+            return self.natural(x) if x.dtype.code == "bool" else self.repr_bits(x.dtype)
+        if t is E.Select:
+            return self.natural(e.true_value) or self.natural(e.false_value)
+        if t is E.Call:
+            if e.op in ("isnan", "isinf", "isfinite"):
+                return self.repr_bits(e.args[0].dtype)
+            for a in e.args:
+                if a.dtype.lanes != 1 and a.dtype.code == "bool":
+                    w = self.natural(a)
+                    if w:
+                        return w
+        return None
+
+    def mask(self, e, bits: int) -> tuple[str, int]:
+        """Text of bool vector e as a mask of `bits`-bit lanes."""
+        lanes = e.dtype.lanes
+        m = self.mask_type(bits, lanes)
+        t = type(e)
+        if t is E.Broadcast:
+            return f"({m}){{0}} - (int{bits}_t){self.text(e.value, P_UNARY)}", P_ADD
+        if t is E.And or t is E.Or:
+            return f"({self._mask_operand(e.a, bits)} {'&' if t is E.And else '|'} {self._mask_operand(e.b, bits)})", P_PRIMARY
+        if t is E.Not:
+            a, p = self.mask(e.a, bits)
+            return "~" + (a if p >= P_UNARY else f"({a})"), P_UNARY
+        if t is E.Select:
+            if e.condition.dtype.lanes == 1:
+                return (f"({self.text(e.condition, P_REL)} ? {self.mask(e.true_value, bits)[0]} : "
+                        f"{self.mask(e.false_value, bits)[0]})"), P_PRIMARY
+            sel = self.select_helper(DataType(f"int{bits}x{lanes}"))
+            return (f"{sel}({self.mask(e.condition, bits)[0]}, {self.mask(e.true_value, bits)[0]}, "
+                    f"{self.mask(e.false_value, bits)[0]})"), P_PRIMARY
+        if t is E.Call and e.op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            a, b = (self._mask_operand(x, bits) for x in e.args)
+            return f"({a} {_VECTOR_OPERATOR_CALLS[e.op]} {b})", P_PRIMARY
+        if t is E.Call and e.op == "bitwise_not":
+            a, p = self.mask(e.args[0], bits)
+            return "~" + (a if p >= P_UNARY else f"({a})"), P_UNARY
+        if t is E.Call and e.op == "likely":
+            return self.mask(e.args[0], bits)
+        # the rest have a natural width; convert when it differs
+        if isinstance(e, E.CmpOp):
+            nat = self.natural(e) or bits
+            sym = _CMP_SYMBOL[t]
+            prec = P_REL if sym[0] in "<>" else P_REL - 1
+            if e.a.dtype.code == "bool":
+                s = f"{self.mask(e.a, nat)[0]} {sym} {self.mask(e.b, nat)[0]}"
+            else:
+                a, b = self._vop(e, P_REL + 1)
+                s = f"{a} {sym} {b}"
+        elif t is E.Var or t is E.SizeVar:
+            nat, s, prec = self.mask_bits.get(e, 32), self.var_name(e), P_PRIMARY
+        elif t is E.BufferLoad:
+            nat = 8
+            s, prec = self.vector_load(e)
+        elif t is E.Cast:
+            x = e.value
+            if x.dtype.code == "bool":
+                return self.mask(x, bits)
+            nat = self.repr_bits(x.dtype)
+            s, prec = f"{self.text(x, P_REL)} != 0", P_REL - 1
+        elif t is E.Call and e.op in ("isnan", "isinf", "isfinite"):
+            nat = self.repr_bits(e.args[0].dtype)
+            s, prec = self.lanewise(e, mask_bits=nat)
+        else:
+            raise TesseraError(f"the C backend cannot print a {type(e).__name__} of dtype {e.dtype} "
+                               f"as a vector mask")
+        if nat == bits:
+            return s, prec
+        return f"__builtin_convertvector({s}, {m})", P_PRIMARY
+
+    def _mask_operand(self, e, bits):
+        s, p = self.mask(e, bits)
+        return s if p >= P_UNARY else f"({s})"
+
+    # loads
+    def vec_BufferLoad(self, e):
+        return self.vector_load(e)
+
+    def vector_load(self, e):
+        buf = e.buffer
+        name = self.buffer_name(buf, len(e.indices))
+        idx = e.indices[0]
+        lanes = e.dtype.lanes
+        elem = buf.dtype
+        if type(idx) is E.Ramp:
+            if type(idx.stride) is E.IntImm and idx.stride.value == 1:
+                fn = self._vmem_helper("load", elem, lanes)
+                return f"{fn}(&{name}[{self.text(idx.base)}])", P_PRIMARY
+            fn = self._vmem_helper("gather", elem, lanes)
+            return f"{fn}({name}, {self.text(idx.base)}, {self.text(idx.stride)})", P_PRIMARY
+        if type(idx) is E.Broadcast:
+            scalar = E.BufferLoad(buf, [idx.value])
+            if elem == "bool":
+                return self.mask(E.Broadcast(scalar, lanes), 8)
+            return self.vec_Broadcast(E.Broadcast(scalar, lanes))
+        fn = self._vmem_helper("gather", elem, lanes, idx.dtype)
+        return f"{fn}({name}, {self.text(idx)})", P_PRIMARY
+
+    def _vmem_helper(self, kind, elem: DataType, lanes: int, idx_dtype=None) -> str:
+        """Vector load/store/gather/scatter helpers for buffer element type elem."""
+        q = self.func_qualifier
+        st = _STORAGE_C[elem]
+        vdt = elem.with_lanes(lanes)
+        if elem == "bool":
+            v = self.mask_type(8, lanes)
+            load_lane, store_lane = "(p[{i}] ? -1 : 0)", "(bool)(v[k] != 0)"
+        else:
+            v = self.vector_type(vdt)
+            load_lane, store_lane = "p[{i}]", "v[k]"
+            if elem == "float16":
+                load_lane, store_lane = "(float)p[{i}]", "(_Float16)v[k]"
+            elif elem == "bfloat16":
+                self.bf16_helpers()
+                load_lane, store_lane = "tsr_bfloat16_to_float(p[{i}])", "tsr_float_to_bfloat16(v[k])"
+        suffix = f"_by_{idx_dtype}" if idx_dtype is not None else ""
+        name = f"tsr_v{kind}_{vdt}{suffix}"
+        if name in self.helpers.functions:
+            return name
+        if kind == "load":
+            if elem == "float16":
+                h = self.vtype(DataType(f"float16x{lanes}"))
+                body = (f"  {h} h;\n  memcpy(&h, p, sizeof(h));\n"
+                        f"  return __builtin_convertvector(h, {v});")
+            elif elem == "bfloat16":
+                h = self.vtype(DataType(f"uint16x{lanes}"))
+                u = self.vtype(DataType(f"uint32x{lanes}"))
+                body = (f"  {h} h;\n  memcpy(&h, p, sizeof(h));\n"
+                        f"  return ({v})(__builtin_convertvector(h, {u}) << 16);")
+            elif elem == "bool":
+                body = f"  {v} b;\n  memcpy(&b, p, sizeof(b));\n  return b != 0;"
+            else:
+                body = f"  {v} v;\n  memcpy(&v, p, sizeof(v));\n  return v;"
+            code = f"{q} {v} {name}(const {st}* p) {{\n{body}\n}}"
+        elif kind == "store":
+            if elem == "float16":
+                h = self.vtype(DataType(f"float16x{lanes}"))
+                body = f"  {h} h = __builtin_convertvector(v, {h});\n  memcpy(p, &h, sizeof(h));"
+            elif elem == "bfloat16":
+                h = self.vtype(DataType(f"uint16x{lanes}"))
+                u = self.vtype(DataType(f"uint32x{lanes}"))
+                body = (f"  {h} h = __builtin_convertvector(({u})v >> 16, {h});\n"
+                        f"  memcpy(p, &h, sizeof(h));")
+            elif elem == "bool":
+                body = f"  {v} b = -v;\n  memcpy(p, &b, sizeof(b));"
+            else:
+                body = "  memcpy(p, &v, sizeof(v));"
+            code = f"{q} void {name}({st}* p, {v} v) {{\n{body}\n}}"
+        elif kind == "gather":
+            if idx_dtype is None:
+                params, at = "int64_t base, int64_t stride", "base + k * stride"
+            else:
+                params, at = f"{self.vtype(idx_dtype)} idx", "idx[k]"
+            code = (f"{q} {v} {name}(const {st}* p, {params}) {{\n  {v} v = {{0}};\n"
+                    f"  for (int k = 0; k < {lanes}; ++k) v[k] = {load_lane.format(i=at)};\n"
+                    f"  return v;\n}}")
+        else:  # scatter
+            if idx_dtype is None:
+                params, at = "int64_t base, int64_t stride", "base + k * stride"
+            else:
+                params, at = f"{self.vtype(idx_dtype)} idx", "idx[k]"
+            code = (f"{q} void {name}({st}* p, {params}, {v} v) {{\n"
+                    f"  for (int k = 0; k < {lanes}; ++k) p[{at}] = {store_lane};\n}}")
+        return self.helpers.require(name, code)
+
+    def vector_store(self, s, name) -> bool:
+        value, idx = s.value, s.indices[0]
+        buf = s.buffer
+        lanes = value.dtype.lanes
+        if buf.dtype.lanes != 1 or value.dtype.lanes != idx.dtype.lanes or not self.vector_native(value):
+            return False
+        elem = buf.dtype
+        if type(idx) is E.Ramp:
+            if type(idx.stride) is E.IntImm and idx.stride.value == 1:
+                where = f"&{name}[{self.text(idx.base)}]"
+                kind = "store"
+            else:
+                where = f"{name}, {self.text(idx.base)}, {self.text(idx.stride)}"
+                kind = "scatter"
+            fn = self._vmem_helper(kind, elem, lanes)
+        elif type(idx) is not E.Broadcast and self.vector_native(idx):
+            fn = self._vmem_helper("scatter", elem, lanes, idx.dtype)
+            where = f"{name}, {self.text(idx)}"
+        else:
+            return False
+        v = self.mask(value, 8)[0] if elem == "bool" else self.text(value)
+        self.emit(f"{fn}({where}, {v});")
+        return True
+
+    # calls
+    def vec_Call(self, e):
+        op, args = e.op, e.args
+        if op in _VECTOR_OPERATOR_CALLS:
+            a, b = args
+            if e.dtype.code != "bool" and (a.dtype.is_float() or b.dtype.is_float()):
+                raise TesseraError(f"intrinsic {op} needs integer operands, got {a.dtype}")
+            return f"({self._vtext_operand(a)} {_VECTOR_OPERATOR_CALLS[op]} {self._vtext_operand(b)})", P_PRIMARY
+        if op == "bitwise_not":
+            return "~" + self.text(args[0], P_UNARY), P_UNARY
+        if op == "likely":
+            return self.expr(args[0])
+        if op == "fma" and all(a.dtype == e.dtype for a in args):
+            s = f"{self.text(args[0], P_MUL)} * {self.text_right(args[1], P_MUL)} + {self.text_right(args[2], P_ADD)}"
+            if e.dtype.element_of() in _HALF:
+                return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
+            return s, P_ADD
+        if op == "if_then_else" or op not in INTRINSICS:
+            raise TesseraError(f"vector call {op} must be scalarized (internal: the statement "
+                               f"should have taken the lane-by-lane path)")
+        return self.lanewise(e)
+
+    def _vtext_operand(self, a):
+        if type(a) is E.Broadcast:
+            return f"({_VALUE_C[a.value.dtype]}){self.text(a.value, P_UNARY)}"
+        return self.text(a, P_UNARY)
+
+    def lanewise(self, e, mask_bits=None):
+        """A helper applying the scalar form of e to every lane (math calls, float modulo)."""
+        dt = e.dtype
+        lanes = dt.lanes
+        elem = dt.element_of()
+        args = list(e.args) if type(e) is E.Call else [e.a, e.b]
+        op = e.op if type(e) is E.Call else type(e).__name__.lower()
+        name = "_".join([f"tsr_{op}", str(dt)] + [str(a.dtype) for a in args if a.dtype != dt])
+        if name not in self.helpers.functions:
+            saved = self.names
+            self.names = NameTable()
+            params, lane_args = [], []
+            for i, a in enumerate(args):  # vector operands are x0[k], x1[k]; scalar ones x0, x1
+                pv = E.Var(f"x{i}", a.dtype.element_of())
+                params.append(f"{self.value_type(a.dtype)} x{i}")
+                self.names.alias(pv, f"x{i}[k]" if a.dtype.lanes != 1 else f"x{i}")
+                lane_args.append(pv)
+            if type(e) is E.Call:
+                scalar = E.Call(elem, e.op, lane_args)
+            else:
+                scalar = e.replace(dtype=elem, a=lane_args[0], b=lane_args[1])
+            try:
+                lane = self.text(scalar, P_ASSIGN)
+            finally:
+                self.names = saved
+            if elem == "bool":
+                rv = self.mask_type(mask_bits or 32, lanes)
+                lane = f"({lane}) ? -1 : 0"
+            else:
+                rv = self.vector_type(dt)
+            self.helpers.require(name, (
+                f"{self.func_qualifier} {rv} {name}({', '.join(params)}) {{\n  {rv} r = {{0}};\n"
+                f"  for (int k = 0; k < {lanes}; ++k) r[k] = {lane};\n  return r;\n}}"))
+        return f"{name}({', '.join(self.text(a) for a in args)})", P_PRIMARY
+
+    # -- loops and allocation ---------------------------------------------------------------
+    def loop_header(self, s, body_has_checks):
+        kind = s.kind
+        if kind == "parallel":
+            self.omp_pragmas += 1
+            n = self.num_threads
+            return "#pragma omp parallel for" + (f" num_threads({n})" if n else "")
+        if kind == "vectorized":
+            if body_has_checks:
+                return "// vectorized (no omp simd: the body has checks or OpenMP constructs)"
+            self.omp_pragmas += 1
+            return "#pragma omp simd"
+        if kind == "unrolled":
+            ext = s.extent
+            n = ext.value if type(ext) is E.IntImm and 0 < ext.value <= 64 else 8
+            return f"#pragma GCC unroll {n}"
+        return None
+
+    def allocate(self, s):
+        buf = s.buffer
+        if buf.scope not in ("global", "local"):
+            raise TesseraError(f"buffer {buf.name!r} in {self.func_name} has storage scope "
+                               f"{buf.scope!r}, which the C backend cannot allocate (it is a GPU or "
+                               f"accelerator scope); use 'global' or 'local'")
+        elem = self.storage_type(buf.dtype)
+        esize = max(1, buf.dtype.bits // 8)
+        size = None
+        count = 1
+        for d in buf.shape:
+            if type(d) is E.IntImm and count is not None:
+                count *= d.value
+            else:
+                count = None
+        name = self.names.define(buf)
+        self.buffer_names[buf] = name
+        if count is not None and count * esize <= 4096:
+            self.emit(f"{elem} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
+            self.stmt(s.body)
+            return
+        if count is not None:
+            size = f"{count * esize}"
+        else:
+            dims = " * ".join(self.text(d, P_MUL) for d in buf.shape)
+            dims = dims if len(buf.shape) == 1 and self.expr(buf.shape[0])[1] >= P_UNARY else f"({dims})"
+            size = f"(size_t){dims} * sizeof({elem})"
+        self.helpers.require("tsr_alloc", (
+            "/* 64-byte aligned heap memory (aligned_alloc needs a multiple of the alignment) */\n"
+            f"{self.func_qualifier} void* tsr_alloc(size_t bytes) {{\n"
+            "  if (bytes > SIZE_MAX - 63) return NULL;\n"
+            "  return aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) & ~(size_t)63);\n}"))
+        self.emit(f"{elem}* {name} = ({elem}*)tsr_alloc({size});")
+        msg = c_string(f"out of memory: buffer {_fmt(buf.name)} of {_fmt(self.func_name)} needs %zu bytes")
+
+        def body():
+            if self.parallel_depth == 0:
+                self.heap_live.append(name)
+            self.stmt(s.body)
+            if self.parallel_depth == 0:
+                self.heap_live.pop()
+            self.emit(f"free({name});")
+        self.failure(f"{name} == NULL", f"{msg}, {size if count is None else f'(size_t){size}'}", body)
+
+
+_CMP_SYMBOL = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
+
+
+def _fmt(text: str) -> str:
+    """text for use inside a printf format."""
+    return text.replace("%", "%%")
+
+
+# ---------------------------------------------------------------------------------------------
+# the translation unit
+# ---------------------------------------------------------------------------------------------
+def generate(func: PrimFunc, target=None) -> str:
+    """C source (one translation unit) for one lowered PrimFunc; see docs/internals.md.
+
+    target: a tessera Target (or its text); None means "c" with OpenMP's default thread count."""
+    return generate_module(func if isinstance(func, IRModule) else [func], target)
+
+
+def generate_module(funcs, target=None) -> str:
+    """One translation unit holding several lowered PrimFuncs (a list, or an IRModule whose
+    keys name the functions); `tessera_metadata` lists them all."""
+    if isinstance(funcs, PrimFunc):
+        funcs = [funcs]
+    if isinstance(funcs, IRModule):
+        items = [(name, f) for name, f in funcs]
+    else:
+        items = []
+        for f in funcs:
+            if not isinstance(f, PrimFunc):
+                raise TesseraError(f"generate_module takes PrimFuncs, got {type(f).__name__}")
+            items.append((f.name, f))
+    if not items:
+        raise TesseraError("generate_module: no functions to generate")
+    if isinstance(target, str):
+        from ..target import Target
+
+        target = Target(target)
+    num_threads = int(getattr(target, "num_threads", 0) or 0) if target is not None else 0
+    vector_bits = int(getattr(target, "vector_bits", 256) or 256) if target is not None else 256
+    wide = target is not None and hasattr(target, "has_feature") and target.has_feature("avx512f")
+    max_vector_bytes = max(16, min(vector_bits, 512 if wide else 256) // 8)
+    helpers = HelperRegistry()
+    seen, reserved = {}, set()
+    entries = []
+    for name, f in items:
+        if not isinstance(f, PrimFunc):
+            raise TesseraError(f"generate_module takes PrimFuncs, got {type(f).__name__} for {name!r}")
+        cname = _NOT_IDENT_CHAR.sub("_", name) or "f"
+        if cname[0].isdigit():
+            cname = "f" + cname
+        if cname in seen:
+            raise TesseraError(f"functions {seen[cname]!r} and {name!r} get the same C name "
+                               f"tessera_call_{cname}; rename one")
+        seen[cname] = name
+        entries.append((name, cname, f))
+    reserved.update(f"{c}_kernel" for _, c, _ in entries)
+    reserved.update(f"{c}_unpack" for _, c, _ in entries)
+    reserved.update(f"{c}_args_t" for _, c, _ in entries)
+    functions, meta = [], []
+    for name, cname, f in entries:
+        while True:
+            mark = helpers.mark()
+            try:
+                text, m = _FunctionWriter(f, name, cname, helpers, frozenset(reserved), num_threads,
+                                          max_vector_bytes).write()
+                break
+            except _Restart as r:
+                helpers.rollback(mark)
+                reserved.add(r.name)
+        functions.append(text)
+        meta.append(m)
+    target_text = str(target) if target is not None else "c"
+    return _assemble(helpers, functions, meta, target_text, len(entries))
+
+
+def _assemble(helpers: HelperRegistry, functions, meta, target_text, count) -> str:
+    out = [f"/* Generated by tessera: {count} function{'s' if count != 1 else ''} for target "
+           f"{target_text.replace('*/', '* /')}. */", _INCLUDES, abi.C_HEADER.strip(), ""]
+    if helpers.typedefs:
+        out.append("/* vector types (GCC vector extensions) */")
+        out.extend(helpers.typedefs.values())
+        out.append("")
+    for code in helpers.functions.values():
+        out.append(code)
+        out.append("")
+    code = "\n".join(functions)
+    used = {name for name in _ENTRY_HELPERS if name + "(" in code}
+    for name in list(used):
+        used.update(_ENTRY_DEPS.get(name, ()))
+    out.extend(c + "\n" for name, c in _ENTRY_HELPERS.items() if name in used)
+    decls = helpers.extern_decls()
+    if decls:
+        out.append("/* extern functions the program calls */")
+        out.extend(decls)
+        out.append("")
+    out.extend(functions)
+    doc = json.dumps({"version": 1, "functions": meta, "target": target_text},
+                     separators=(", ", ": "))
+    chunks = re.split(r'(?=\{"name": )', doc)  # one line per function and parameter
+    out.append("const char tessera_metadata[] =\n" + "\n".join("  " + c_string(c) for c in chunks) + ";")
+    out.append("")
+    return "\n".join(out)
+
+
+_ENTRY_DEPS = {"tsr_get_tensor": ("tsr_kind_name", "tsr_dtype_name"), "tsr_get_int": ("tsr_kind_name",),
+               "tsr_get_float": ("tsr_kind_name",)}
+_ENTRY_HELPERS = {  # name -> C code, emitted (in this order) when an entry uses them
+    "TSR_TRY": r"""/* argument checking for the entry functions */
+#define TSR_TRY(call) do { int32_t tsr_s = (call); if (tsr_s != 0) return tsr_s; } while (0)""",
+    "tsr_kind_name": r"""static const char* tsr_kind_name(int32_t kind) {
+  return kind == 0 ? "a tensor" : kind == 1 ? "an int scalar" : kind == 2 ? "a float scalar" : "an unknown kind";
+}""",
+    "tsr_dtype_name": r"""static void tsr_dtype_name(char* buf, size_t n, const tessera_tensor_t* t) {
+  static const char* codes[] = {"int", "uint", "float", "code3", "bfloat", "code5", "bool"};
+  const char* code = t->code < 7 ? codes[t->code] : "code?";
+  if (t->code == 6 && (t->bits == 8 || t->bits == 1)) snprintf(buf, n, "bool");
+  else snprintf(buf, n, "%s%d", code, (int)t->bits);
+  if (t->lanes != 1) snprintf(buf + strlen(buf), n - strlen(buf), "x%d", (int)t->lanes);
+}""",
+    "tsr_get_tensor": r"""static int32_t tsr_get_tensor(void** args, const int32_t* kinds, int32_t i, const char* name,
+                              int32_t ndim, uint8_t code, uint8_t bits, const char* dtype,
+                              const tessera_tensor_t** out, char* err, int32_t err_len) {
+  if (kinds[i] != 0) {
+    snprintf(err, err_len, "argument %d (%s): expected a tensor, got %s", (int)i, name, tsr_kind_name(kinds[i]));
+    return 2;
+  }
+  const tessera_tensor_t* t = (const tessera_tensor_t*)args[i];
+  if (t == NULL) {
+    snprintf(err, err_len, "argument %d (%s): expected a tensor, got NULL", (int)i, name);
+    return 2;
+  }
+  if (t->ndim != ndim) {
+    snprintf(err, err_len, "argument %d (%s): expected %d dimensions, got %d", (int)i, name, (int)ndim, (int)t->ndim);
+    return 3;
+  }
+  int bool_bits = code == 6 && (t->bits == 8 || t->bits == 1);
+  if (t->code != code || (t->bits != bits && !bool_bits) || t->lanes != 1) {
+    char got[32];
+    tsr_dtype_name(got, sizeof(got), t);
+    snprintf(err, err_len, "argument %d (%s): expected %s, got %s", (int)i, name, dtype, got);
+    return 2;
+  }
+  *out = t;
+  return 0;
+}""",
+    "tsr_get_int": r"""static int32_t tsr_get_int(void** args, const int32_t* kinds, int32_t i, const char* name,
+                           int64_t lo, int64_t hi, const char* dtype, int64_t* out, char* err, int32_t err_len) {
+  if (kinds[i] != 1) {
+    snprintf(err, err_len, "argument %d (%s): expected an int scalar (%s), got %s", (int)i, name, dtype, tsr_kind_name(kinds[i]));
+    return 2;
+  }
+  int64_t v = *(const int64_t*)args[i];
+  if (v < lo || v > hi) {
+    snprintf(err, err_len, "argument %d (%s): value %lld does not fit %s", (int)i, name, (long long)v, dtype);
+    return 2;
+  }
+  *out = v;
+  return 0;
+}""",
+    "tsr_get_float": r"""static int32_t tsr_get_float(void** args, const int32_t* kinds, int32_t i, const char* name,
+                             const char* dtype, double* out, char* err, int32_t err_len) {
+  if (kinds[i] == 2) *out = *(const double*)args[i];
+  else if (kinds[i] == 1) *out = (double)*(const int64_t*)args[i];
+  else {
+    snprintf(err, err_len, "argument %d (%s): expected a float scalar (%s), got %s", (int)i, name, dtype, tsr_kind_name(kinds[i]));
+    return 2;
+  }
+  return 0;
+}""",
+    "tsr_stride": r"""/* effective stride of dimension d in elements (compact row-major when strides is NULL) */
+static int64_t tsr_stride(const tessera_tensor_t* t, int32_t d) {
+  if (t->strides != NULL) return t->strides[d];
+  int64_t s = 1;
+  for (int32_t k = t->ndim - 1; k > d; --k) s *= t->shape[k];
+  return s;
+}""",
+    "tsr_expect": r"""/* actual == expected, or an error naming the argument, the dimension and where expected came from */
+static int32_t tsr_expect(int64_t actual, int64_t expected, int32_t status, int32_t i, const char* name,
+                          int32_t d, const char* what, const char* expected_text, const char* source,
+                          char* err, int32_t err_len) {
+  if (actual == expected) return 0;
+  if (source != NULL)
+    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld but %s = %lld from %s", (int)i, name,
+             (int)d, what, (long long)actual, expected_text, (long long)expected, source);
+  else if (expected_text != NULL)
+    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, expected %s = %lld", (int)i, name,
+             (int)d, what, (long long)actual, expected_text, (long long)expected);
+  else
+    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, expected %lld", (int)i, name, (int)d,
+             what, (long long)actual, (long long)expected);
+  return status;
+}""",
+    "tsr_check_fits": r"""static int32_t tsr_check_fits(int64_t v, int64_t lo, int64_t hi, int32_t i, const char* name, int32_t d,
+                              const char* what, const char* var, const char* dtype, char* err, int32_t err_len) {
+  if (v >= lo && v <= hi) return 0;
+  snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, which does not fit %s (%s)", (int)i,
+           name, (int)d, what, (long long)v, var, dtype);
+  return 3;
+}""",
+    "tsr_check_compact": r"""/* strides NULL, or those of a compact row-major array (size-1 dimensions may have any stride) */
+static int32_t tsr_check_compact(const tessera_tensor_t* t, int32_t i, const char* name, char* err, int32_t err_len) {
+  if (t->strides == NULL) return 0;
+  int64_t expected = 1;
+  for (int32_t d = t->ndim - 1; d >= 0; --d) {
+    if (t->shape[d] == 0) return 0;
+    if (t->shape[d] != 1 && t->strides[d] != expected) {
+      snprintf(err, err_len, "argument %d (%s): not compact row-major: dimension %d has stride %lld, expected %lld",
+               (int)i, name, (int)d, (long long)t->strides[d], (long long)expected);
+      return 4;
+    }
+    expected *= t->shape[d];
+  }
+  return 0;
+}""",
+    "tsr_now": r"""static double tsr_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}""",
+}
+
+_INT_RANGE = {"int8": ("-128", "127"), "int16": ("-32768", "32767"), "int32": ("INT32_MIN", "INT32_MAX"),
+              "int64": ("INT64_MIN", "INT64_MAX"), "uint8": ("0", "255"), "uint16": ("0", "65535"),
+              "uint32": ("0", "UINT32_MAX"), "uint64": ("0", "INT64_MAX"), "bool": ("INT64_MIN", "INT64_MAX")}
+
+
+class _FunctionWriter:
+    """Kernel, argument struct, unpacking checks, entry, timer and metadata of one PrimFunc."""
+
+    def __init__(self, func: PrimFunc, name: str, cname: str, helpers, reserved, num_threads,
+                 max_vector_bytes=32):
+        self.func, self.name, self.cname = func, name, cname
+        self.helpers = helpers
+        self.gen = CodeGenC(helpers, reserved | {"err", "err_len"}, num_threads, max_vector_bytes)
+        self.gen.func_name = name
+
+    def write(self):
+        func, gen = self.func, self.gen
+        flat = func.attrs.get("flat_params") if func.attrs else None
+        if flat is not None and len(flat) != len(func.params):
+            raise TesseraError(f"{self.name}: attrs['flat_params'] has {len(flat)} entries for "
+                               f"{len(func.params)} parameters")
+        params = []  # (kind, param, cname)
+        for i, p in enumerate(func.params):
+            if isinstance(p, Buffer):
+                self._check_param_buffer(i, p)
+                cn = gen.names.define(p)
+                gen.buffer_names[p] = cn
+                fb = flat[i] if flat is not None else None
+                if fb is not None:
+                    if not isinstance(fb, Buffer):
+                        raise TesseraError(f"{self.name}: flat_params[{i}] should be the flat Buffer "
+                                           f"of {p.name}, got {type(fb).__name__}")
+                    gen.buffer_names[fb] = cn
+                params.append(("tensor", p, cn, fb))
+            else:
+                if p.dtype not in _VALUE_C:
+                    raise TesseraError(f"{self.name}: scalar parameter {p.name} has dtype {p.dtype}, "
+                                       f"which the C backend cannot pass")
+                params.append(("scalar", p, gen.names.define(p), None))
+        # symbolic shape/stride variables not passed as parameters
+        param_vars = {p for k, p, _, _ in params if k == "scalar"}
+        shape_vars = []
+        for k, p, _, _ in params:
+            if k != "tensor":
+                continue
+            for d in p.shape:
+                if isinstance(d, E.Var):
+                    gen._nonneg.add(d)  # an extent: the entry binds it from a shape, >= 0
+                for v in collect_vars(d):
+                    if v not in param_vars and v not in shape_vars:
+                        shape_vars.append(v)
+            for d in p.strides:
+                for v in collect_vars(d):
+                    if v not in param_vars and v not in shape_vars:
+                        shape_vars.append(v)
+        for v in shape_vars:
+            if not v.dtype.is_integer():
+                raise TesseraError(f"{self.name}: shape variable {v.name} has dtype {v.dtype}; "
+                                   f"extents are integers")
+            gen.names.define(v)
+        gen.stmt(func.body)
+        kernel = self._kernel(params, shape_vars)
+        entry, meta = self._entry(params, shape_vars)
+        return kernel + "\n\n" + entry, meta
+
+    def _check_param_buffer(self, i, p):
+        if p.dtype.lanes != 1 or p.dtype not in _STORAGE_C:
+            raise TesseraError(f"{self.name}: parameter {i} ({p.name}) has dtype {p.dtype}, which "
+                               f"the C backend cannot pass (scalar element types only)")
+        off = p.elem_offset
+        if not (type(off) is E.IntImm and off.value == 0):
+            raise TesseraError(f"{self.name}: parameter {p.name} has an element offset; the ABI passes "
+                               f"the address of element 0, so parameters must have elem_offset 0")
+
+    # -- the kernel -------------------------------------------------------------------------
+    def _kernel(self, params, shape_vars):
+        gen = self.gen
+        sig = []
+        for kind, p, cn, fb in params:
+            if kind == "tensor":
+                const = "" if (p in gen.stored or fb in gen.stored) else "const "
+                sig.append(f"{const}{_STORAGE_C[p.dtype]}* restrict {cn}")
+            else:
+                sig.append(f"{_VALUE_C[p.dtype]} {cn}")
+        for v in shape_vars:
+            sig.append(f"{_VALUE_C[v.dtype]} {gen.names.get(v)}")
+        if gen.needs_err:
+            sig.append("char* err")
+            sig.append("int32_t err_len")
+        self.kernel_args = [cn for _, _, cn, _ in params] + [gen.names.get(v) for v in shape_vars]
+        head = f"static int32_t {self.cname}_kernel({', '.join(sig) or 'void'}) {{"
+        lines = [f"/* {self.name}: {self._describe(params)} */", head]
+        if gen.needs_status:
+            lines.append("  int32_t tsr_status = 0;  /* first failure inside a parallel loop */")
+        lines.extend(x for x in gen.lines if x is not None)
+        lines.append("  return 0;")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def _describe(self, params):
+        out = []
+        for kind, p, _, _ in params:
+            if kind == "tensor":
+                out.append(f"{p.name} {p.dtype}[{', '.join(self._dim_text(d) for d in p.shape)}]")
+            else:
+                out.append(f"{p.name} {p.dtype}")
+        return ", ".join(out).replace("*/", "* /")
+
+    def _dim_text(self, d):
+        if type(d) is E.IntImm:
+            return str(d.value)
+        return self._expr_text(d, {v: self.gen.names.get(v) for v in collect_vars(d)})
+
+    def _expr_text(self, e, names: dict) -> str:
+        """e printed with the given names for its variables (shape expressions)."""
+        p = CodeGenC(self.helpers)
+        for v, n in names.items():
+            p.names.alias(v, n or v.name)
+        return p.text(e)
+
+    # -- entry, timer, metadata ---------------------------------------------------------------
+    def _entry(self, params, shape_vars):
+        gen, cname = self.gen, self.cname
+        names = NameTable(_ENTRY_RESERVED)
+        n = len(params)
+        arg_list = ", ".join(p.name for _, p, _, _ in params)
+        struct = [f"/* {self.name}: the kernel's arguments, checked */", "typedef struct {"]
+        for kind, p, cn, _ in params:
+            t = f"{_STORAGE_C[p.dtype]}*" if kind == "tensor" else _VALUE_C[p.dtype]
+            struct.append(f"  {t} {cn};")
+        for v in shape_vars:
+            struct.append(f"  {_VALUE_C[v.dtype]} {gen.names.get(v)};")
+        if len(struct) == 2:
+            struct.append("  char unused;")
+        struct.append(f"}} {cname}_args_t;")
+
+        count_msg = f"expected {n} argument{'s' if n != 1 else ''} ({_fmt(arg_list)}), got %d"
+        body = [f"static int32_t {cname}_unpack({cname}_args_t* a, void** args, const int32_t* kinds, "
+                f"int32_t num_args, char* err, int32_t err_len) {{",
+                f"  if (num_args != {n}) {{",
+                f"    snprintf(err, err_len, {c_string(count_msg)}, (int)num_args);",
+                f"    return {abi.STATUS_ARG_COUNT};", "  }"]
+        bound = {}  # Var -> (local name, source text)
+        # scalars first: they may be extents of tensors
+        for i, (kind, p, cn, _) in enumerate(params):
+            if kind != "scalar":
+                continue
+            dt = p.dtype
+            loc = names.fresh(p.name + "_arg")
+            if dt.is_float():
+                body.append(f"  double {loc};")
+                body.append(f"  TSR_TRY(tsr_get_float(args, kinds, {i}, {c_string(p.name)}, "
+                            f"\"{dt}\", &{loc}, err, err_len));")
+                if dt in _HALF:
+                    body.append(f"  a->{cn} = {self._half_from_double(loc, dt)};")
+                else:
+                    body.append(f"  a->{cn} = ({_VALUE_C[dt]}){loc};")
+            else:
+                lo, hi = _INT_RANGE[str(dt)]
+                body.append(f"  int64_t {loc};")
+                body.append(f"  TSR_TRY(tsr_get_int(args, kinds, {i}, {c_string(p.name)}, {lo}, {hi}, "
+                            f"\"{dt}\", &{loc}, err, err_len));")
+                body.append(f"  a->{cn} = " + (f"{loc} != 0;" if dt == "bool" else f"({_VALUE_C[dt]}){loc};"))
+                bound[p] = (loc, f"argument {i} ({p.name})")
+        deferred = []
+        for i, (kind, p, cn, _) in enumerate(params):
+            if kind != "tensor":
+                continue
+            t = names.fresh(cn)
+            dt = p.dtype
+            src = f"argument {i} ({p.name})"
+            qn = c_string(p.name)
+            body.append(f"  /* argument {i}: {self._describe([(kind, p, cn, None)])} */")
+            body.append(f"  const tessera_tensor_t* {t} = NULL;")
+            body.append(f"  TSR_TRY(tsr_get_tensor(args, kinds, {i}, {qn}, {p.ndim}, "
+                        f"{abi.DTYPE_CODE[dt.code]}, {8 if dt == 'bool' else dt.bits}, \"{dt}\", &{t}, err, err_len));")
+            for what, exprs, status in (("extent", p.shape, abi.STATUS_SHAPE),
+                                        ("stride", p.strides, abi.STATUS_STRIDE)):
+                for d, x in enumerate(exprs):
+                    actual = f"{t}->shape[{d}]" if what == "extent" else f"tsr_stride({t}, {d})"
+                    if type(x) is E.IntImm:
+                        body.append(f"  TSR_TRY(tsr_expect({actual}, {x.value}LL, {status}, {i}, {qn}, {d}, "
+                                    f"\"{what}\", NULL, NULL, err, err_len));")
+                    elif isinstance(x, E.Var) and x not in bound:
+                        loc = names.fresh(gen.names.get(x) or x.name)
+                        body.append(f"  const int64_t {loc} = {actual};")
+                        if x.dtype != "int64":
+                            lo, hi = _INT_RANGE[str(x.dtype)]
+                            body.append(f"  TSR_TRY(tsr_check_fits({loc}, {lo}, {hi}, {i}, {qn}, {d}, "
+                                        f"\"{what}\", \"{x.name}\", \"{x.dtype}\", err, err_len));")
+                        bound[x] = (loc, src)
+                    elif isinstance(x, E.Var):
+                        loc, where = bound[x]
+                        body.append(f"  TSR_TRY(tsr_expect({actual}, {loc}, {status}, {i}, {qn}, {d}, "
+                                    f"\"{what}\", {c_string(x.name)}, {c_string(where)}, err, err_len));")
+                    else:
+                        check = (actual, x, status, i, qn, d, what)
+                        if all(v in bound for v in collect_vars(x)):
+                            body.append(self._expr_check(check, bound))
+                        else:
+                            deferred.append(check)
+                if what == "extent" and not p.strides:
+                    body.append(f"  TSR_TRY(tsr_check_compact({t}, {i}, {qn}, err, err_len));")
+            body.append(f"  a->{cn} = ({_STORAGE_C[dt]}*){t}->data;")
+        for check in deferred:
+            missing = [v.name for v in collect_vars(check[1]) if v not in bound]
+            if missing:
+                raise TesseraError(f"{self.name}: the {check[6]} of dimension {check[5]} of {params[check[3]][1].name} "
+                                   f"is {self._expr_text(check[1], {v: v.name for v in collect_vars(check[1])})}, but {', '.join(missing)} is not the "
+                                   f"extent or stride of any dimension nor a parameter, so it cannot be bound")
+            body.append(self._expr_check(check, bound))
+        for v in shape_vars:
+            if v not in bound:
+                raise TesseraError(f"{self.name}: shape variable {v.name} cannot be bound from the arguments")
+            body.append(f"  a->{gen.names.get(v)} = ({_VALUE_C[v.dtype]}){bound[v][0]};")
+        body.append("  return 0;")
+        body.append("}")
+
+        call_args = ", ".join([f"a.{x}" for x in self.kernel_args] + (["err", "err_len"] if gen.needs_err else []))
+        kcall = f"{cname}_kernel({call_args})"
+        entry = [
+            f"int32_t tessera_call_{cname}(void** args, const int32_t* kinds, int32_t num_args, char* err, int32_t err_len) {{",
+            f"  {cname}_args_t a;",
+            f"  TSR_TRY({cname}_unpack(&a, args, kinds, num_args, err, err_len));",
+            f"  return {kcall};",
+            "}",
+        ]
+        timer = [
+            "/* TVM's time_evaluator: one warm-up call, then `repeat` measurements of `number` calls each;",
+            "   a measurement shorter than min_repeat_ms grows `number` and is taken again. */",
+            f"int32_t tessera_time_{cname}(void** args, const int32_t* kinds, int32_t num_args, int32_t number,",
+            f"                          int32_t repeat, int32_t min_repeat_ms, double* results, char* err, int32_t err_len) {{",
+            f"  {cname}_args_t a;",
+            f"  TSR_TRY({cname}_unpack(&a, args, kinds, num_args, err, err_len));",
+            "  if (number < 1 || repeat < 1) {",
+            "    snprintf(err, err_len, \"time evaluator: number and repeat must be >= 1, got number=%d, repeat=%d\", (int)number, (int)repeat);",
+            f"    return {abi.STATUS_RUNTIME};",
+            "  }",
+            f"  TSR_TRY({kcall});  /* warm-up */",
+            "  int64_t n = number;",
+            "  for (int32_t r = 0; r < repeat; ++r) {",
+            "    double elapsed;",
+            "    for (;;) {",
+            "      double t0 = tsr_now();",
+            f"      for (int64_t k = 0; k < n; ++k) TSR_TRY({kcall});",
+            "      elapsed = tsr_now() - t0;",
+            "      if (min_repeat_ms <= 0 || elapsed * 1e3 >= (double)min_repeat_ms || n >= ((int64_t)1 << 40)) break;",
+            "      double grow = elapsed > 0 ? ceil((double)min_repeat_ms / (elapsed * 1e3)) : 1e9;",
+            "      n *= grow < 2 ? 2 : grow > 1e9 ? (int64_t)1000000000 : (int64_t)grow;",
+            "    }",
+            "    results[r] = elapsed / (double)n;",
+            "  }",
+            "  return 0;",
+            "}",
+        ]
+        text = "\n".join(struct) + "\n\n" + "\n".join(body) + "\n\n" + "\n".join(entry) + "\n\n" + "\n".join(timer) + "\n"
+        return text, self._metadata(params)
+
+    def _half_from_double(self, loc, dt):
+        if dt == "float16":
+            return f"(float)(_Float16){loc}"
+        self.gen.bf16_helpers()
+        return f"tsr_round_bfloat16((float){loc})"
+
+    def _expr_check(self, check, bound):
+        actual, x, status, i, qn, d, what = check
+        names = {v: bound[v][0] for v in collect_vars(x)}
+        value = self._expr_text(E.Cast("int64", x) if x.dtype != "int64" else x, names)
+        shown = self._expr_text(x, {v: v.name for v in names})
+        return (f"  TSR_TRY(tsr_expect({actual}, {value}, {status}, {i}, {qn}, {d}, \"{what}\", "
+                f"{c_string(shown)}, NULL, err, err_len));")
+
+    def _metadata(self, params):
+        out = []
+        for kind, p, _, _ in params:
+            if kind == "tensor":
+                out.append({"name": p.name, "kind": "tensor", "dtype": str(p.dtype),
+                            "shape": [self._meta_dim(d) for d in p.shape],
+                            "strides": [self._meta_dim(d) for d in p.strides] if p.strides else None})
+            else:
+                out.append({"name": p.name, "kind": "scalar", "dtype": str(p.dtype)})
+        return {"name": self.name, "entry": f"tessera_call_{self.cname}",
+                "timer": f"tessera_time_{self.cname}", "params": out}
+
+    def _meta_dim(self, d):
+        if type(d) is E.IntImm:
+            return d.value
+        if isinstance(d, E.Var):
+            return d.name
+        return self._expr_text(d, {v: v.name for v in collect_vars(d)})

@@ -1,0 +1,1123 @@
+"""The C-style renderer that the C, CUDA and OpenCL backends share: names, types, precedence,
+scalar expressions and the statements of a lowered PrimFunc (docs/internals.md).
+
+A backend subclasses `CodeGenCBase` and supplies what differs: vector code (`vector_expr`,
+`vector_store`, `vector_type`), loop pragmas (`loop_header`), how a GPU thread binding is
+handled, and the function around the body. Everything here keeps the program's own names and
+prints one statement a line, indented by nesting, with the fewest parentheses C needs (plus the
+ones C's precedence makes surprising: shifts, bitwise operators, `&&` inside `||`).
+
+Numeric policy (so results equal numpy's): float16/bfloat16 values are computed as `float` and
+every arithmetic result is rounded back to the narrow type (round to nearest even); integer
+FloorDiv/FloorMod floor; 8/16-bit integer arithmetic wraps to its type; Min/Max on floats
+propagate NaN (like np.minimum/np.maximum, unlike fminf/fmaxf); `round` is round-half-to-even.
+int32/int64 arithmetic is plain C (overflow is not defined, which lets the compiler optimize
+index arithmetic).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import TesseraError, UnsupportedOpError
+from ..ir import expr as E
+from ..ir import stmt as S
+from ..ir.buffer import Buffer
+from ..ir.dtype import DataType
+from ..ir.functor import Mutator, Visitor
+
+# C operator precedence (higher binds tighter)
+P_PRIMARY, P_UNARY, P_MUL, P_ADD, P_SHIFT, P_REL, P_EQ = 16, 15, 13, 12, 11, 10, 9
+P_BAND, P_XOR, P_BOR, P_LAND, P_LOR, P_COND, P_ASSIGN = 8, 7, 6, 5, 4, 3, 2
+
+STATUS_RUNTIME = 5  # mirrors abi.STATUS_RUNTIME (kept literal so c_base has no runtime import)
+
+C_KEYWORDS = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if inline
+int long register restrict return short signed sizeof static struct switch typedef union unsigned
+void volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn
+_Static_assert _Thread_local asm typeof __restrict bool true false NULL main
+""".split())
+
+# names of the C library and of the types the generated code uses: a program name never shadows them
+C_LIBRARY_NAMES = frozenset("""
+int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t ptrdiff_t intptr_t
+uintptr_t INT8_MIN INT16_MIN INT32_MIN INT64_MIN INT32_MAX INT64_MAX UINT32_MAX INFINITY NAN
+abs labs llabs memcpy memset memmove malloc calloc realloc free aligned_alloc printf snprintf
+fprintf stderr stdout exit abort clock_gettime timespec CLOCK_MONOTONIC errno isnan isinf
+isfinite signbit fabs fabsf exp expf exp2 exp2f expm1 expm1f log logf log2 log2f log10 log10f
+log1p log1pf sqrt sqrtf cbrt cbrtf sin sinf cos cosf tan tanf asin asinf acos acosf atan atanf
+atan2 atan2f sinh sinhf cosh coshf tanh tanhf asinh asinhf acosh acoshf atanh atanhf erf erff
+pow powf fmod fmodf floor floorf ceil ceilf trunc truncf rint rintf nearbyint nearbyintf round
+roundf fma fmaf fmin fminf fmax fmaxf copysign copysignf hypot hypotf stdin linux unix
+""".split())
+# object-like macros of the included headers (a variable of that name would be rewritten)
+_MACRO_NAME = re.compile(r"(M_\w+|U?INT\w*_(MAX|MIN|C)|SIZE_MAX|PTRDIFF_\w+|SIG_ATOMIC_\w+|WCHAR_\w+|"
+                         r"WINT_\w+|FP_\w+|HUGE_VAL\w*|MATH_\w+|CLOCK\w*|TIME_UTC|EOF|BUFSIZ|"
+                         r"FILENAME_MAX|FOPEN_MAX|RAND_MAX|EXIT_\w+|MB_CUR_MAX|L_\w+|SEEK_\w+|TMP_MAX\w*|"
+                         r"P_tmpdir)\Z")
+
+_NOT_IDENT_CHAR = re.compile(r"[^0-9A-Za-z_]")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_VECTOR_TYPE_NAME = re.compile(r"(u?int|float|bfloat|bool)\d*x\d+\Z")
+_RESERVED_PREFIXES = ("tsr_", "tessera_", "__")
+
+_VALUE_C = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+            "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
+            "uint64": "uint64_t", "float16": "float", "bfloat16": "float", "float32": "float",
+            "float64": "double"}
+_STORAGE_C = dict(_VALUE_C, float16="_Float16", bfloat16="uint16_t")
+_NARROW_INT = frozenset(DataType(t) for t in ("int8", "int16", "uint8", "uint16"))
+_HALF = frozenset(DataType(t) for t in ("float16", "bfloat16"))
+_F32, _F64, _I32 = (DataType(t) for t in ("float32", "float64", "int32"))
+
+# float math: op -> (C name of the double version, exact?) where exact means the result of a
+# float16/bfloat16 input is already representable (no rounding back needed)
+_MATH = {
+    "exp": ("exp", False), "exp2": ("exp2", False), "expm1": ("expm1", False),
+    "log": ("log", False), "log2": ("log2", False), "log10": ("log10", False),
+    "log1p": ("log1p", False), "sqrt": ("sqrt", False), "cbrt": ("cbrt", False),
+    "sin": ("sin", False), "cos": ("cos", False), "tan": ("tan", False), "asin": ("asin", False),
+    "acos": ("acos", False), "atan": ("atan", False), "sinh": ("sinh", False),
+    "cosh": ("cosh", False), "tanh": ("tanh", False), "asinh": ("asinh", False),
+    "acosh": ("acosh", False), "atanh": ("atanh", False), "erf": ("erf", False),
+    "floor": ("floor", True), "ceil": ("ceil", True), "trunc": ("trunc", True),
+    "round": ("rint", True), "nearbyint": ("rint", True), "abs": ("fabs", True),
+    "fabs": ("fabs", True), "pow": ("pow", False), "power": ("pow", False),
+    "fmod": ("fmod", False), "atan2": ("atan2", False), "hypot": ("hypot", False),
+    "copysign": ("copysign", True), "fma": ("fma", False),
+    "fast_exp": ("exp", False), "fast_tanh": ("tanh", False), "fast_erf": ("erf", False),
+}
+_MATH_ARITY = {"pow": 2, "power": 2, "fmod": 2, "atan2": 2, "hypot": 2, "copysign": 2, "fma": 3}
+_BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_left": "<<",
+            "shift_right": ">>"}
+# intrinsics codegen knows (everything else is an extern C function)
+INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
+    "rsqrt", "sigmoid", "exp10", "isnan", "isinf", "isfinite", "bitwise_not", "if_then_else",
+    "likely", "popcount", "clz"})
+
+
+def c_string(s: str) -> str:
+    """A C string literal for s (escaped; non-ASCII as UTF-8 octal escapes)."""
+    out = ['"']
+    for ch in s:
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:03o}" for b in ch.encode("utf-8"))
+    out.append('"')
+    return "".join(out)
+
+
+_FLOAT_TEXT: dict = {}
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class NameTable:
+    """Valid, unique C identifiers for program names (Vars, Buffers), scoped by C blocks.
+
+    A name is released when the C block that declared it closes, so sibling loops both read `i`;
+    nested or clashing ones become `i_1`, `i_2`. Keywords, C library names, vector type names and
+    the `tsr_`/`tessera_` prefixes are never handed out (`int` becomes `int_`).
+    """
+
+    def __init__(self, reserved=frozenset()):
+        self._reserved = reserved
+        self._used: set[str] = set()
+        self._names: dict = {}
+        self._frames: list[list] = [[]]
+        self._suffix: dict[str, int] = {}
+
+    def sanitize(self, hint: str) -> str:
+        name = _NOT_IDENT_CHAR.sub("_", hint) or "v"
+        if name[0].isdigit():
+            name = "v" + name
+        if (name in C_KEYWORDS or name in C_LIBRARY_NAMES or name in self._reserved
+                or name.startswith(_RESERVED_PREFIXES) or _VECTOR_TYPE_NAME.match(name)
+                or _MACRO_NAME.match(name)):
+            name += "_"
+        return name
+
+    def fresh(self, hint: str) -> str:
+        """A new unused name for hint, declared in the innermost open scope."""
+        base = self.sanitize(hint)
+        name = base
+        if name in self._used:
+            k = self._suffix.get(base, 0)
+            while True:
+                k += 1
+                name = f"{base}_{k}"
+                if name not in self._used and name not in self._reserved:
+                    break
+            self._suffix[base] = k
+        self._used.add(name)
+        self._frames[-1].append(name)
+        return name
+
+    def define(self, node, hint: str | None = None) -> str:
+        name = self.fresh(node.name if hint is None else hint)
+        self._names[node] = name
+        self._frames[-1].append(node)
+        return name
+
+    def alias(self, node, name: str):
+        """Print node with an existing name (a flat buffer and its parameter; a lane of a vector)."""
+        self._names[node] = name
+        self._frames[-1].append(node)
+
+    def get(self, node):
+        return self._names.get(node)
+
+    def push(self):
+        self._frames.append([])
+
+    def pop(self):
+        for x in self._frames.pop():
+            if type(x) is str:
+                self._used.discard(x)
+            else:
+                self._names.pop(x, None)
+
+
+class _StoredBuffers(Visitor):
+    """Does an expression load from a given buffer?"""
+
+    def __init__(self, buf):
+        super().__init__()
+        self.buf, self.found = buf, False
+
+    def visit_BufferLoad(self, e):
+        if e.buffer is self.buf:
+            self.found = True
+        self.generic_visit(e)
+
+
+class _Lane(Mutator):
+    """The scalar expression of one lane (`lane`, an int32 Var) of a vector expression."""
+
+    def __init__(self, gen: "CodeGenCBase", lane: E.Var):
+        super().__init__()
+        self.gen, self.lane = gen, lane
+
+    def visit(self, node):
+        if isinstance(node, E.PrimExpr) and node.dtype.lanes == 1:
+            return node
+        return super().visit(node)
+
+    def visit_Ramp(self, e):
+        k = self.lane if e.base.dtype == self.lane.dtype else E.Cast(e.base.dtype, self.lane)
+        stride = e.stride
+        if type(stride) is E.IntImm and stride.value == 1:
+            return e.base + k
+        return e.base + k * stride
+
+    def visit_Broadcast(self, e):
+        return e.value
+
+    def visit_Var(self, v):
+        return self.gen.lane_var(v, self.lane)
+
+    def visit_Let(self, e):
+        var = E.Var(e.var.name, e.var.dtype.element_of())
+        value = self.visit(e.value)
+        self.gen.lane_lets[e.var] = var
+        return E.Let(var, value, self.visit(e.body))
+
+    def visit_Call(self, e):
+        return e.replace(dtype=e.dtype.element_of(), args=tuple(self.visit(a) for a in e.args))
+
+    def generic_visit(self, node):
+        new = super().generic_visit(node)
+        if isinstance(new, E.PrimExpr) and new.dtype.lanes != 1:
+            from ..ir.node import _set
+
+            if new is node:
+                new = node.replace()
+            _set(new, "dtype", new.dtype.element_of())
+        return new
+
+
+class CodeGenCBase:
+    """Renders lowered TIR as C-family source; subclasses add vectors and the function frame."""
+
+    indent_unit = "  "
+    func_qualifier = "static inline"  # of generated helper functions
+
+    def __init__(self, helpers: "HelperRegistry", reserved=frozenset()):
+        self.helpers = helpers
+        self.names = NameTable(reserved)
+        self.lines: list = []
+        self.indent = 1
+        self._indents = [self.indent_unit * i for i in range(64)]
+        self._expr_cache = {}
+        self._nonneg: set = set()
+        self.lane_lets: dict = {}
+        self._lane_vars: dict = {}
+        self.array_vars: set = set()  # vector let vars stored as C arrays (not native vectors)
+        self.buffer_names: dict = {}  # Buffer -> C name (params and allocations)
+        self.stored: set = set()  # buffers written (params not among them are const)
+        self.parallel_depth = 0
+        self.heap_live: list[str] = []
+        self.fail_points = 0
+        self.omp_pragmas = 0
+        self.needs_err = False
+        self.needs_status = False
+        self._par_fail_mark = 0
+        self.func_name = "main"
+
+    # -- output -----------------------------------------------------------------------------
+    def emit(self, text: str):
+        ind = self.indent
+        self.lines.append((self._indents[ind] if ind < 64 else self.indent_unit * ind) + text)
+
+    def open_block(self, head: str):
+        self.emit(f"{head} {{" if head else "{")
+        self.indent += 1
+        self.names.push()
+
+    def close_block(self, tail: str = "}"):
+        self.names.pop()
+        self.indent -= 1
+        self.emit(tail)
+
+    # -- types ------------------------------------------------------------------------------
+    def value_type(self, dtype: DataType) -> str:
+        """C type of a value of dtype (float16/bfloat16 compute as float)."""
+        if dtype.lanes != 1:
+            return self.vector_type(dtype)
+        t = _VALUE_C.get(dtype)
+        if t is None:
+            raise TesseraError(f"the C backend has no value type for dtype {dtype}")
+        return t
+
+    def storage_type(self, dtype: DataType) -> str:
+        """C type of one buffer element of dtype."""
+        t = _STORAGE_C.get(dtype)
+        if t is None:
+            raise TesseraError(f"the C backend cannot store buffers of dtype {dtype}"
+                               + (" (vector element types are not supported)" if dtype.lanes > 1 else ""))
+        return t
+
+    def vector_type(self, dtype: DataType) -> str:
+        raise TesseraError(f"this backend has no vector type for {dtype}")
+
+    # -- names ------------------------------------------------------------------------------
+    def var_name(self, v: E.Var) -> str:
+        name = self.names.get(v)
+        if name is None:
+            raise TesseraError(f"variable {v.name!r} ({v.dtype}) is used in {self.func_name} where it "
+                               f"is not defined (not a parameter, shape variable, loop or let variable)")
+        return name
+
+    def buffer_name(self, buf: Buffer, nindices: int) -> str:
+        name = self.buffer_names.get(buf)
+        if name is None:
+            raise TesseraError(f"buffer {buf.name!r} is accessed in {self.func_name} but is neither a "
+                               f"parameter nor allocated there")
+        if nindices != 1:
+            raise TesseraError(f"buffer {buf.name!r} is accessed with {nindices} indices in "
+                               f"{self.func_name}; codegen needs lowered IR with 1-D accesses (run "
+                               f"tessera.tir.transform.lower first)")
+        return name
+
+    def lane_var(self, v: E.Var, lane: E.Var) -> E.Var:
+        """The scalar Var that prints as lane `lane` of vector variable v (`x[lane]`)."""
+        let = self.lane_lets.get(v)
+        if let is not None:
+            return let
+        key = (v, lane)
+        lv = self._lane_vars.get(key)
+        if lv is None:
+            lv = self._lane_vars[key] = E.Var(v.name, v.dtype.element_of())
+        text = f"{self.var_name(v)}[{self.var_name(lane)}]"
+        if v.dtype.code == "bool" and v not in self.array_vars:
+            text = f"({text} != 0)"  # a lane of a mask is 0 or -1
+        self.names.alias(lv, text)
+        return lv
+
+    # -- expressions ------------------------------------------------------------------------
+    def expr(self, e) -> tuple[str, int]:
+        """(C text, precedence) of expression e."""
+        cls = type(e)
+        fn = self._expr_cache.get((cls, e.dtype.lanes != 1))
+        if fn is None:
+            fn = self._lookup_expr(cls, e.dtype.lanes != 1)
+        return fn(e)
+
+    def _lookup_expr(self, cls, vector):
+        fn = None
+        for klass in cls.__mro__:
+            fn = getattr(self, ("vec_" if vector else "scalar_") + klass.__name__, None)
+            if fn is not None:
+                break
+        if fn is None:
+            def fn(e, _cls=cls):
+                raise UnsupportedOpError(_cls.__name__, None, "the C backend cannot print this "
+                                         "expression in lowered code" + (" as a vector" if vector else ""))
+        self._expr_cache[(cls, vector)] = fn
+        return fn
+
+    def text(self, e, prec: int = 0) -> str:
+        """Text of e, parenthesized when it binds looser than prec."""
+        s, p = self.expr(e)
+        return s if p >= prec else f"({s})"
+
+    def text_right(self, e, prec: int) -> str:
+        """Text of the right operand of a left-associative operator of precedence prec."""
+        s, p = self.expr(e)
+        return s if p > prec and not (p == P_UNARY and s[0] == "-") else f"({s})"
+
+    # constants
+    def scalar_IntImm(self, e):
+        dt, v = e.dtype, e.value
+        if dt.code == "bool":
+            return ("true" if v else "false"), P_PRIMARY
+        if dt.code == "int":
+            if dt.bits == 64:
+                if v == -(1 << 63):
+                    return "INT64_MIN", P_PRIMARY
+                s = f"{v}LL"
+            elif dt.bits == 32 and v == -(1 << 31):
+                return "INT32_MIN", P_PRIMARY
+            else:
+                s = str(v)
+        else:
+            s = f"{v}U" if dt.bits == 32 else f"{v}ULL" if dt.bits == 64 else str(v)
+        return s, (P_UNARY if v < 0 else P_PRIMARY)
+
+    def scalar_FloatImm(self, e):
+        return self.float_literal(e.value, e.dtype)
+
+    def float_literal(self, value: float, dtype: DataType) -> tuple[str, int]:
+        key = (value, math.copysign(1.0, value), dtype)  # 0.0 == -0.0, but they print differently
+        hit = _FLOAT_TEXT.get(key)
+        if hit is None:
+            hit = _FLOAT_TEXT[key] = self._float_literal(value, dtype)
+        return hit
+
+    @staticmethod
+    def _float_literal(value: float, dtype: DataType) -> tuple[str, int]:
+        if dtype != _F64:  # the value the constant has in its type (may overflow to inf)
+            with np.errstate(over="ignore"):
+                value = float(np.asarray(value, dtype=np.float64).astype(
+                    _np_dtype(dtype) if dtype in _HALF else np.float32))
+        if math.isinf(value) or math.isnan(value):
+            s = "NAN" if math.isnan(value) else "INFINITY"
+            if dtype == _F64:
+                s = f"(double){s}"
+            if value < 0:
+                return "-" + s, P_UNARY
+            return s, (P_UNARY if dtype == _F64 else P_PRIMARY)
+        if dtype == _F64:
+            s = repr(float(value))
+        else:
+            s = str(np.float32(value))
+            if "." not in s and "e" not in s:
+                s += ".0"
+            s += "f"
+        return s, (P_UNARY if s[0] == "-" else P_PRIMARY)
+
+    def scalar_StringImm(self, e):
+        return c_string(e.value), P_PRIMARY
+
+    def scalar_Var(self, e):
+        return self.var_name(e), P_PRIMARY
+
+    # arithmetic
+    def _round_result(self, dt, s, prec):
+        """Wrap an arithmetic result so it has exactly dt's range/precision (narrow types)."""
+        if dt in _NARROW_INT:
+            return f"({_VALUE_C[dt]})({s})", P_UNARY
+        if dt in _HALF:
+            return f"{self.round_helper(dt)}({s})", P_PRIMARY
+        return s, prec
+
+    def round_helper(self, dt) -> str:
+        """Name of the scalar helper rounding a float to float16/bfloat16 precision."""
+        if dt == "float16":
+            return self.helpers.require("tsr_round_float16", (
+                f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
+                f"  _Float16 h = (_Float16)x;\n  return (float)h;\n}}"))
+        self.bf16_helpers()
+        return "tsr_round_bfloat16"
+
+    def bf16_helpers(self):
+        q = self.func_qualifier
+        self.helpers.require("tsr_bfloat16_to_float", (
+            f"/* bfloat16 is stored as the upper 16 bits of a float32 */\n"
+            f"{q} float tsr_bfloat16_to_float(uint16_t h) {{\n"
+            f"  uint32_t u = (uint32_t)h << 16;\n  float f;\n  memcpy(&f, &u, sizeof(f));\n  return f;\n}}"))
+        self.helpers.require("tsr_float_to_bfloat16", (
+            f"/* float32 -> bfloat16, round to nearest even; NaN becomes the quiet NaN (as ml_dtypes) */\n"
+            f"{q} uint16_t tsr_float_to_bfloat16(float f) {{\n"
+            f"  uint32_t u;\n  memcpy(&u, &f, sizeof(u));\n"
+            f"  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);\n"
+            f"  u += 0x7fffu + ((u >> 16) & 1u);\n  return (uint16_t)(u >> 16);\n}}"))
+        self.helpers.require("tsr_round_bfloat16", (
+            f"{q} float tsr_round_bfloat16(float f) {{\n"
+            f"  return tsr_bfloat16_to_float(tsr_float_to_bfloat16(f));\n}}"))
+
+    def _arith(self, e, sym, prec):
+        a = self.text(e.a, prec)
+        b = self.text_right(e.b, prec)
+        return self._round_result(e.dtype, f"{a} {sym} {b}", prec)
+
+    def scalar_Add(self, e):
+        return self._arith(e, "+", P_ADD)
+
+    def scalar_Sub(self, e):
+        a = e.a
+        if type(a) is E.IntImm and a.value == 0 and e.dtype.code != "bool":
+            return self._round_result(e.dtype, "-" + self.text(e.b, P_UNARY), P_UNARY)
+        return self._arith(e, "-", P_ADD)
+
+    def scalar_Mul(self, e):
+        return self._arith(e, "*", P_MUL)
+
+    def scalar_Div(self, e):
+        return self._arith(e, "/", P_MUL)
+
+    def scalar_Mod(self, e):
+        dt = e.dtype
+        if dt.is_float():
+            return self._round_result(dt, f"{self.math_name('fmod', dt)}({self.text(e.a)}, "
+                                          f"{self.text(e.b)})", P_PRIMARY)
+        return self._arith(e, "%", P_MUL)
+
+    def scalar_FloorDiv(self, e):
+        dt = e.dtype
+        if dt.is_float():
+            q = f"{self.text(e.a, P_MUL)} / {self.text_right(e.b, P_MUL)}"
+            return self._round_result(dt, f"{self.math_name('floor', dt)}({q})", P_PRIMARY)
+        if dt.code != "int" or self.plain_division(e):
+            return self._arith(e, "/", P_MUL)
+        return self._int_helper_call("floordiv", e)
+
+    def scalar_FloorMod(self, e):
+        dt = e.dtype
+        if dt.is_float():
+            name = self.scalar_helper_floormod_float(dt)
+            return self._round_result(dt, f"{name}({self.text(e.a)}, {self.text(e.b)})", P_PRIMARY)
+        if dt.code != "int" or self.plain_division(e):
+            return self._arith(e, "%", P_MUL)
+        return self._int_helper_call("floormod", e)
+
+    def _int_helper_call(self, kind, e):
+        dt = e.dtype
+        wide = dt if dt.bits >= 32 else _I32
+        name = f"tsr_{kind}_{wide}"
+        t = _VALUE_C[wide]
+        if kind == "floordiv":
+            body = (f"  {t} q = a / b;\n  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;")
+            doc = "/* floor division (C's / truncates toward zero) */\n"
+        else:
+            body = (f"  {t} r = a % b;\n  return (r != 0 && (r < 0) != (b < 0)) ? r + b : r;")
+            doc = "/* floor modulo: the result has the sign of the divisor */\n"
+        self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
+        s = f"{name}({self.text(e.a)}, {self.text(e.b)})"
+        if dt.bits < 32:
+            return f"({_VALUE_C[dt]}){s}", P_UNARY
+        return s, P_PRIMARY
+
+    def scalar_helper_floormod_float(self, dt):
+        ct = "double" if dt == _F64 else "float"
+        fmod = "fmod" if dt == _F64 else "fmodf"
+        name = f"tsr_floormod_{ct}"
+        return self.helpers.require(name, (
+            f"/* floor modulo of floats, as numpy's np.mod: the result has the sign of b */\n"
+            f"{self.func_qualifier} {ct} {name}({ct} a, {ct} b) {{\n"
+            f"  {ct} r = {fmod}(a, b);\n"
+            f"  if (r != 0 && (r < 0) != (b < 0)) r += b;\n"
+            f"  return r;\n}}"))
+
+    def plain_division(self, e) -> bool:
+        """FloorDiv/FloorMod where C's truncating / and % agree (both sides provably >= 0)."""
+        b = e.b
+        if type(b) is E.Broadcast:
+            b = b.value
+        return type(b) is E.IntImm and b.value > 0 and self.nonneg(e.a)
+
+    def nonneg(self, e) -> bool:
+        t = type(e)
+        if t is E.IntImm:
+            return e.value >= 0
+        if t is E.Var:
+            return e in self._nonneg
+        if t is E.SizeVar:
+            return True
+        if t is E.Add or t is E.Mul:
+            return self.nonneg(e.a) and self.nonneg(e.b)
+        if t is E.FloorDiv or t is E.FloorMod:
+            return self.plain_division(e)
+        if t is E.Ramp:
+            return self.nonneg(e.base) and self.nonneg(e.stride)
+        if t is E.Broadcast:
+            return self.nonneg(e.value)
+        return False
+
+    def _minmax(self, e, kind):
+        dt = e.dtype
+        a, b = e.a, e.b
+        if not dt.is_float() and isinstance(a, (E.Var, E.IntImm)) and isinstance(b, (E.Var, E.IntImm)):
+            op = "<" if kind == "min" else ">"
+            return f"({self.text(a)} {op} {self.text(b)} ? {self.text(a)} : {self.text(b)})", P_PRIMARY
+        t = self.value_type(dt)
+        name = f"tsr_{kind}_{dt}"
+        op = "<" if kind == "min" else ">"
+        if dt.is_float():
+            doc = (f"/* {kind} that propagates NaN (as numpy's np.{kind}imum) */\n")
+            body = f"  return (a {op} b || a != a) ? a : b;"
+        else:
+            doc = ""
+            body = f"  return a {op} b ? a : b;"
+        self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
+        return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
+
+    def scalar_Min(self, e):
+        return self._minmax(e, "min")
+
+    def scalar_Max(self, e):
+        return self._minmax(e, "max")
+
+    # comparisons and logic
+    def _cmp(self, e, sym, prec):
+        return f"{self.text(e.a, P_REL + 1)} {sym} {self.text(e.b, P_REL + 1)}", prec
+
+    def scalar_LT(self, e):
+        return self._cmp(e, "<", P_REL)
+
+    def scalar_LE(self, e):
+        return self._cmp(e, "<=", P_REL)
+
+    def scalar_GT(self, e):
+        return self._cmp(e, ">", P_REL)
+
+    def scalar_GE(self, e):
+        return self._cmp(e, ">=", P_REL)
+
+    def scalar_EQ(self, e):
+        return self._cmp(e, "==", P_EQ)
+
+    def scalar_NE(self, e):
+        return self._cmp(e, "!=", P_EQ)
+
+    def scalar_And(self, e):
+        return self._logic(e, "&&", P_LAND, P_LOR)
+
+    def scalar_Or(self, e):
+        return self._logic(e, "||", P_LOR, P_LAND)
+
+    def _logic(self, e, sym, prec, other):
+        parts = []
+        for i, x in enumerate((e.a, e.b)):
+            s, p = self.expr(x)
+            if p < prec or p == other or (i == 1 and p == prec and type(x) is not type(e)):
+                s = f"({s})"
+            parts.append(s)
+        return f"{parts[0]} {sym} {parts[1]}", prec
+
+    def scalar_Not(self, e):
+        return "!" + self.text(e.a, P_UNARY), P_UNARY
+
+    def scalar_Select(self, e):
+        return (f"({self.text(e.condition, P_COND + 1)} ? {self.text(e.true_value, P_COND + 1)} : "
+                f"{self.text(e.false_value, P_COND)})"), P_PRIMARY
+
+    def scalar_Cast(self, e):
+        return self.cast_text(e.value, e.dtype)
+
+    def cast_text(self, value, dst: DataType) -> tuple[str, int]:
+        src = value.dtype
+        if src == dst:
+            return self.expr(value)
+        if dst.code == "bool":
+            return f"({self.text(value, P_EQ + 1)} != 0)", P_PRIMARY
+        if dst in _HALF:
+            if src in _HALF or src == _F32 or dst == "bfloat16":
+                inner = self.text(value) if src.is_float() and src != _F64 else f"(float){self.text(value, P_UNARY)}"
+                return f"{self.round_helper(dst)}({inner})", P_PRIMARY
+            return f"(float)(_Float16){self.text(value, P_UNARY)}", P_UNARY
+        if src in _HALF and dst == _F32:
+            return self.expr(value)
+        return f"({_VALUE_C[dst]}){self.text(value, P_UNARY)}", P_UNARY
+
+    def scalar_Let(self, e):
+        # a GNU statement expression: ({ const T x = value; body; })
+        self.names.push()
+        t = self.let_type(e.var, e.value)
+        value = self.text(e.value)
+        name = self.define_var(e.var)
+        body = self.text(e.body)
+        self.names.pop()
+        return f"({{ const {t} {name} = {value}; {body}; }})", P_PRIMARY
+
+    def define_var(self, v: E.Var) -> str:
+        return self.names.define(v)
+
+    def scalar_BufferLoad(self, e):
+        buf = e.buffer
+        name = self.buffer_name(buf, len(e.indices))
+        s = f"{name}[{self.text(e.indices[0])}]"
+        dt = buf.dtype
+        if dt == "float16":
+            return "(float)" + s, P_UNARY
+        if dt == "bfloat16":
+            self.bf16_helpers()
+            return f"tsr_bfloat16_to_float({s})", P_PRIMARY
+        return s, P_PRIMARY
+
+    def store_value(self, buf_dtype: DataType, value) -> str:
+        """Text of value converted for a store into an element of buf_dtype."""
+        if buf_dtype in _HALF and type(value) is E.Cast and value.value.dtype in (_F32, buf_dtype):
+            value = value.value  # the store rounds once; a rounding cast before it is redundant
+        if buf_dtype == "float16":
+            return "(_Float16)" + self.text(value, P_UNARY)
+        if buf_dtype == "bfloat16":
+            self.bf16_helpers()
+            return f"tsr_float_to_bfloat16({self.text(value)})"
+        return self.text(value, P_ASSIGN)
+
+    # calls
+    def math_name(self, op: str, dt: DataType) -> str:
+        base = _MATH[op][0]
+        return base if dt == _F64 else base + "f"
+
+    def scalar_Call(self, e):
+        op, dt, args = e.op, e.dtype, e.args
+        for a in args:
+            if a.dtype.lanes != 1:
+                raise TesseraError(f"call {op} has dtype {dt} but a vector argument of dtype "
+                                   f"{a.dtype}; a vector call needs a vector dtype")
+        if op == "if_then_else":
+            self._arity(e, 3)
+            return (f"({self.text(args[0], P_COND + 1)} ? {self.text(args[1], P_COND + 1)} : "
+                    f"{self.text(args[2], P_COND)})"), P_PRIMARY
+        if op == "likely":
+            self._arity(e, 1)
+            return self.expr(args[0])
+        if op in _BITWISE:
+            self._arity(e, 2)
+            self._need_int(e)
+            if dt.code == "bool" and op in ("shift_left", "shift_right"):
+                raise TesseraError(f"{op} needs integer operands, got bool")
+            s = f"({self.text(args[0], P_UNARY)} {_BITWISE[op]} {self.text(args[1], P_UNARY)})"
+            if dt in _NARROW_INT and op == "shift_left":
+                return f"({_VALUE_C[dt]}){s}", P_UNARY
+            return s, P_PRIMARY
+        if op == "bitwise_not":
+            self._arity(e, 1)
+            self._need_int(e)
+            if dt.code == "bool":
+                return "!" + self.text(args[0], P_UNARY), P_UNARY
+            s = "~" + self.text(args[0], P_UNARY)
+            return (f"({_VALUE_C[dt]})({s})", P_UNARY) if dt in _NARROW_INT else (s, P_UNARY)
+        if op in ("isnan", "isinf", "isfinite"):
+            self._arity(e, 1)
+            x = args[0]
+            if not x.dtype.is_float():
+                return ("true" if op == "isfinite" else "false"), P_PRIMARY
+            return f"{op}({self.text(x)})", P_PRIMARY
+        if op in ("popcount", "clz"):
+            return self._bitcount(e)
+        if op in _MATH or op in ("rsqrt", "sigmoid", "exp10"):
+            return self._math_call(e)
+        return self.extern_call(e)
+
+    def _arity(self, e, n):
+        if len(e.args) != n:
+            raise TesseraError(f"intrinsic {e.op} takes {n} argument(s), got {len(e.args)}")
+
+    def _need_int(self, e):
+        for a in e.args:
+            if not (a.dtype.is_integer() or a.dtype.is_bool()):
+                raise TesseraError(f"intrinsic {e.op} needs integer operands, got {a.dtype}")
+
+    def _bitcount(self, e):
+        self._arity(e, 1)
+        self._need_int(e)
+        x = e.args[0]
+        bits = x.dtype.bits
+        wide = bits == 64
+        u = "uint64_t" if wide else "uint32_t"
+        mask = "" if bits >= 32 else f" & {(1 << bits) - 1}U"
+        arg = f"({u}){self.text(x, P_UNARY)}" + mask
+        if e.op == "popcount":
+            s = f"__builtin_popcount{'ll' if wide else ''}({arg})"
+        else:
+            name = f"tsr_clz_{bits}"
+            builtin = "__builtin_clzll" if wide else "__builtin_clz"
+            adjust = "" if bits in (32, 64) else f" - {32 - bits}"
+            self.helpers.require(name, (
+                f"/* count leading zeros of a {bits}-bit value ({bits} for 0) */\n"
+                f"{self.func_qualifier} int32_t {name}({u} x) {{\n"
+                f"  return x == 0 ? {bits} : {builtin}(x){adjust};\n}}"))
+            s = f"{name}({arg})"
+        return self.cast_result(s, _I32, e.dtype)
+
+    def cast_result(self, s, have: DataType, want: DataType):
+        if have == want:
+            return s, P_PRIMARY
+        return f"({self.value_type(want)}){s}", P_UNARY
+
+    def _math_call(self, e):
+        op, dt = e.op, e.dtype
+        if not dt.is_float():
+            if op in ("abs", "fabs") and (dt.is_integer() or dt.is_bool()):
+                return self._int_abs(e)
+            if op in ("floor", "ceil", "trunc", "round", "nearbyint") and dt.is_integer() \
+                    and e.args[0].dtype == dt:
+                return self.expr(e.args[0])
+            raise TesseraError(f"intrinsic {op} on {dt} needs a float dtype; cast the operand "
+                               f"to a float type first (in {self.func_name})")
+        arity = _MATH_ARITY.get(op, 1)
+        self._arity(e, arity)
+        f = "" if dt == _F64 else "f"
+        one = "1.0" + f
+        if op == "sigmoid":
+            x, px = self._as(e.args[0], dt)
+            x = x if px >= P_UNARY else f"({x})"
+            s, exact, p = f"{one} / ({one} + exp{f}(-{x}))", False, P_MUL
+            return self._round_result(dt, s, p) if dt in _HALF else (s, p)
+        args = [self._as(a, dt)[0] for a in e.args]
+        if op == "rsqrt":
+            s, exact, p = f"{one} / sqrt{f}({args[0]})", False, P_MUL
+        elif op == "exp10":
+            s, exact, p = f"pow{f}(10.0{f}, {args[0]})", False, P_PRIMARY
+        else:
+            name, exact = _MATH[op]
+            s, p = f"{name}{f}({', '.join(args)})", P_PRIMARY
+        if dt in _HALF and not exact:
+            return self._round_result(dt, s, p)
+        return s, p
+
+    def _as(self, a, dt) -> tuple[str, int]:
+        """a converted to dtype dt (a math intrinsic's operand)."""
+        return self.expr(a) if a.dtype == dt else self.cast_text(a, dt)
+
+    def _int_abs(self, e):
+        self._arity(e, 1)
+        x, dt = e.args[0], e.dtype
+        if x.dtype != dt:
+            raise TesseraError(f"abs: operand is {x.dtype}, result {dt}")
+        if dt.code in ("uint", "bool"):
+            return self.expr(x)
+        if dt.bits == 64:
+            return f"llabs({self.text(x)})", P_PRIMARY
+        s = f"abs({self.text(x)})"
+        return (f"({_VALUE_C[dt]}){s}", P_UNARY) if dt.bits < 32 else (s, P_PRIMARY)
+
+    def extern_call(self, e):
+        op = e.op
+        if not _IDENT.match(op) or op in C_KEYWORDS or op.startswith(_RESERVED_PREFIXES):
+            raise UnsupportedOpError(op, None, f"in {self.func_name}: not an intrinsic the C backend "
+                                     f"knows, and not a valid C function name for an extern call")
+        arg_types = tuple("const char*" if type(a) is E.StringImm else self.value_type(a.dtype)
+                          for a in e.args)
+        ret = "void" if e.dtype.is_handle() else self.value_type(e.dtype)
+        self.helpers.extern(op, ret, arg_types)
+        self.on_extern(op)
+        s = f"{op}({', '.join(self.text(a) for a in e.args)})"
+        if e.dtype in _HALF:
+            return self._round_result(e.dtype, s, P_PRIMARY)
+        return s, P_PRIMARY
+
+    def on_extern(self, name: str):
+        """Hook: an extern function name is used (the C backend checks it shadows no local)."""
+
+    # -- statements -------------------------------------------------------------------------
+    def stmt(self, s):
+        getattr(self, "stmt_" + type(s).__name__, self._unknown_stmt)(s)
+
+    def _unknown_stmt(self, s):
+        raise TesseraError(f"{type(s).__name__} is not allowed in lowered code given to codegen "
+                           f"({self.func_name}); run tessera.tir.transform.lower first")
+
+    def stmt_SeqStmt(self, s):
+        stmt = self.stmt
+        for x in s.seq:
+            stmt(x)
+
+    def stmt_Evaluate(self, s):
+        v = s.value
+        if isinstance(v, (E.IntImm, E.FloatImm)):
+            return
+        if v.dtype.lanes != 1:
+            self.scalarize(lambda lane, m: self.emit(self.text(m.visit(v)) + ";"), v.dtype.lanes,
+                           "vector evaluation")
+            return
+        s_, _ = self.expr(v)
+        self.emit(s_ + ";" if type(v) is E.Call else f"(void)({s_});")
+
+    def stmt_BufferStore(self, s):
+        buf = s.buffer
+        name = self.buffer_name(buf, len(s.indices))
+        self.stored.add(buf)
+        idx, value = s.indices[0], s.value
+        if value.dtype.lanes == 1 and idx.dtype.lanes == 1:
+            self.emit(f"{name}[{self.text(idx)}] = {self.store_value(buf.dtype, value)};")
+        elif not self.vector_store(s, name):
+            self.scalarize_store(s, name)
+
+    def vector_store(self, s, name: str) -> bool:
+        """Emit a vector store natively; False leaves it to the lane-by-lane fallback."""
+        return False
+
+    def scalarize(self, body, lanes: int, what: str):
+        """Emit `for (lane...) body(lane, lane mutator)`: the always-correct vector fallback."""
+        lane = E.Var("lane", "int32")
+        self.names.push()
+        k = self.define_var(lane)
+        self.emit(f"for (int32_t {k} = 0; {k} < {lanes}; ++{k}) {{  // {what}, {lanes} lanes one by one")
+        self.indent += 1
+        self._nonneg.add(lane)
+        body(lane, _Lane(self, lane))
+        self.close_block()
+
+    def scalarize_store(self, s, name):
+        buf = s.buffer
+        lanes = s.value.dtype.lanes
+        finder = _StoredBuffers(buf)
+        finder.visit(s.value)
+        if not finder.found:
+            def body(lane, m):
+                idx, val = m.visit(s.indices[0]), m.visit(s.value)
+                self.emit(f"{name}[{self.text(idx)}] = {self.store_value(buf.dtype, val)};")
+            self.scalarize(body, lanes, "vector store")
+            return
+        # the value reads the buffer it writes: all lanes load before any lane stores
+        self.open_block("")
+        tv = E.Var("tmp", s.value.dtype.element_of())
+        tmp = self.define_var(tv)
+        self.emit(f"{self.value_type(tv.dtype)} {tmp}[{lanes}];")
+        self.scalarize(lambda lane, m: self.emit(f"{tmp}[{self.var_name(lane)}] = "
+                                                 f"{self.text(m.visit(s.value))};"), lanes, "vector value")
+
+        def store(lane, m):
+            self.names.alias(tv, f"{tmp}[{self.var_name(lane)}]")
+            self.emit(f"{name}[{self.text(m.visit(s.indices[0]))}] = {self.store_value(buf.dtype, tv)};")
+        self.scalarize(store, lanes, "vector store")
+        self.close_block()
+
+    def stmt_LetStmt(self, s):
+        var, value = s.var, s.value
+        if value.dtype.lanes != 1 and not self.vector_native(value):
+            lanes = value.dtype.lanes
+            name = self.define_var(var)
+            self.array_vars.add(var)
+            self.emit(f"{self.value_type(value.dtype.element_of())} {name}[{lanes}];")
+            self.scalarize(lambda lane, m: self.emit(f"{name}[{self.var_name(lane)}] = "
+                                                     f"{self.text(m.visit(value))};"), lanes, "vector let")
+        else:
+            t = self.let_type(var, value)
+            text = self.text(value, P_ASSIGN)
+            name = self.define_var(var)
+            if self.nonneg(value) and value.dtype.lanes == 1:
+                self._nonneg.add(var)
+            self.emit(f"const {t} {name} = {text};")
+        self.stmt(s.body)
+
+    def let_type(self, var, value) -> str:
+        return self.value_type(var.dtype)
+
+    def vector_native(self, e) -> bool:
+        """Can the backend print vector expression e as one vector value?"""
+        return False
+
+    def stmt_IfThenElse(self, s):
+        cond = s.condition
+        if cond.dtype.lanes != 1:
+            raise TesseraError(f"an if statement in {self.func_name} has a vector condition "
+                               f"({cond.dtype}); lowering must scalarize it")
+        self.open_block(f"if ({self.text(cond)})")
+        self.stmt(s.then_case)
+        other = s.else_case
+        while other is not None and not (type(other) is S.Evaluate and isinstance(other.value, E.IntImm)):
+            if type(other) is S.IfThenElse and other.condition.dtype.lanes == 1:
+                self.close_block(f"}} else if ({self.text(other.condition)}) {{")
+                self.indent += 1
+                self.names.push()
+                self.stmt(other.then_case)
+                other = other.else_case
+                continue
+            self.close_block("} else {")
+            self.indent += 1
+            self.names.push()
+            self.stmt(other)
+            break
+        self.close_block()
+
+    def stmt_For(self, s):
+        kind = s.kind
+        if kind == "thread_binding":
+            self.thread_binding(s)
+            return
+        var = s.loop_var
+        lo, ext = s.min, s.extent
+        t = self.value_type(var.dtype)
+        lo_text = self.text(lo, P_ASSIGN)
+        if type(lo) is E.IntImm and lo.value == 0:
+            end = self.text(ext, P_REL + 1)
+        elif type(lo) is E.IntImm and type(ext) is E.IntImm:
+            total = lo.value + ext.value
+            dt = ext.dtype if ext.dtype.bits >= lo.dtype.bits else lo.dtype
+            end = self.text(E.IntImm(dt if dt.bits >= 64 or -(1 << 31) <= total < (1 << 31) else "int64", total))
+        else:
+            end = f"{self.text(lo, P_ADD)} + {self.text_right(ext, P_ADD)}"
+        if type(lo) is E.IntImm and lo.value >= 0:
+            self._nonneg.add(var)
+        head_pos = len(self.lines)
+        self.lines.append(None)  # pragma slot, filled once the body is known
+        fail0, omp0 = self.fail_points, self.omp_pragmas
+        if kind == "parallel":
+            if self.parallel_depth == 0:
+                self._par_fail_mark = self.fail_points
+            self.parallel_depth += 1
+        self.names.push()
+        name = self.define_var(var)
+        self.emit(f"for ({t} {name} = {lo_text}; {name} < {end}; ++{name}) {{")
+        self.indent += 1
+        self.stmt(s.body)
+        self.indent -= 1
+        self.names.pop()
+        self.emit("}")
+        if kind == "parallel":
+            self.parallel_depth -= 1
+        pragma = self.loop_header(s, self.fail_points != fail0 or self.omp_pragmas != omp0)
+        if pragma is not None:
+            self.lines[head_pos] = self._indents[self.indent] + pragma
+        if kind == "parallel" and self.parallel_depth == 0 and self.fail_points != self._par_fail_mark:
+            self.emit_status_check()
+
+    def loop_header(self, s, body_has_checks: bool):
+        """The pragma/comment line before a loop (None for none)."""
+        return None
+
+    def thread_binding(self, s):
+        tag = s.thread_binding.thread_tag if s.thread_binding is not None else "a thread axis"
+        raise TesseraError(f"loop {s.loop_var.name} is bound to {tag}; build for a GPU target or "
+                           f"remove the binding")
+
+    def stmt_AttrStmt(self, s):
+        key = s.attr_key
+        v = s.value
+        if key.startswith("pragma_") and type(v) is E.StringImm and "\n" not in v.value:
+            self.emit(f"#pragma {key[7:]} {v.value}".rstrip())
+        else:
+            if isinstance(v, (E.StringImm, E.IntImm, E.FloatImm)):
+                vtext = str(v.value)
+            else:
+                try:
+                    vtext = self.text(v)
+                except TesseraError:
+                    vtext = type(v).__name__
+            self.emit(f"// {key}: " + vtext.replace("\n", " "))
+        self.stmt(s.body)
+
+    def stmt_AssertStmt(self, s):
+        cond = s.condition
+        if cond.dtype.lanes != 1:
+            raise TesseraError(f"assert in {self.func_name} has a vector condition")
+        msg = c_string(s.message)
+        self.failure(self.text(cond, P_UNARY), f'"%s", {msg}', lambda: self.stmt(s.body), negate=True)
+
+    def stmt_Allocate(self, s):
+        self.allocate(s)
+
+    def allocate(self, s):
+        raise TesseraError(f"this backend cannot allocate buffer {s.buffer.name!r}")
+
+    # -- failures (asserts, allocation) -----------------------------------------------------
+    def failure(self, cond: str, fmt_args: str, body=None, negate: bool = False):
+        """`if (cond) report; else body()` — an early return outside parallel loops; inside them
+        (no return allowed there) the first failure is recorded and the iteration skips body."""
+        self.fail_points += 1
+        self.needs_err = True
+        test = f"!{cond}" if negate else cond
+        if self.parallel_depth == 0:
+            self.open_block(f"if ({test})")
+            for name in reversed(self.heap_live):
+                self.emit(f"free({name});")
+            self.emit(f"snprintf(err, err_len, {fmt_args});")
+            self.emit(f"return {STATUS_RUNTIME};")
+            self.close_block()
+            if body is not None:
+                body()
+            return
+        self.needs_status = True
+        self.omp_pragmas += 1
+        self.open_block(f"if ({test})")
+        self.emit("#pragma omp critical(tsr_failure)")
+        self.open_block(f"if (tsr_status == 0)")
+        self.emit(f"tsr_status = {STATUS_RUNTIME};")
+        self.emit(f"snprintf(err, err_len, {fmt_args});")
+        self.close_block()
+        if body is not None:
+            self.close_block("} else {")
+            self.indent += 1
+            self.names.push()
+            body()
+        self.close_block()
+
+    def emit_status_check(self):
+        self.open_block("if (tsr_status != 0)")
+        for name in reversed(self.heap_live):
+            self.emit(f"free({name});")
+        self.emit("return tsr_status;")
+        self.close_block()
+
+
+def _np_dtype(dt):
+    from ..ir.dtype import numpy_dtype
+
+    return numpy_dtype(dt)
+
+
+class HelperRegistry:
+    """Helper functions, vector typedefs and extern prototypes a translation unit needs, each
+    emitted once, in first-use order (deterministic for a given program)."""
+
+    def __init__(self):
+        self.typedefs: dict[str, str] = {}
+        self.functions: dict[str, str] = {}
+        self.externs: dict[str, tuple] = {}
+
+    def mark(self):
+        """A snapshot to roll back to (a function regenerated from scratch)."""
+        return len(self.typedefs), len(self.functions), len(self.externs)
+
+    def rollback(self, mark):
+        for d, n in zip((self.typedefs, self.functions, self.externs), mark):
+            for key in list(d)[n:]:
+                del d[key]
+
+    def require(self, name: str, code: str) -> str:
+        if name not in self.functions:
+            self.functions[name] = code
+        return name
+
+    def typedef(self, name: str, code: str) -> str:
+        if name not in self.typedefs:
+            self.typedefs[name] = code
+        return name
+
+    def extern(self, name: str, ret: str, args: tuple):
+        sig = (ret, args)
+        prev = self.externs.get(name)
+        if prev is None:
+            self.externs[name] = sig
+        elif prev != sig:
+            raise TesseraError(f"extern function {name} is called as {ret}({', '.join(args)}) and as "
+                               f"{prev[0]}({', '.join(prev[1])}); one C function has one signature")
+
+    def extern_decls(self) -> list[str]:
+        return [f"extern {ret} {name}({', '.join(args) or 'void'});"
+                for name, (ret, args) in self.externs.items()]

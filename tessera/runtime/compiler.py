@@ -1,0 +1,149 @@
+"""The C compiler driver: generated source -> shared library, cached on disk by content.
+
+The cache key is the sha256 of the source, the compiler (path and `--version` line) and the
+flags. Libraries live in `$TESSERA_CACHE_DIR` (default ~/.cache/tessera) as
+`<key[:2]>/<key>.so`, with the readable `<key>.c` beside. A build writes a temporary file in the
+same folder and renames it into place, so concurrent builders of one source never see a partial
+library. A cache hit is a hash and a `stat`, no subprocess.
+
+Embedding the source: the compiler reads the source from stdin with `#line 1 "<key>.c"` in front
+(its messages name the saved .c and its line numbers) and, unless the source defines
+`tessera_source` itself, a `const char tessera_source[]` string literal appended at the end, so
+`Module.get_source()` works on a library copied anywhere without its .c.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+
+from ..errors import BuildError, TesseraError
+from ..target import Target
+
+_SCHEME = "tessera-cc-1"   # bump when the build recipe below changes
+_LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to itself
+_COMPILERS: dict = {}      # $CC value -> argv prefix of the compiler
+_VERSIONS: dict = {}       # argv prefix -> first line of `--version`
+_HAS_SOURCE = re.compile(r"\btessera_source\b")
+
+# bytes 0..255 (decoded as latin-1) -> text inside a C string literal
+_ESCAPE = {i: f"\\{i:03o}" for i in range(256) if not (32 <= i < 127)}
+_ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): '\\n"\n"'})
+
+
+def cache_dir() -> str:
+    """Where compiled libraries are kept: $TESSERA_CACHE_DIR, else ~/.cache/tessera."""
+    return os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
+
+
+def find_compiler() -> list[str]:
+    """The C compiler command: $CC (may carry arguments), else gcc, cc or clang from PATH."""
+    env = os.environ.get("CC", "")
+    argv = _COMPILERS.get(env)
+    if argv is not None:
+        return argv
+    if env.strip():
+        argv = shlex.split(env)
+        exe = shutil.which(argv[0])
+        if exe is None:
+            raise BuildError(f"the C compiler named by $CC ({env!r}) was not found")
+        argv = [exe] + argv[1:]
+    else:
+        exe = next((p for p in map(shutil.which, ("gcc", "cc", "clang")) if p), None)
+        if exe is None:
+            raise BuildError("no C compiler found: install gcc (or clang) or set $CC")
+        argv = [exe]
+    _COMPILERS[env] = argv
+    return argv
+
+
+def compiler_version(argv: list[str]) -> str:
+    """First line of `<compiler> --version` (asked once per process)."""
+    key = tuple(argv)
+    version = _VERSIONS.get(key)
+    if version is None:
+        try:
+            out = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60)
+        except OSError as e:
+            raise BuildError(f"cannot run the C compiler {argv[0]}: {e}") from None
+        version = (out.stdout or out.stderr).strip().split("\n", 1)[0]
+        _VERSIONS[key] = version
+    return version
+
+
+def _literal(source: str) -> str:
+    """`source` as the body of a C string literal (UTF-8 bytes; one literal piece per line)."""
+    return source.encode("utf-8").decode("latin-1").translate(_ESCAPE)
+
+
+def _write_atomic(path: str, data: str, mode: int):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".c")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
+    """Compile C `source` into a shared library for `target` (default: the host); returns its path."""
+    if not isinstance(source, str):
+        raise TesseraError(f"compile_source expects C source text, got {type(source).__name__}")
+    target = Target.host() if target is None else Target(target)
+    flags = target.cflags()
+    argv = find_compiler()
+    ident = "\0".join([_SCHEME, " ".join(argv), compiler_version(argv), " ".join(flags),
+                       " ".join(_LINK_LIBS)])
+    key = hashlib.sha256(ident.encode() + b"\0" + source.encode("utf-8")).hexdigest()
+    sub = os.path.join(cache_dir(), key[:2])
+    so_path = os.path.join(sub, key + ".so")
+    if os.path.exists(so_path):
+        return so_path
+
+    os.makedirs(sub, exist_ok=True)
+    c_path = os.path.join(sub, key + ".c")
+    _write_atomic(c_path, source, 0o644)
+    unit = '#line 1 "' + c_path.replace("\\", "\\\\").replace('"', '\\"') + '"\n' + source
+    if not _HAS_SOURCE.search(source):
+        unit += '\n\n__attribute__((used)) const char tessera_source[] =\n"' + _literal(source) + '";\n'
+    fd, tmp_so = tempfile.mkstemp(dir=sub, prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    cmd = argv + flags + ["-o", tmp_so, "-x", "c", "-", "-x", "none"] + _LINK_LIBS
+    try:
+        try:
+            proc = subprocess.run(cmd, input=unit.encode("utf-8"), capture_output=True)
+        except OSError as e:
+            raise BuildError(f"cannot run the C compiler {argv[0]} for {name_hint!r}: {e}", c_path) from None
+        if proc.returncode != 0:
+            raise BuildError(f"C compilation of {name_hint!r} failed ({os.path.basename(argv[0])} exit "
+                             f"code {proc.returncode}; command: {shlex.join(cmd)})", c_path,
+                             proc.stderr.decode("utf-8", "replace"))
+        os.chmod(tmp_so, 0o755)
+        os.replace(tmp_so, so_path)
+    finally:
+        _unlink(tmp_so)
+    return so_path
+
+
+def asan_runtime() -> str:
+    """Path of the compiler's AddressSanitizer runtime (to LD_PRELOAD for `-sanitize=address` modules)."""
+    argv = find_compiler()
+    out = subprocess.run(argv + ["-print-file-name=libasan.so"], capture_output=True, text=True)
+    path = out.stdout.strip()
+    if out.returncode != 0 or not os.path.isabs(path):
+        raise TesseraError(f"{argv[0]} does not ship an AddressSanitizer runtime (libasan.so)")
+    return path

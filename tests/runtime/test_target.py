@@ -1,0 +1,130 @@
+"""Target parsing, canonical text, CPU features and compiler flags."""
+import os
+
+import pytest
+
+import tessera
+from tessera.errors import TesseraError
+from tessera.target import Target
+
+
+def cpuinfo_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+EXAMPLES = ["c", "llvm", "c -mcpu=native -num-threads=2", "c -mcpu=znver3", "c -sanitize=address",
+            "c -mattr=+avx2,+fma", "cuda", "cuda -arch=sm_90", "opencl", "vdla"]
+
+
+@pytest.mark.parametrize("text", EXAMPLES)
+def test_canonical_text_round_trips(text):
+    t = Target(text)
+    again = Target(str(t))
+    assert again == t and hash(again) == hash(t) and str(again) == str(t)
+    assert Target(t) is t
+
+
+def test_parsed_fields():
+    assert Target("c").kind == "c" and Target("c").mcpu == "native"
+    assert Target("llvm") == Target("c") == Target("c -mcpu=native")
+    t = Target("c -mcpu=native -num-threads=2")
+    assert t.num_threads == 2 and str(t) == "c -num-threads=2"
+    assert Target("c").num_threads == len(os.sched_getaffinity(0))
+    assert Target("c -num-threads=0").num_threads == len(os.sched_getaffinity(0))
+    z = Target("c -mcpu=znver3")
+    assert z.mcpu == "znver3" and z.features == frozenset() and str(z) == "c -mcpu=znver3"
+    assert Target("c -sanitize=address").attrs == {"sanitize": "address"}
+    cuda = Target("cuda -arch=sm_90")
+    assert cuda.kind == "cuda" and cuda.attrs == {"arch": "sm_90"} and cuda.mcpu is None
+    assert Target("opencl").kind == "opencl" and Target("vdla").kind == "vdla"
+    assert Target("c -num-threads=2") != Target("c -num-threads=3")
+    assert Target("c") == "llvm" and Target("c") != "cuda"
+
+
+def test_option_order_does_not_matter():
+    a = Target("c -num-threads=4 -mcpu=znver3 -mattr=+fma,+avx2")
+    b = Target("c --mcpu=znver3 -mattr=+avx2,+fma -num_threads=4")
+    assert a == b and str(a) == "c -mcpu=znver3 -mattr=+avx2,+fma -num-threads=4"
+
+
+@pytest.mark.parametrize("text, words", [
+    ("rocm", ["unknown target kind", "c", "cuda", "opencl", "vdla"]),
+    ("", ["empty target"]),
+    ("c -arch=sm_90", ["unknown option -arch", "-mcpu", "-num-threads"]),
+    ("cuda -mcpu=native", ["unknown option -mcpu", "-arch"]),
+    ("vdla -mcpu=x", ["options of vdla: none"]),
+    ("c -num-threads=two", ["-num-threads", "integer"]),
+    ("c -num-threads=-1", ["-num-threads"]),
+    ("c -sanitize=memory", ["address", "undefined"]),
+    ("cuda -arch=hopper", ["sm_90"]),
+    ("c -mcpu", ["expected -key=value"]),
+    ("c mcpu=native", ["expected -key=value"]),
+    ("c -mcpu=a -mcpu=b", ["given twice"]),
+    ("c -mattr=+av x2", ["expected -key=value"]),
+    ("c -mattr=+a$x", ["not a feature name"]),
+])
+def test_errors_name_the_problem(text, words):
+    with pytest.raises(TesseraError) as info:
+        Target(text)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_non_string_is_refused():
+    with pytest.raises(TesseraError, match="a target is a string"):
+        Target(42)
+
+
+def test_host_features_match_cpuinfo():
+    flags = cpuinfo_flags()
+    host = Target.host()
+    assert host == Target("c")
+    assert host.features == frozenset(flags)
+    for name in ("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+                 "amx_tile", "amx_int8", "amx_bf16"):
+        assert host.has_feature(name) == (name in flags)
+    assert host.has_feature("avx512vnni") == ("avx512_vnni" in flags)
+    assert host.has_feature("AMX-TILE") == ("amx_tile" in flags)
+    expect = 512 if "avx512f" in flags else 256 if {"avx2", "avx"} & flags else 128
+    assert host.vector_bits == expect
+
+
+def test_named_cpu_features_come_only_from_mattr():
+    t = Target("c -mcpu=skylake-avx512 -mattr=+avx512f,+avx512vnni,+amx-tile")
+    assert t.features == {"avx512f", "avx512_vnni", "amx_tile"}
+    assert t.vector_bits == 512 and t.has_feature("avx512_vnni") and not t.has_feature("avx2")
+    assert Target("c -mcpu=haswell -mattr=+avx2,+fma").vector_bits == 256
+    assert Target("c -mcpu=x86-64").vector_bits == 128
+
+
+def test_mattr_modifies_host_features():
+    flags = cpuinfo_flags()
+    t = Target("c -mattr=-avx2,+amx_int8")
+    assert "avx2" not in t.features and "amx_int8" in t.features
+    assert t.features - {"amx_int8"} == frozenset(flags - {"avx2", "amx_int8"})
+
+
+def test_cflags():
+    base = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11"]
+    host = Target("c").cflags()
+    assert host[:6] == base
+    assert ("-mprefer-vector-width=512" in host) == ("avx512f" in cpuinfo_flags())
+    assert Target("c -mcpu=znver3").cflags() == ["-O3", "-march=znver3"] + base[2:]
+    asan = Target("c -sanitize=address").cflags()
+    assert asan[-2:] == ["-fsanitize=address", "-fno-omit-frame-pointer"]
+    avx512 = Target("c -mcpu=x86-64-v3 -mattr=+avx512f,-amx-tile,+avx512_vnni").cflags()
+    assert "-mavx512f" in avx512 and "-mno-amx-tile" in avx512 and "-mavx512vnni" in avx512
+    assert "-mprefer-vector-width=512" in avx512
+    with pytest.raises(TesseraError, match="not compiled by a C compiler"):
+        Target("cuda").cflags()
+
+
+def test_immutable_and_package_level_name():
+    t = Target("c")
+    with pytest.raises(AttributeError):
+        t.kind = "cuda"
+    assert tessera.Target is Target and tessera.Target(t) is t
