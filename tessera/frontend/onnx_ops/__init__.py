@@ -1,0 +1,109 @@
+"""ONNX op converters: one function per ONNX op (per family file), registered by op type.
+
+A converter turns one ONNX node into tessera graph ops through a `ConvertContext` (implemented by
+the frontend core in `tessera/frontend/onnx.py`):
+
+    @converter("LeakyRelu")
+    def _leaky_relu(ctx):
+        return ctx.op("nn.leaky_relu", ctx.input(0), alpha=ctx.attr("alpha", 0.01))
+
+    @converter("Reshape", since=5)          # a version for opset >= 5; older opsets pick `since=1`
+    def _reshape(ctx):
+        shape = ctx.const_input(1)          # numpy array; UnsupportedOpError if not constant
+        ...
+
+A converter returns a Value, or a tuple/list of Values (one per ONNX output; None for an omitted
+optional output). It raises `UnsupportedOpError` via `ctx.unsupported("why")` for a case it cannot
+handle (a dynamic shape, an attribute value tessera does not implement), never a bare exception.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+_CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
+
+
+def converter(op_type: str, since: int = 1, domain: str = ""):
+    """Register `fn(ctx)` as the converter of ONNX `op_type` for opsets >= since (in `domain`)."""
+
+    def deco(fn):
+        key = f"{domain}::{op_type}" if domain else op_type
+        versions = _CONVERTERS.setdefault(key, [])
+        if any(v == since for v, _ in versions):
+            raise ValueError(f"converter for {key} since opset {since} registered twice")
+        versions.append((since, fn))
+        versions.sort(key=lambda p: p[0])
+        return fn
+
+    return deco
+
+
+def find_converter(op_type: str, opset: int, domain: str = "") -> Callable | None:
+    """The converter for op_type at this opset: the newest registered `since` <= opset, or None."""
+    _load()
+    key = f"{domain}::{op_type}" if domain and domain != "ai.onnx" else op_type
+    best = None
+    for since, fn in _CONVERTERS.get(key, ()):
+        if since <= opset:
+            best = fn
+    return best
+
+
+def supported_ops() -> list[str]:
+    _load()
+    return sorted(_CONVERTERS)
+
+
+class ConvertContext:
+    """What a converter sees of the ONNX node being converted (the frontend core implements it).
+
+    node_name, op_type, opset (of the node's domain), num_inputs, num_outputs: plain attributes.
+    """
+
+    node_name: str
+    op_type: str
+    opset: int
+    num_inputs: int
+    num_outputs: int
+
+    def input(self, i: int, optional: bool = False):
+        """The Value of input i; None when it is absent/empty and optional (else an error)."""
+        raise NotImplementedError
+
+    def has_input(self, i: int) -> bool:
+        """Whether input i is given (ONNX marks omitted optional inputs with an empty name)."""
+        raise NotImplementedError
+
+    def const_input(self, i: int, optional: bool = False):
+        """Input i as a numpy array when it is constant (initializer, Constant, or a constant
+        subgraph such as a shape computation, evaluated here); UnsupportedOpError otherwise."""
+        raise NotImplementedError
+
+    def is_const(self, i: int) -> bool:
+        raise NotImplementedError
+
+    def attr(self, name: str, default=None):
+        """The attribute's Python value: int, float, str (decoded), list, numpy array (TENSOR), or
+        `default` when the node does not set it."""
+        raise NotImplementedError
+
+    def op(self, op_name: str, *inputs, **attrs):
+        """Add a tessera graph op; returns its Value (a tuple of Values for several outputs)."""
+        raise NotImplementedError
+
+    def const(self, array, name: str = "const"):
+        """A new constant Value holding `array`."""
+        raise NotImplementedError
+
+    def unsupported(self, detail: str):
+        """Raise UnsupportedOpError naming this node's op type, name and opset, with `detail`."""
+        raise NotImplementedError
+
+
+def _load():
+    # converter families register on import; each file is `tessera/frontend/onnx_ops/<family>.py`
+    import importlib
+    import pkgutil
+
+    for m in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{m.name}")

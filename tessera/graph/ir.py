@@ -1,0 +1,273 @@
+"""The graph IR: a typed dataflow graph of operator nodes.
+
+A `Graph` lists its runtime inputs, its outputs, its nodes in topological order, and its constants
+(weights bound to Values). Every tensor is a `Value` with a `TensorType` (dtype + shape, where a
+dimension is an int or the name of a symbolic extent such as "N"). A `Node` applies a registered
+operator (`tessera.ops.registry`) to input Values with attributes and defines output Values.
+
+Everything is immutable: passes build new Graphs (see `Graph.rewrite`). Values are compared by
+identity; two graphs compare structurally with `structural_equal`.
+"""
+from __future__ import annotations
+
+import re
+from types import MappingProxyType
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TesseraError
+from ..ir.dtype import DataType, dtype_of_numpy
+
+_set = object.__setattr__
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class TensorType:
+    """dtype + shape of a tensor; a dimension is an int >= 0 or a symbolic name (a str)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype="float32"):
+        dims = []
+        for d in shape:
+            if isinstance(d, (bool, np.bool_)):
+                raise ShapeError(f"tensor type: dimension {d!r} is a bool, not an extent")
+            if isinstance(d, (int, np.integer)):
+                if d < 0:
+                    raise ShapeError(f"tensor type: negative dimension {int(d)} in shape {tuple(shape)}")
+                dims.append(int(d))
+            elif isinstance(d, str) and _NAME.match(d):
+                dims.append(d)
+            else:
+                raise ShapeError(f"tensor type: dimension {d!r} is neither an int nor a symbolic name")
+        dt = DataType(dtype)
+        if dt.lanes != 1 or dt.is_handle():
+            raise DTypeError(f"tensor type: dtype must be a scalar number type, got {dt}")
+        _set(self, "shape", tuple(dims))
+        _set(self, "dtype", dt)
+
+    def __setattr__(self, key, value):
+        raise AttributeError("TensorType is immutable")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(d for d in self.shape if isinstance(d, str))
+
+    def numel(self) -> int:
+        """Number of elements; a ShapeError for a symbolic shape."""
+        if not self.is_static:
+            raise ShapeError(f"{self}: the element count of a symbolic shape is not known")
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def nbytes(self) -> int:
+        return self.numel() * max(1, DataType(self.dtype).bits // 8)
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(shape, self.dtype)
+
+    def with_dtype(self, dtype) -> "TensorType":
+        return TensorType(self.shape, dtype)
+
+    def __eq__(self, other):
+        return isinstance(other, TensorType) and self.shape == other.shape and self.dtype == other.dtype
+
+    def __hash__(self):
+        return hash((self.shape, str(self.dtype)))
+
+    def __str__(self):
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+    __repr__ = __str__
+
+    @staticmethod
+    def of(array) -> "TensorType":
+        """The type of a numpy array (or anything with .shape and .dtype)."""
+        return TensorType(tuple(int(d) for d in array.shape), dtype_of_numpy(np.dtype(array.dtype)))
+
+
+class Value:
+    """A tensor in the graph: a graph input, a constant, or output `index` of node `producer`."""
+
+    __slots__ = ("name", "type", "producer", "index")
+
+    def __init__(self, name: str, type: TensorType, producer: "Node | None" = None, index: int = 0):
+        if not isinstance(type, TensorType):
+            raise TesseraError(f"value {name!r}: type must be a TensorType, got {type!r}")
+        _set(self, "name", str(name))
+        _set(self, "type", type)
+        _set(self, "producer", producer)
+        _set(self, "index", int(index))
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Value is immutable")
+
+    @property
+    def shape(self):
+        return self.type.shape
+
+    @property
+    def dtype(self):
+        return self.type.dtype
+
+    def __repr__(self):
+        return f"%{self.name}: {self.type}"
+
+
+class Node:
+    """One operator application: `outputs = op(*inputs, **attrs)`.
+
+    attrs: a read-only mapping of plain values (int, float, str, bool, None, tuples of those), so
+    nodes hash and compare by value for common-subexpression elimination.
+    """
+
+    __slots__ = ("op", "inputs", "attrs", "name", "outputs")
+
+    def __init__(self, op: str, inputs: Iterable[Value], attrs: Mapping, name: str,
+                 output_types: Iterable[TensorType], output_names: Iterable[str] | None = None):
+        inputs = tuple(inputs)
+        for v in inputs:
+            if not isinstance(v, Value):
+                raise TesseraError(f"node {name!r} ({op}): input {v!r} is not a graph Value")
+        attrs = {k: _freeze_attr(op, name, k, v) for k, v in dict(attrs or {}).items()}
+        output_types = tuple(output_types)
+        names = list(output_names) if output_names is not None else \
+            [name if len(output_types) == 1 else f"{name}.{i}" for i in range(len(output_types))]
+        if len(names) != len(output_types):
+            raise TesseraError(f"node {name!r}: {len(names)} output names for {len(output_types)} outputs")
+        _set(self, "op", str(op))
+        _set(self, "inputs", inputs)
+        _set(self, "attrs", MappingProxyType(attrs))
+        _set(self, "name", str(name))
+        _set(self, "outputs", tuple(Value(n, t, self, i) for i, (n, t) in enumerate(zip(names, output_types))))
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Node is immutable")
+
+    @property
+    def output(self) -> Value:
+        if len(self.outputs) != 1:
+            raise TesseraError(f"node {self.name!r} ({self.op}) has {len(self.outputs)} outputs; index .outputs")
+        return self.outputs[0]
+
+    def __repr__(self):
+        return f"Node({self.op}, {self.name!r})"
+
+
+def _freeze_attr(op, node, key, v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze_attr(op, node, key, x) for x in v)
+    if isinstance(v, np.ndarray) and v.ndim <= 1 and v.size <= 64:
+        return tuple(x.item() for x in v.reshape(-1))
+    raise TesseraError(f"node {node!r} ({op}): attribute {key!r} = {v!r} is not a plain value "
+                       f"(int, float, str, bool, None or a tuple of those); tensors are inputs")
+
+
+class Graph:
+    """A dataflow graph: inputs, nodes in topological order, outputs, and constants.
+
+    constants: Value -> read-only numpy array (weights). A Value is exactly one of: a graph input,
+    a constant, or a node output.
+    """
+
+    __slots__ = ("inputs", "outputs", "nodes", "constants", "name")
+
+    def __init__(self, inputs, outputs, nodes, constants=None, name="main"):
+        inputs, outputs, nodes = tuple(inputs), tuple(outputs), tuple(nodes)
+        consts = {}
+        for v, arr in dict(constants or {}).items():
+            arr = np.asarray(arr)
+            if TensorType.of(arr) != v.type:
+                raise ShapeError(f"constant {v.name!r}: array is {TensorType.of(arr)}, value is {v.type}")
+            if arr.flags.writeable:
+                arr = arr.copy()
+                arr.flags.writeable = False
+            consts[v] = arr
+        _set(self, "inputs", inputs)
+        _set(self, "outputs", outputs)
+        _set(self, "nodes", nodes)
+        _set(self, "constants", MappingProxyType(consts))
+        _set(self, "name", str(name))
+        self._check()
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Graph is immutable; build a new one (Graph.rewrite, graph.Builder)")
+
+    def _check(self):
+        defined = set()
+        for v in self.inputs:
+            if v.producer is not None:
+                raise TesseraError(f"graph input %{v.name} is the output of node {v.producer.name!r}")
+            if v in self.constants:
+                raise TesseraError(f"%{v.name} is both a graph input and a constant")
+            defined.add(v)
+        for v in self.constants:
+            if v.producer is not None:
+                raise TesseraError(f"constant %{v.name} is the output of node {v.producer.name!r}")
+            defined.add(v)
+        for n in self.nodes:
+            for v in n.inputs:
+                if v not in defined:
+                    raise TesseraError(f"node {n.name!r} ({n.op}) reads %{v.name} before it is defined "
+                                       f"(not a graph input, a constant, or an earlier node's output)")
+            defined.update(n.outputs)
+        for v in self.outputs:
+            if v not in defined:
+                raise TesseraError(f"graph output %{v.name} is not defined in the graph")
+
+    # queries -------------------------------------------------------------------------------
+    def input(self, name: str) -> Value:
+        for v in self.inputs:
+            if v.name == name:
+                return v
+        raise TesseraError(f"graph {self.name!r} has no input {name!r}; inputs: "
+                           f"{[v.name for v in self.inputs]}")
+
+    def consumers(self) -> dict:
+        """Value -> list of (node, input position) that read it."""
+        out: dict = {}
+        for n in self.nodes:
+            for i, v in enumerate(n.inputs):
+                out.setdefault(v, []).append((n, i))
+        return out
+
+    def op_counts(self) -> dict:
+        counts: dict = {}
+        for n in self.nodes:
+            counts[n.op] = counts.get(n.op, 0) + 1
+        return counts
+
+    def with_(self, **changes) -> "Graph":
+        kw = {k: getattr(self, k) for k in self.__slots__}
+        kw.update(changes)
+        return Graph(**kw)
+
+    def script(self, show_constants: bool = False) -> str:
+        from .printer import script
+
+        return script(self, show_constants=show_constants)
+
+    def __str__(self):
+        return self.script()
+
+    def __repr__(self):
+        return f"Graph({self.name!r}, {len(self.inputs)} inputs, {len(self.nodes)} nodes, " \
+               f"{len(self.constants)} constants, {len(self.outputs)} outputs)"
+
+    def __reduce__(self):
+        raise TypeError("tessera graphs are not pickled")

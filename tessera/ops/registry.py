@@ -1,0 +1,168 @@
+"""The operator registry: what a graph op is, for every stage that meets it.
+
+An operator is registered once, by name (Relay-style: "add", "nn.conv2d", "reshape"), with:
+- `inputs`: input names; a last name ending in "*" takes any number (concatenate's "data*");
+- `attrs`: attribute name -> default (`REQUIRED` for none); unknown attributes are refused;
+- `pattern`: its fusion pattern (TVM's OpPattern), read by the graph fusion pass;
+- `infer(types, attrs) -> [TensorType]`: output types from input types (shape inference);
+- `compute(tensors, attrs) -> [te.Tensor]`: the tensor expression over te placeholders;
+- `schedule(sch, ctx)`: optional default CPU schedule of the PrimFunc made from compute.
+
+    conv2d = register_op("nn.conv2d", inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+                         attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "groups": 1})
+    @conv2d.def_infer
+    def _(types, attrs): ...
+    @conv2d.def_compute
+    def _(tensors, attrs): ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from ..errors import ShapeError, TesseraError, UnsupportedOpError
+
+
+class OpPattern(IntEnum):
+    """Fusion patterns, as in TVM: lower is more fusable."""
+
+    ELEMWISE = 0              # out[i] = f(in[i]), same shape
+    BROADCAST = 1             # elementwise with broadcasting of some inputs
+    INJECTIVE = 2             # every output element reads a computable input element (reshape, transpose)
+    COMM_REDUCE = 3           # a commutative reduction (sum, max)
+    OUT_ELEMWISE_FUSABLE = 4  # complex op whose output may take elementwise epilogues (conv2d, dense)
+    TUPLE = 7
+    OPAQUE = 8                # never fused (sort, topk, extern calls)
+
+
+class _Required:
+    def __repr__(self):
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
+@dataclass
+class ScheduleContext:
+    """What a default schedule gets besides the Schedule: which block is the op's, and for what.
+
+    block: name of the op's output block (the anchor); epilogue: names of blocks fused after it
+    (elementwise consumers the schedule should place, e.g. reverse_compute_at into its tile loop);
+    the input/output types and attrs of the op; the Target.
+    """
+
+    block: str
+    attrs: Mapping
+    target: object
+    input_types: tuple = ()
+    output_types: tuple = ()
+    epilogue: tuple = ()
+
+
+@dataclass
+class OpDef:
+    name: str
+    inputs: tuple
+    attrs: Mapping
+    pattern: OpPattern
+    num_outputs: int | None = 1      # None: decided by infer (split, topk)
+    infer: Callable | None = None
+    compute: Callable | None = None
+    schedule: Callable | None = None
+    doc: str = ""
+    _extra: dict = field(default_factory=dict, repr=False)
+
+    # registration decorators ------------------------------------------------------------------
+    def def_infer(self, fn):
+        self.infer = fn
+        return fn
+
+    def def_compute(self, fn):
+        self.compute = fn
+        return fn
+
+    def def_schedule(self, fn):
+        self.schedule = fn
+        return fn
+
+    # use -------------------------------------------------------------------------------------
+    @property
+    def variadic(self) -> bool:
+        return bool(self.inputs) and self.inputs[-1].endswith("*")
+
+    def check_arity(self, n: int, node: str = "") -> None:
+        fixed = len(self.inputs) - (1 if self.variadic else 0)
+        ok = n >= fixed if self.variadic else n == fixed
+        if not ok:
+            want = f"at least {fixed}" if self.variadic else str(fixed)
+            where = f" (node {node!r})" if node else ""
+            raise ShapeError(f"{self.name}{where}: takes {want} inputs {self.inputs}, got {n}")
+
+    def normalize_attrs(self, attrs: Mapping | None, node: str = "") -> Mapping:
+        """attrs with defaults filled in; unknown or missing required attributes are errors."""
+        attrs = dict(attrs or {})
+        where = f" (node {node!r})" if node else ""
+        unknown = sorted(set(attrs) - set(self.attrs))
+        if unknown:
+            raise TesseraError(f"{self.name}{where}: unknown attributes {unknown}; it takes "
+                               f"{sorted(self.attrs)}")
+        out = {}
+        for k, default in self.attrs.items():
+            if k in attrs:
+                out[k] = attrs[k]
+            elif default is REQUIRED:
+                raise TesseraError(f"{self.name}{where}: attribute {k!r} is required")
+            else:
+                out[k] = default
+        return MappingProxyType(out)
+
+    def infer_types(self, types, attrs, node: str = "") -> tuple:
+        if self.infer is None:
+            raise TesseraError(f"op {self.name} has no type inference registered")
+        self.check_arity(len(types), node)
+        try:
+            out = self.infer(tuple(types), attrs)
+        except TesseraError as e:
+            if node and node not in str(e):
+                raise type(e)(f"{e} (node {node!r})") if type(e) in (ShapeError, TesseraError) else e
+            raise
+        out = tuple(out)
+        if self.num_outputs is not None and len(out) != self.num_outputs:
+            raise TesseraError(f"{self.name}: infer gave {len(out)} outputs, the op has {self.num_outputs}")
+        return out
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(name: str, *, inputs, pattern: OpPattern, attrs: Mapping | None = None,
+                num_outputs: int | None = 1, doc: str = "") -> OpDef:
+    """Register an operator and return its OpDef (add infer/compute/schedule with its decorators)."""
+    if name in _REGISTRY:
+        raise TesseraError(f"op {name!r} is registered twice")
+    op = OpDef(name=name, inputs=tuple(inputs), attrs=MappingProxyType(dict(attrs or {})),
+               pattern=OpPattern(pattern), num_outputs=num_outputs, doc=doc)
+    _REGISTRY[name] = op
+    return op
+
+
+def get_op(name: str, node: str | None = None) -> OpDef:
+    """The registered OpDef of `name`, or UnsupportedOpError."""
+    _load_library()
+    op = _REGISTRY.get(name)
+    if op is None:
+        raise UnsupportedOpError(name, node, "no such tessera operator")
+    return op
+
+
+def list_ops() -> list[str]:
+    _load_library()
+    return sorted(_REGISTRY)
+
+
+def _load_library():
+    # the op families register themselves on import
+    from .. import ops  # noqa: F401
