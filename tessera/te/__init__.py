@@ -6,10 +6,10 @@
     func = te.create_prim_func([A, B, C])
 """
 from .create_prim_func import create_prim_func
-from .intrin import (abs, all, any, atan, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
-                     fma, fmod, if_then_else, isinf, isnan, log, log1p, log2, log10, max_value,
-                     min_value, pow, power, round, rsqrt, sigmoid, sin, size_var, sqrt, tan, tanh,
-                     trunc, truncdiv, truncmod, var)
+from .intrin import (abs, acos, acosh, all, any, asin, asinh, atan, atanh, ceil, const, cos, cosh,
+                     erf, exp, exp2, floor, floordiv, floormod, fma, fmod, if_then_else, isinf, isnan, log, log1p, log2, log10, max_value,
+                     min_value, pow, power, round, rsqrt, sigmoid, sin, sinh, size_var, sqrt, tan,
+                     tanh, trunc, truncdiv, truncmod, var)
 from .reduction import CommReducerFn, comm_reducer, max, min, sum
 from .tensor import ComputeOp, PlaceholderOp, Tensor, compute, placeholder, reduce_axis
 
@@ -17,5 +17,6 @@ __all__ = ["create_prim_func", "placeholder", "compute", "reduce_axis", "Tensor"
            "ComputeOp", "var", "size_var", "const", "all", "any", "if_then_else", "min_value",
            "max_value", "comm_reducer", "CommReducerFn", "sum", "max", "min", "exp", "exp2", "log",
            "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "sin", "cos", "tan",
-           "atan", "abs", "floor", "ceil", "round", "trunc", "power", "pow", "fmod", "fma", "isnan",
+           "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "abs", "floor", "ceil",
+           "round", "trunc", "power", "pow", "fmod", "fma", "isnan",
            "isinf", "floordiv", "floormod", "truncdiv", "truncmod"]

@@ -2,7 +2,8 @@
 
 Every math function builds an `ir.Call` whose `op` is the C-level name that code generators and
 interpreters dispatch on: exp, exp2, log, log2, log10, log1p, sqrt, rsqrt, tanh, sigmoid, erf,
-sin, cos, tan, atan, abs, floor, ceil, round (half to even, as numpy), trunc, pow, fmod, fma,
+sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, abs, floor, ceil, round (half
+to even, as numpy), trunc, pow, fmod, fma,
 isnan, isinf and if_then_else (only the taken branch is evaluated).
 """
 from __future__ import annotations
@@ -124,6 +125,13 @@ sin = _float_unary("sin")
 cos = _float_unary("cos")
 tan = _float_unary("tan")
 atan = _float_unary("atan")
+asin = _float_unary("asin")
+acos = _float_unary("acos")
+sinh = _float_unary("sinh")
+cosh = _float_unary("cosh")
+asinh = _float_unary("asinh")
+acosh = _float_unary("acosh")
+atanh = _float_unary("atanh")
 
 
 def _rounding(op):
@@ -197,5 +205,6 @@ truncmod = E.truncmod
 
 __all__ = ["var", "size_var", "const", "all", "any", "if_then_else", "min_value", "max_value",
            "exp", "exp2", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid", "erf",
-           "sin", "cos", "tan", "atan", "floor", "ceil", "trunc", "round", "abs", "power", "pow",
+           "sin", "cos", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "floor",
+           "ceil", "trunc", "round", "abs", "power", "pow",
            "fmod", "fma", "isnan", "isinf", "floordiv", "floormod", "truncdiv", "truncmod"]
