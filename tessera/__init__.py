@@ -22,6 +22,10 @@ def __getattr__(name):
         from .target import Target
 
         return Target
+    if name == "compile":
+        from .compile_graph import compile
+
+        return compile
     if name in ("build", "lower"):
         from . import build_module
 

@@ -2,4 +2,20 @@
 from .builder import Builder
 from .ir import Graph, Node, TensorType, Value
 
-__all__ = ["Builder", "Graph", "Node", "TensorType", "Value"]
+
+def __getattr__(name):
+    # the executor and constant evaluation pull in the compiler; load them on first use
+    import importlib
+
+    homes = {"GraphExecutor": "executor", "ProfileReport": "executor", "get_kernel": "executor",
+             "evaluate_constants": "const_eval", "fold_constants": "const_eval", "bind_params": "const_eval",
+             "NotConstantError": "const_eval", "substitute": "transform", "subgraph": "transform",
+             "topo_nodes": "transform", "structural_equal": "printer", "script": "printer"}
+    if name in homes:
+        return getattr(importlib.import_module(f".{homes[name]}", __name__), name)
+    raise AttributeError(f"module 'tessera.graph' has no attribute {name!r}")
+
+
+__all__ = ["Builder", "Graph", "Node", "TensorType", "Value", "GraphExecutor", "ProfileReport",
+           "evaluate_constants", "fold_constants", "bind_params", "NotConstantError", "substitute",
+           "subgraph", "topo_nodes", "structural_equal", "script", "get_kernel"]

@@ -1,0 +1,30 @@
+"""tessera.compile: a graph (+ params) -> an executable that runs it with compiled kernels."""
+from __future__ import annotations
+
+from .errors import TesseraError
+
+
+def compile(graph, params=None, target="c", opt_level: int = 2):  # noqa: A001 - TVM-style name
+    """Compile `graph` for `target`; returns a GraphExecutor (`exe(x)`, `exe.run({...})`).
+
+    params: {graph input name: array} bound as constants (the weights `from_onnx` returns).
+    opt_level: 0 runs the graph as given; >= 1 also evaluates constant subgraphs once, here
+    (the graph passes of later levels build on the same switch). `exe.graph` is what runs.
+    """
+    from .graph.const_eval import bind_params, fold_constants
+    from .graph.executor import GraphExecutor
+    from .graph.ir import Graph
+    from .target import Target
+
+    if not isinstance(graph, Graph):
+        raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder or "
+                           f"tessera.frontend.from_onnx), got {type(graph).__name__}")
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise TesseraError(f"tessera.compile: opt_level must be an int from 0 to 3, got {opt_level!r}")
+    target = Target(target)
+    g = bind_params(graph, params)
+    if opt_level >= 1:
+        g = fold_constants(g, target)
+    exe = GraphExecutor(g, target)
+    exe.opt_level = opt_level
+    return exe

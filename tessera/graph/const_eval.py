@@ -1,0 +1,138 @@
+"""Constant evaluation: compute Values whose inputs are all constants, with tessera's own kernels.
+
+One mechanism for every user: the ONNX frontend evaluates shape subgraphs with it, `tessera.compile`
+folds constant subgraphs (opt_level >= 1) with it, and the graph's fold_constant pass builds on it.
+The subgraph runs through the graph executor, so what is folded is exactly what would have run.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TesseraError
+from .ir import Graph, TensorType, Value
+from .transform import substitute, topo_nodes
+
+
+class NotConstantError(TesseraError):
+    """A Value asked for as a constant depends on a runtime graph input (`.input` is that Value)."""
+
+    def __init__(self, value: Value, input_value: Value):
+        self.value, self.input = value, input_value
+        if value is input_value:
+            text = f"%{value.name} is a runtime input, not a constant"
+        else:
+            text = f"%{value.name} is not a constant: it depends on the runtime input %{input_value.name}"
+        super().__init__(text)
+
+
+def evaluate_constants(values, constants: Mapping, target="c") -> list:
+    """Numpy arrays of `values`, each computed from `constants` (Value -> array) only.
+
+    Raises NotConstantError naming the first runtime input a value depends on.
+    """
+    from .executor import GraphExecutor
+
+    values = list(values)
+    out: list = [None] * len(values)
+    todo = []
+    for i, v in enumerate(values):
+        if v in constants:
+            out[i] = np.asarray(constants[v])
+        elif v.producer is None:
+            raise NotConstantError(v, v)
+        else:
+            todo.append(i)
+    if not todo:
+        return out
+    wanted = [values[i] for i in todo]
+    nodes = topo_nodes(wanted)
+    consts = {}
+    for n in nodes:
+        for v in n.inputs:
+            if v.producer is None:
+                if v not in constants:
+                    raise NotConstantError(_blocked(wanted, v), v)
+                consts[v] = constants[v]
+    g = Graph([], wanted, nodes, consts, "const_eval")
+    results = GraphExecutor(g, target).run({})
+    for i, r in zip(todo, results):
+        out[i] = r
+    return out
+
+
+def _blocked(wanted, inp):
+    """The wanted value that depends on `inp` (for the error message)."""
+    for w in wanted:
+        if inp in {v for n in topo_nodes([w]) for v in n.inputs}:
+            return w
+    return wanted[0]
+
+
+def bind_params(graph: Graph, params: Mapping | None) -> Graph:
+    """`graph` with the inputs named in `params` turned into constants (TVM's bind_params_by_name)."""
+    if not params:
+        return graph
+    by_name = {v.name: v for v in graph.inputs}
+    unknown = sorted(set(params) - set(by_name))
+    if unknown:
+        raise TesseraError(f"params name {unknown}, which are not inputs of graph {graph.name!r} "
+                           f"(inputs: {sorted(by_name)})")
+    consts = dict(graph.constants)
+    for name, arr in params.items():
+        v = by_name[name]
+        a = _as_array(arr, v)
+        consts[v] = a
+    inputs = [v for v in graph.inputs if v.name not in params]
+    return Graph(inputs, graph.outputs, graph.nodes, consts, graph.name)
+
+
+def _as_array(arr, v: Value) -> np.ndarray:
+    from ..runtime.ndarray import NDArray
+
+    if isinstance(arr, NDArray):
+        arr = arr.numpy()
+    want = v.dtype.numpy()
+    a = np.asarray(arr)
+    if not isinstance(arr, np.ndarray) and a.dtype != want:
+        a = np.asarray(arr, dtype=want)
+    if a.dtype != want:
+        raise DTypeError(f"param {v.name!r}: dtype {a.dtype}, the graph expects {v.type}")
+    if TensorType.of(a) != v.type:
+        raise ShapeError(f"param {v.name!r}: shape {a.shape}, the graph expects {v.type}")
+    return a
+
+
+def fold_constants(graph: Graph, target="c") -> Graph:
+    """Evaluate every node whose inputs are all constants; its consumers read the result instead."""
+    const = set(graph.constants)
+    foldable = []
+    for n in graph.nodes:
+        if all(v in const for v in n.inputs):
+            foldable.append(n)
+            const.update(n.outputs)
+    if not foldable:
+        return graph
+    folded = {o for n in foldable for o in n.outputs}
+    frontier, seen = [], set()
+    for n in graph.nodes:
+        if n in foldable:
+            continue
+        for v in n.inputs:
+            if v in folded and v not in seen:
+                seen.add(v)
+                frontier.append(v)
+    for v in graph.outputs:
+        if v in folded and v not in seen:
+            seen.add(v)
+            frontier.append(v)
+    if not frontier:
+        return substitute(graph, {})
+    arrays = evaluate_constants(frontier, graph.constants, target)
+    mapping, new_consts = {}, {}
+    for v, a in zip(frontier, arrays):
+        nv = Value(v.name, v.type)
+        mapping[v] = nv
+        new_consts[nv] = a
+    return substitute(graph, mapping, new_consts)

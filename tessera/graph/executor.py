@@ -1,0 +1,611 @@
+"""The graph executor: one compiled kernel per node, run in topological order.
+
+Each node becomes a kernel: a te placeholder per input (a symbolic dimension is a te.var of that
+name), the op's `compute`, `te.create_prim_func`, the op's default schedule when it has one, and
+`tessera.build`. Kernels are cached in process by (op, attrs, input and output types, target), so
+every node of that signature, in any graph, shares one compiled module (gcc's output is also
+cached on disk by source hash).
+
+At run time the symbolic dimensions are bound from the actual input shapes (the same symbol must
+get the same value everywhere), outputs are allocated as numpy arrays, and an intermediate is
+dropped as soon as its last consumer has run.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..ir.dtype import DataType, numpy_dtype
+from .ir import Graph, TensorType, Value
+
+_C_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _ident(name: str, fallback: str = "t") -> str:
+    """`name` made a C identifier (for readable kernel and buffer names)."""
+    s = _C_NAME.sub("_", str(name)).strip("_") or fallback
+    return s if not s[0].isdigit() else f"{fallback}_{s}"
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+def _attr_key(v):
+    """A hashable key of an attribute value that keeps 1, 1.0 and True apart."""
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_attr_key(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return ("float", "nan")
+    return (type(v).__name__, v)
+
+
+class Kernel:
+    """One operator compiled for one signature: call `fn(*inputs, *outputs)`.
+
+    out_shape_exprs: per output, its shape as PrimExprs over `shape_vars` (the te.vars of the
+    symbolic input dimensions, by name); `output_shapes(in_shapes)` evaluates them.
+    """
+
+    __slots__ = ("op", "module", "fn", "input_types", "output_types", "in_vars",
+                 "out_shape_exprs", "static_out_shapes", "scheduled")
+
+    def __init__(self, op, module, input_types, output_types, in_vars, out_shape_exprs, scheduled):
+        self.op, self.module = op, module
+        self.fn = module.get_function(module.entry_name or module.function_names[0])
+        self.input_types, self.output_types = input_types, output_types
+        self.in_vars = in_vars                # per input: tuple of (dim, var name) for symbolic dims
+        self.out_shape_exprs = out_shape_exprs
+        self.scheduled = scheduled
+        static = all(isinstance(d, int) for s in out_shape_exprs for d in s)
+        self.static_out_shapes = [tuple(s) for s in out_shape_exprs] if static else None
+
+    def output_shapes(self, in_shapes) -> list:
+        """Output shapes (tuples of ints) for inputs of these actual shapes."""
+        if self.static_out_shapes is not None:
+            return self.static_out_shapes
+        from ..arith import simplify
+        from ..ir import expr as E
+        from ..ir.functor import substitute
+
+        env = {}
+        for dims, shape in zip(self.in_vars, in_shapes):
+            for d, var in dims:
+                env.setdefault(var, int(shape[d]))
+        out = []
+        for exprs in self.out_shape_exprs:
+            dims = []
+            for e in exprs:
+                if isinstance(e, int):
+                    dims.append(e)
+                    continue
+                vmap = {v: E.IntImm(v.dtype, env[v]) for v in _vars_of(e) if v in env}
+                r = simplify(substitute(e, vmap))
+                if not isinstance(r, E.IntImm):
+                    raise ShapeError(f"{self.op}: output extent {e.script()} does not reduce to an integer "
+                                     f"from the input shapes {list(in_shapes)}")
+                dims.append(int(r.value))
+            out.append(tuple(dims))
+        return out
+
+    def __repr__(self):
+        sig = ", ".join(str(t) for t in self.input_types)
+        return f"<Kernel {self.op}({sig}) -> {', '.join(str(t) for t in self.output_types)}>"
+
+
+def _vars_of(e):
+    from ..ir.functor import collect_vars
+
+    return collect_vars(e)
+
+
+_KERNELS: dict = {}
+_KERNEL_LOCK = threading.Lock()
+
+
+def kernel_cache_info() -> dict:
+    """How many kernels the in-process cache holds (by op name)."""
+    counts: dict = {}
+    for key in list(_KERNELS):
+        counts[key[0]] = counts.get(key[0], 0) + 1
+    return counts
+
+
+def clear_kernel_cache() -> None:
+    """Forget the in-process kernels (the on-disk library cache stays)."""
+    with _KERNEL_LOCK:
+        _KERNELS.clear()
+
+
+def get_kernel(op: str, attrs, input_types, output_types, target="c", node: str | None = None) -> Kernel:
+    """The compiled kernel of `op` for this signature, built on first use and cached."""
+    from ..target import Target
+
+    target = Target(target)
+    input_types, output_types = tuple(input_types), tuple(output_types)
+    key = (op, tuple((k, _attr_key(v)) for k, v in sorted(dict(attrs).items())),
+           input_types, output_types, str(target))
+    k = _KERNELS.get(key)
+    if k is None:
+        k = _make_kernel(op, attrs, input_types, output_types, target, node)
+        with _KERNEL_LOCK:
+            k = _KERNELS.setdefault(key, k)
+    return k
+
+
+def _where(op, node):
+    return f"{op} (node {node!r})" if node else op
+
+
+def _make_kernel(op_name, attrs, input_types, output_types, target, node) -> Kernel:
+    from .. import te
+    from ..build_module import build
+    from ..ops.registry import get_op
+    from ..te.tensor import PlaceholderOp
+
+    opdef = get_op(op_name, node)
+    where = _where(op_name, node)
+    if opdef.compute is None:
+        raise UnsupportedOpError(op_name, node, "the op has no compute registered")
+    # placeholders: symbolic dims are te.vars shared by name within the kernel
+    vars_by_name: dict = {}
+    names = _input_names(opdef, len(input_types))
+    placeholders, in_vars = [], []
+    for name, t in zip(names, input_types):
+        shape, dims = [], []
+        for d, s in enumerate(t.shape):
+            if isinstance(s, str):
+                v = vars_by_name.get(s)
+                if v is None:
+                    v = vars_by_name[s] = te.var(s)
+                shape.append(v)
+                dims.append((d, v))
+            else:
+                shape.append(s)
+        placeholders.append(te.placeholder(shape, t.dtype, name))
+        in_vars.append(tuple(dims))
+    try:
+        outs = opdef.compute(list(placeholders), attrs)
+    except TesseraError as e:
+        if node and node not in str(e):
+            raise type(e)(f"{e} (node {node!r})") if type(e) in (ShapeError, TesseraError, DTypeError) else e
+        raise
+    if isinstance(outs, te.Tensor):
+        outs = [outs]
+    outs = list(outs)
+    if len(outs) != len(output_types):
+        raise TesseraError(f"{where}: compute gave {len(outs)} outputs, type inference {len(output_types)}")
+    seen = set()
+    for i, (o, t) in enumerate(zip(outs, output_types)):
+        if not isinstance(o, te.Tensor):
+            raise TesseraError(f"{where}: compute output {i} is {type(o).__name__}, not a te.Tensor")
+        if isinstance(o.op, PlaceholderOp) or id(o) in seen:
+            # an output that is an input (or another output) gets its own copy stage
+            src = o
+            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{_ident(op_name)}_out{i}")
+            outs[i] = o
+        seen.add(id(o))
+        if o.dtype != t.dtype:
+            raise DTypeError(f"{where}: compute output {i} is {o.dtype}, type inference says {t.dtype}")
+        if len(o.shape) != t.ndim:
+            raise ShapeError(f"{where}: compute output {i} has rank {len(o.shape)}, type inference says "
+                             f"{t} (rank {t.ndim})")
+    out_exprs = []
+    from ..ir import expr as E
+
+    for i, (o, t) in enumerate(zip(outs, output_types)):
+        dims = []
+        for d, (e, want) in enumerate(zip(o.shape, t.shape)):
+            if isinstance(e, E.IntImm):
+                if isinstance(want, int) and e.value != want:
+                    raise ShapeError(f"{where}: compute output {i} has extent {e.value} in dimension {d}, "
+                                     f"type inference says {t}")
+                dims.append(int(e.value))
+            else:
+                dims.append(e)
+        out_exprs.append(tuple(dims))
+    func = te.create_prim_func(placeholders + outs, name=_ident(op_name))
+    scheduled = False
+    sched_obj = func
+    if opdef.schedule is not None:
+        Schedule = _schedule_class()
+        if Schedule is not None:
+            from ..ops.registry import ScheduleContext
+
+            try:
+                sch = Schedule(func)
+                ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
+                                      input_types=input_types, output_types=output_types)
+                opdef.schedule(sch, ctx)
+                sched_obj, scheduled = sch, True
+            except TesseraError as e:
+                warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
+                              stacklevel=3)
+                sched_obj = func
+    module = build(sched_obj, target=target)
+    return Kernel(op_name, module, input_types, output_types, tuple(in_vars), out_exprs, scheduled)
+
+
+def _input_names(opdef, n: int) -> list:
+    names = []
+    fixed = [s for s in opdef.inputs if not s.endswith("*")]
+    var = opdef.inputs[-1][:-1] if opdef.variadic else None
+    for i in range(n):
+        if i < len(fixed):
+            names.append(_ident(fixed[i], f"in{i}"))
+        else:
+            names.append(_ident(f"{var}{i - len(fixed)}", f"in{i}"))
+    used, out = set(), []
+    for nm in names:
+        base, k = nm, 0
+        while nm in used:
+            k += 1
+            nm = f"{base}_{k}"
+        used.add(nm)
+        out.append(nm)
+    return out
+
+
+def _anchor_block(func, out_tensor) -> str:
+    """Name of the block that writes the op's (first) output."""
+    from ..ir.functor import post_order_visit
+    from ..ir.stmt import Block
+
+    found = []
+    target_name = None
+    for p in func.params:
+        if getattr(p, "name", None) == out_tensor.name:
+            target_name = p.name
+
+    def visit(n):
+        if isinstance(n, Block) and any(w.buffer.name == target_name for w in n.writes):
+            found.append(n.name_hint)
+
+    post_order_visit(func.body, visit)
+    return found[-1] if found else out_tensor.op.name
+
+
+_SCHEDULE_CLASS = []
+
+
+def _schedule_class():
+    """tir.Schedule when the schedule package is available, else None."""
+    if not _SCHEDULE_CLASS:
+        try:
+            from ..tir.schedule import Schedule
+        except ImportError:
+            Schedule = None
+        _SCHEDULE_CLASS.append(Schedule)
+    return _SCHEDULE_CLASS[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# the executable
+# ---------------------------------------------------------------------------------------------
+class _Step:
+    __slots__ = ("node", "kernel", "ins", "outs", "out_types", "free")
+
+    def __init__(self, node, kernel, ins, outs, out_types):
+        self.node, self.kernel, self.ins, self.outs, self.out_types = node, kernel, ins, outs, out_types
+        self.free = ()
+
+
+def _np_dtype(dt) -> np.dtype:
+    return numpy_dtype(DataType(dt))
+
+
+class GraphExecutor:
+    """Runs a Graph node by node with compiled kernels (see the module docstring).
+
+    Made by `tessera.compile`; `exe(x)`, `exe.run({"x": x})`, `exe.profile(inputs)`.
+    """
+
+    def __init__(self, graph: Graph, target="c"):
+        from ..target import Target
+
+        if not isinstance(graph, Graph):
+            raise TesseraError(f"the graph executor takes a tessera.graph.Graph, got {type(graph).__name__}")
+        self.graph = graph
+        self.target = Target(target)
+        self.opt_level = 0
+        self._build()
+
+    # ------------------------------------------------------------------ planning
+    def _build(self):
+        g = self.graph
+        slot: dict = {}
+
+        def slot_of(v):
+            s = slot.get(v)
+            if s is None:
+                s = slot[v] = len(slot)
+            return s
+
+        self._input_slots = [slot_of(v) for v in g.inputs]
+        self._input_np = [_np_dtype(v.dtype) for v in g.inputs]
+        template = {}
+        for v, arr in g.constants.items():
+            template[slot_of(v)] = arr
+        steps = []
+        for n in g.nodes:
+            kernel = get_kernel(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs],
+                                self.target, n.name)
+            steps.append(_Step(n, kernel, [slot_of(v) for v in n.inputs], [slot_of(v) for v in n.outputs],
+                               [v.type for v in n.outputs]))
+        self._output_slots = [slot_of(v) for v in g.outputs]
+        # the last reader of each node output frees it (graph outputs and constants are kept)
+        keep = set(self._output_slots) | set(template)
+        last = {}
+        for i, st in enumerate(steps):
+            for s in st.ins:
+                last[s] = i
+            for s in st.outs:
+                last.setdefault(s, i)  # an output nobody reads is freed right away
+        frees = [[] for _ in steps]
+        for s, i in last.items():
+            if s not in keep and s not in self._input_slots:
+                frees[i].append(s)
+        for st, f in zip(steps, frees):
+            st.free = tuple(f)
+        self._steps = steps
+        self._template = [template.get(i) for i in range(len(slot))]
+        self._static = all(v.type.is_static for v in g.inputs)
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def input_names(self) -> list:
+        return [v.name for v in self.graph.inputs]
+
+    @property
+    def output_names(self) -> list:
+        return [v.name for v in self.graph.outputs]
+
+    def _normalize_inputs(self, args, kwargs) -> list:
+        """Positional (graph input order) and keyword arguments -> one array per graph input."""
+        g = self.graph
+        names = self.input_names
+        if len(args) > len(names):
+            raise TesseraError(f"graph {g.name!r} takes {len(names)} inputs ({', '.join(names) or 'none'}), "
+                               f"got {len(args)} positional arguments")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k in given:
+                raise TesseraError(f"input {k!r} is given both positionally and by name")
+            given[k] = v
+        return self._from_dict(given)
+
+    def _from_dict(self, given) -> list:
+        names = self.input_names
+        extra = sorted(set(given) - set(names))
+        missing = [n for n in names if n not in given]
+        if extra or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing {missing}")
+            if extra:
+                parts.append(f"unknown {extra}")
+            raise TesseraError(f"graph {self.graph.name!r} inputs: {'; '.join(parts)}; it takes "
+                               f"{[f'{v.name}: {v.type}' for v in self.graph.inputs]}")
+        return [self._check_input(v, given[v.name], want) for v, want in zip(self.graph.inputs, self._input_np)]
+
+    def _check_input(self, v: Value, x, want: np.dtype):
+        from ..runtime.ndarray import NDArray
+
+        if isinstance(x, NDArray):
+            x = x.numpy()
+        if not isinstance(x, np.ndarray):
+            if isinstance(x, (list, tuple, int, float, bool, np.generic)):
+                x = np.asarray(x, dtype=want)
+            elif hasattr(x, "__array__") or hasattr(x, "__dlpack__"):
+                x = np.asarray(x)
+            else:
+                raise TesseraError(f"input {v.name!r}: expected an array of {v.type}, got {type(x).__name__}")
+        if x.dtype != want:
+            raise DTypeError(f"input {v.name!r}: dtype {_dt_name(x.dtype)}, the graph expects {v.dtype} "
+                             f"({v.type}); convert it with .astype")
+        if x.ndim != v.type.ndim:
+            raise ShapeError(f"input {v.name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
+                             f"{v.type.ndim} ({v.type})")
+        for d, (got, dim) in enumerate(zip(x.shape, v.shape)):
+            if isinstance(dim, int) and got != dim:
+                raise ShapeError(f"input {v.name!r}: dimension {d} is {got}, the graph expects {dim} "
+                                 f"(shape {x.shape}, expected {v.type})")
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        return x
+
+    def _bind_symbols(self, arrays) -> dict:
+        env, origin = {}, {}
+        for v, x in zip(self.graph.inputs, arrays):
+            for d, dim in enumerate(v.shape):
+                if isinstance(dim, str):
+                    got = int(x.shape[d])
+                    if dim in env and env[dim] != got:
+                        raise ShapeError(f"input {v.name!r}: dimension {d} is {dim} = {got}, but {origin[dim]} "
+                                         f"bound {dim} = {env[dim]} (the same symbol must have one value)")
+                    if dim not in env:
+                        env[dim], origin[dim] = got, f"input {v.name!r} dimension {d}"
+        return env
+
+    # ------------------------------------------------------------------ running
+    def _execute(self, arrays, timer=None):
+        vals = list(self._template)
+        for s, x in zip(self._input_slots, arrays):
+            vals[s] = x
+        env = None if self._static else self._bind_symbols(arrays)
+        for st in self._steps:
+            ins = [vals[s] for s in st.ins]
+            k = st.kernel
+            if k.static_out_shapes is not None and env is None:
+                shapes = k.static_out_shapes
+            else:
+                shapes = k.output_shapes([x.shape for x in ins])
+                if env is not None:
+                    self._check_symbols(st, shapes, env)
+            outs = [np.empty(shape, _np_dtype(t.dtype)) for shape, t in zip(shapes, st.out_types)]
+            try:
+                k.fn(*ins, *outs)
+            except TesseraError as e:
+                raise type(e)(f"node {st.node.name!r} ({st.node.op}): {e}") if type(e) in (
+                    TesseraError, ShapeError, DTypeError) else e
+            if timer is not None:
+                timer(st, ins, outs)
+            for s, o in zip(st.outs, outs):
+                vals[s] = o
+            for s in st.free:
+                vals[s] = None
+        result, seen = [], set()
+        for s in self._output_slots:
+            x = vals[s]
+            if s in seen or s in self._template_slots() or s in self._input_slots:
+                x = np.array(x, copy=True)
+            seen.add(s)
+            result.append(x)
+        return result
+
+    def _template_slots(self):
+        ts = getattr(self, "_tslots", None)
+        if ts is None:
+            ts = self._tslots = {i for i, a in enumerate(self._template) if a is not None}
+        return ts
+
+    def _check_symbols(self, st, shapes, env):
+        for i, (shape, t) in enumerate(zip(shapes, st.out_types)):
+            for d, (got, dim) in enumerate(zip(shape, t.shape)):
+                if isinstance(dim, int):
+                    if got != dim:
+                        raise ShapeError(f"node {st.node.name!r} ({st.node.op}): output {i} dimension {d} is "
+                                         f"{got} at run time, its type says {t}")
+                elif env.setdefault(dim, got) != got:
+                    raise ShapeError(f"node {st.node.name!r} ({st.node.op}): output {i} dimension {d} is "
+                                     f"{dim} = {got} at run time, but {dim} = {env[dim]} elsewhere")
+
+    def run(self, inputs=None, **kwargs) -> list:
+        """Run on a dict {input name: array}; a list of numpy arrays in the graph's output order."""
+        given = dict(inputs or {})
+        for k, v in kwargs.items():
+            if k in given:
+                raise TesseraError(f"input {k!r} is given twice")
+            given[k] = v
+        return self._execute(self._from_dict(given))
+
+    def __call__(self, *args, **kwargs):
+        """exe(x) / exe(x, y) / exe(x=..., y=...): one output -> an array, several -> a tuple."""
+        outs = self._execute(self._normalize_inputs(args, kwargs))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ------------------------------------------------------------------ profiling
+    def profile(self, inputs=None, number: int = 10, repeat: int = 3, show: bool = True, **kwargs):
+        """Time every node with its kernel's C timer on these inputs; prints and returns the table."""
+        if inputs is None and not kwargs and not self.graph.inputs:
+            arrays = []
+        elif isinstance(inputs, dict) or inputs is None:
+            given = dict(inputs or {})
+            given.update(kwargs)
+            arrays = self._from_dict(given)
+        elif isinstance(inputs, (list, tuple)):
+            arrays = self._normalize_inputs(tuple(inputs), kwargs)
+        else:
+            arrays = self._normalize_inputs((inputs,), kwargs)
+        rows = []
+
+        def timer(st, ins, outs):
+            res = st.kernel.module.time_evaluator(st.kernel.fn.name, number=number, repeat=repeat)(*ins, *outs)
+            rows.append(ProfileRow(st.node.op, st.node.name, [tuple(x.shape) for x in ins],
+                                   [tuple(o.shape) for o in outs], res.median * 1e3))
+
+        self._execute(arrays, timer)
+        report = ProfileReport(self.graph.name, rows)
+        if show:
+            print(report)
+        return report
+
+    def export_library(self, path) -> str:
+        from .export import export_library
+
+        return export_library(self, path)
+
+    @property
+    def kernels(self) -> list:
+        """The distinct kernels this executable runs."""
+        out, seen = [], set()
+        for st in self._steps:
+            if id(st.kernel) not in seen:
+                seen.add(id(st.kernel))
+                out.append(st.kernel)
+        return out
+
+    def __repr__(self):
+        return (f"<tessera.GraphExecutor {self.graph.name!r}: {len(self.graph.nodes)} nodes, "
+                f"{len(self.kernels)} kernels, target {self.target}>")
+
+
+def _dt_name(d: np.dtype) -> str:
+    try:
+        from ..ir.dtype import dtype_of_numpy
+
+        return str(dtype_of_numpy(d))
+    except TesseraError:
+        return str(d)
+
+
+class ProfileRow:
+    __slots__ = ("op", "node", "input_shapes", "output_shapes", "ms")
+
+    def __init__(self, op, node, input_shapes, output_shapes, ms):
+        self.op, self.node, self.input_shapes, self.output_shapes, self.ms = op, node, input_shapes, output_shapes, ms
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "node": self.node, "input_shapes": self.input_shapes,
+                "output_shapes": self.output_shapes, "ms": self.ms}
+
+
+class ProfileReport:
+    """Per-node times (ms, median of the C timer's repeats) in execution order; str() is the table."""
+
+    def __init__(self, graph_name: str, rows: list):
+        self.graph_name, self.rows = graph_name, list(rows)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(r.ms for r in self.rows)
+
+    def by_op(self) -> dict:
+        """op -> total ms over its nodes."""
+        out: dict = {}
+        for r in self.rows:
+            out[r.op] = out.get(r.op, 0.0) + r.ms
+        return out
+
+    def __str__(self):
+        total = self.total_ms or 1e-30
+        head = ("op", "node", "shapes", "ms", "%")
+        cells = []
+        for r in self.rows:
+            shapes = ", ".join(_fmt_shape(s) for s in r.input_shapes) + " -> " + \
+                ", ".join(_fmt_shape(s) for s in r.output_shapes)
+            cells.append((r.op, r.node, shapes, _ms(r.ms), f"{100 * r.ms / total:.1f}"))
+        cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), "100.0"))
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+        lines = [f"profile of graph {self.graph_name!r} (per node, C timer median)"]
+        fmt = lambda row: "  ".join(  # noqa: E731
+            c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        lines.append(fmt(head))
+        lines.append("  ".join("-" * w for w in widths))
+        lines.extend(fmt(c) for c in cells[:-1])
+        lines.append("  ".join("-" * w for w in widths))
+        lines.append(fmt(cells[-1]))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _ms(x: float) -> str:
+    return f"{x:.1f}" if x >= 100 else f"{x:.3f}" if x >= 1 else f"{x:.5f}"
+
+
+def _fmt_shape(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
