@@ -58,6 +58,7 @@ class ConvertContext:
     """What a converter sees of the ONNX node being converted (the frontend core implements it).
 
     node_name, op_type, opset (of the node's domain), num_inputs, num_outputs: plain attributes.
+    `op` also takes numpy arrays / Python numbers as inputs (they become constants).
     """
 
     node_name: str
@@ -93,6 +94,23 @@ class ConvertContext:
 
     def const(self, array, name: str = "const"):
         """A new constant Value holding `array`."""
+        raise NotImplementedError
+
+    def has_output(self, i: int) -> bool:
+        """Whether output i is asked for (omitted optional outputs have an empty name)."""
+        raise NotImplementedError
+
+    def has_attr(self, name: str) -> bool:
+        """Whether the node sets attribute `name`."""
+        raise NotImplementedError
+
+    def input_name(self, i: int) -> str:
+        """The ONNX tensor name of input i ('' when omitted), for messages."""
+        raise NotImplementedError
+
+    def dtype(self, elem_type: int) -> str:
+        """The tessera dtype of an ONNX element type (Cast's `to`, a `dtype` attribute); raises
+        UnsupportedOpError for types tessera lacks (string, complex, float8, int4...)."""
         raise NotImplementedError
 
     def unsupported(self, detail: str):

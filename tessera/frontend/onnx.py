@@ -1,0 +1,738 @@
+"""The ONNX frontend: an ONNX model -> (tessera.graph.Graph, params).
+
+    graph, params = from_onnx("model.onnx", shape_dict={"input": (1, 3, 224, 224)})
+    exe = tessera.compile(graph, params)
+
+Initializers become `params` (graph inputs bound by name, as in TVM; `tessera.compile` binds
+them); the remaining graph inputs are the runtime inputs, with ONNX's symbolic dimensions
+(`dim_param`) kept as symbolic dimensions. Each node goes through the converter registered for
+its op type and opset (`tessera/frontend/onnx_ops`), which sees it through `OnnxContext`.
+Converters that need an input's value (a shape, axes) get it from `const_input`: initializers,
+Constant nodes, and subgraphs computed only from those (evaluated with tessera's own kernels).
+When such a value comes from a runtime input, the error carries `needs_constant` = that input's
+name, so a caller can retry with `const_inputs={name: value}`.
+
+`check_model(model)` lists every unsupported node at once (what `tessera check` prints).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..graph.builder import Builder
+from ..graph.ir import Graph, Node, TensorType, Value
+from .onnx_ops import ConvertContext, find_converter
+
+# ONNX TensorProto element type -> tessera dtype (the types tessera has)
+_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+                9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+_ONNX_DTYPE_NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
+                     8: "STRING", 9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64",
+                     14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN",
+                     18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4",
+                     23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2", 27: "FLOAT6E2M3",
+                     28: "FLOAT6E3M2"}
+_CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.]")
+_IDENT_BAD = re.compile(r"[^A-Za-z0-9_]")
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    return _ONNX_DTYPE_NAMES.get(int(elem_type), f"type {int(elem_type)}")
+
+
+def dtype_of_onnx(elem_type: int, where: str = "") -> str:
+    """The tessera dtype of an ONNX element type; DTypeError for those tessera lacks."""
+    dt = _ONNX_DTYPES.get(int(elem_type))
+    if dt is None:
+        raise DTypeError(f"{where + ': ' if where else ''}ONNX dtype {onnx_dtype_name(elem_type)} is not "
+                         f"supported by tessera (it has bool, int8-64, uint8-64, float16, bfloat16, float32, "
+                         f"float64)")
+    return dt
+
+
+def onnx_dtype_of(dtype) -> int:
+    """The ONNX element type of a tessera dtype."""
+    for k, v in _ONNX_DTYPES.items():
+        if v == str(dtype):
+            return k
+    raise DTypeError(f"tessera dtype {dtype} has no ONNX element type")
+
+
+def _contiguous(a) -> np.ndarray:
+    """a as a C-contiguous array, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
+def sanitize_name(name: str) -> str:
+    """An ONNX tensor name as a tessera value name: [A-Za-z0-9_.] only ('/a/b:0' -> 'a_b_0')."""
+    s = _NAME_BAD.sub("_", str(name)).strip("_")
+    return s or "t"
+
+
+def _symbol(name: str) -> str:
+    s = _IDENT_BAD.sub("_", str(name)).strip("_") or "dim"
+    return s if not s[0].isdigit() else "d_" + s
+
+
+@dataclass(frozen=True)
+class UnsupportedNode:
+    """One entry of check_model: an ONNX node tessera cannot convert, and why."""
+
+    op_type: str
+    node: str
+    opset: int
+    reason: str
+
+    def __str__(self):
+        return f"{self.op_type} (node {self.node!r}, opset {self.opset}): {self.reason}"
+
+
+def _unsupported(op_type, node, opset, detail, needs_constant=None) -> UnsupportedOpError:
+    e = UnsupportedOpError(op_type, node, f"opset {opset}: {detail}" if opset is not None else detail)
+    e.opset = opset
+    e.detail = detail
+    e.needs_constant = needs_constant
+    return e
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------------------------
+def load_model(model):
+    """A ModelProto from a ModelProto, a path (external data is read beside it) or serialized bytes."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except Exception as e:  # noqa: BLE001 - protobuf raises its own errors
+            raise TesseraError(f"from_onnx: the bytes are not an ONNX model: {e}") from None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise TesseraError(f"from_onnx: no such file {path!r}")
+        try:
+            return onnx.load(path)
+        except Exception as e:  # noqa: BLE001
+            raise TesseraError(f"from_onnx: cannot read {path!r} as an ONNX model: {e}") from None
+    raise TesseraError(f"from_onnx takes an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
+
+
+def tensor_to_array(t, where: str = "") -> np.ndarray:
+    """A TensorProto (or SparseTensorProto) as a numpy array of a tessera dtype."""
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(t, onnx.SparseTensorProto):
+        values = tensor_to_array(t.values, where)
+        idx = numpy_helper.to_array(t.indices).astype(np.int64)
+        dense = np.zeros(tuple(t.dims), values.dtype)
+        if idx.ndim == 1:
+            dense.reshape(-1)[idx] = values
+        else:
+            dense[tuple(idx.T)] = values
+        return dense
+    dtype_of_onnx(t.data_type, where or f"tensor {t.name!r}")
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - external data missing, malformed tensors
+        raise TesseraError(f"{where or 'tensor ' + repr(t.name)}: cannot read the tensor data: {e}") from None
+    return _contiguous(arr)
+
+
+def _attr_value(a):
+    """An AttributeProto's Python value: str for STRING, numpy for TENSOR, lists for repeated."""
+    import onnx
+    from onnx import helper
+
+    T = onnx.AttributeProto
+    if a.type == T.STRING:
+        return a.s.decode("utf-8", "replace")
+    if a.type == T.STRINGS:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    if a.type == T.TENSOR:
+        return tensor_to_array(a.t, f"attribute {a.name!r}")
+    if a.type == T.TENSORS:
+        return [tensor_to_array(t, f"attribute {a.name!r}") for t in a.tensors]
+    if a.type == T.SPARSE_TENSOR:
+        return tensor_to_array(a.sparse_tensor, f"attribute {a.name!r}")
+    if a.type == T.INTS:
+        return [int(x) for x in a.ints]
+    if a.type == T.FLOATS:
+        return [float(x) for x in a.floats]
+    if a.type == T.INT:
+        return int(a.i)
+    if a.type == T.FLOAT:
+        return float(a.f)
+    return helper.get_attribute_value(a)   # graphs, type protos: the proto itself
+
+
+# ---------------------------------------------------------------------------------------------
+# the converter context
+# ---------------------------------------------------------------------------------------------
+class OnnxContext(ConvertContext):
+    """The ConvertContext of one ONNX node (see tessera/frontend/onnx_ops/__init__.py)."""
+
+    def __init__(self, conv: "_Converter", node, opset: int, node_name: str):
+        self._conv, self._node = conv, node
+        self.node_name = node_name
+        self.op_type = node.op_type
+        self.domain = node.domain
+        self.opset = opset
+        self.num_inputs = len(node.input)
+        self.num_outputs = len(node.output)
+        self._attrs = {a.name: a for a in node.attribute}
+
+    # inputs -----------------------------------------------------------------------------
+    def has_input(self, i: int) -> bool:
+        return 0 <= i < len(self._node.input) and self._node.input[i] != ""
+
+    def input_name(self, i: int) -> str:
+        """The ONNX name of input i ('' when omitted)."""
+        return self._node.input[i] if 0 <= i < len(self._node.input) else ""
+
+    def input(self, i: int, optional: bool = False):
+        if not self.has_input(i):
+            if optional:
+                return None
+            raise self._error(f"input {i} is required but the node does not give it "
+                              f"({self.num_inputs} inputs)")
+        return self._conv.lookup(self._node.input[i], self)
+
+    def inputs(self) -> list:
+        """All inputs as Values (None for omitted optional ones)."""
+        return [self.input(i, optional=True) for i in range(self.num_inputs)]
+
+    def is_const(self, i: int) -> bool:
+        if not self.has_input(i):
+            return False
+        return self._conv.is_const(self.input(i))
+
+    def const_input(self, i: int, optional: bool = False):
+        if not self.has_input(i):
+            if optional:
+                return None
+            raise self._error(f"input {i} is required but the node does not give it")
+        return self._conv.const_value(self.input(i), self, i)
+
+    def input_type(self, i: int) -> TensorType:
+        return self.input(i).type
+
+    # outputs ----------------------------------------------------------------------------
+    def has_output(self, i: int) -> bool:
+        """Whether output i is asked for (ONNX marks omitted optional outputs with '')."""
+        return 0 <= i < len(self._node.output) and self._node.output[i] != ""
+
+    # attributes -------------------------------------------------------------------------
+    def attr(self, name: str, default=None):
+        a = self._attrs.get(name)
+        if a is None:
+            return default
+        if a.ref_attr_name:
+            raise self._unsup(f"attribute {name!r} refers to a function attribute")
+        try:
+            return _attr_value(a)
+        except TesseraError as e:
+            raise self._unsup(str(e)) from None
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def attr_names(self) -> list:
+        return list(self._attrs)
+
+    # building ---------------------------------------------------------------------------
+    def op(self, op_name: str, *inputs, **attrs):
+        vals = []
+        for x in inputs:
+            if x is None:
+                raise self._error(f"{op_name}: an input is None (an omitted optional input?)")
+            vals.append(x if isinstance(x, Value) else self.const(np.asarray(x)))
+        node = self._conv.builder.node(op_name, vals, attrs, name=self._conv.node_hint(self.node_name))
+        return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+    def const(self, array, name: str = "const"):
+        from ..ir.dtype import dtype_of_numpy
+
+        arr = _contiguous(np.asarray(array))
+        try:
+            dtype_of_numpy(arr.dtype)
+        except DTypeError:
+            raise self._unsup(f"a constant of dtype {arr.dtype}: tessera has no such tensors") from None
+        v = self._conv.builder.const(arr, self._conv.node_hint(f"{self.node_name}.{name}" if name else self.node_name))
+        self._conv.known[v] = self._conv.builder.constants[v]
+        return v
+
+    def dtype(self, elem_type: int) -> str:
+        """The tessera dtype of an ONNX element type (attribute `to`, `dtype`), or unsupported."""
+        try:
+            return dtype_of_onnx(elem_type)
+        except DTypeError as e:
+            raise self._unsup(str(e)) from None
+
+    # errors -----------------------------------------------------------------------------
+    def unsupported(self, detail: str):
+        raise self._unsup(detail)
+
+    def _unsup(self, detail, needs_constant=None):
+        return _unsupported(self.op_type, self.node_name, self.opset, detail, needs_constant)
+
+    def _error(self, detail):
+        return TesseraError(f"ONNX node {self.node_name!r} ({self.op_type}, opset {self.opset}): {detail}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the conversion
+# ---------------------------------------------------------------------------------------------
+class _Converter:
+    def __init__(self, model, shape_dict=None, const_inputs=None, opset=None, target="c"):
+        import onnx
+
+        self.model = model
+        self.graph_proto = model.graph
+        self.target = target
+        self.builder = Builder(sanitize_name(model.graph.name) if model.graph.name else "main")
+        self.builder.name = _symbol(self.builder.name) if model.graph.name else "main"
+        self.env: dict[str, Value] = {}          # ONNX tensor name -> Value
+        self.known: dict[Value, np.ndarray] = {}  # constant values (initializers, Constants, folded)
+        self.params: dict[Value, np.ndarray] = {}
+        self.param_values: list[Value] = []
+        self.onnx_name: dict[Value, str] = {}    # Value -> the ONNX name it first got
+        self.input_of_value: dict[Value, str] = {}  # runtime input Value -> ONNX input name
+        self.problems: list | None = None    # check_model collects UnsupportedNode entries here
+        self._node_names: set = set()
+        self.opsets = {}
+        for imp in model.opset_import:
+            dom = "" if imp.domain in ("", "ai.onnx") else imp.domain
+            self.opsets[dom] = int(imp.version)
+        if opset is not None:
+            self.opsets[""] = int(opset)
+        if "" not in self.opsets:
+            self.opsets[""] = onnx.defs.onnx_opset_version()
+        self.functions = {(f.domain, f.name) for f in model.functions}
+        self.shape_dict = dict(shape_dict or {})
+        self.const_inputs = dict(const_inputs or {})
+        self._inferred = None
+
+    # ------------------------------------------------------------------ names
+    def node_hint(self, hint: str) -> str:
+        return sanitize_name(hint)
+
+    # ------------------------------------------------------------------ inputs
+    def _read_inputs(self):
+        g = self.graph_proto
+        init_names = set()
+        for t in g.initializer:
+            init_names.add(t.name)
+        for t in g.sparse_initializer:
+            init_names.add(t.values.name)
+        graph_inputs = [vi for vi in g.input]
+        names = {vi.name for vi in graph_inputs}
+        unknown = sorted(set(self.shape_dict) - names)
+        if unknown:
+            raise TesseraError(f"from_onnx: shape_dict names {unknown}, which are not inputs of the model "
+                               f"(inputs: {[vi.name for vi in graph_inputs if vi.name not in init_names]})")
+        unknown = sorted(set(self.const_inputs) - names)
+        if unknown:
+            raise TesseraError(f"from_onnx: const_inputs names {unknown}, which are not inputs of the model")
+        for vi in graph_inputs:
+            if vi.name in init_names:
+                continue
+            if vi.name in self.const_inputs:
+                arr = self._const_input_array(vi)
+                v = self.builder.const(arr, sanitize_name(vi.name))
+                self.known[v] = arr
+                self._bind(vi.name, v)
+                continue
+            try:
+                t = self._input_type(vi)
+            except UnsupportedOpError as e:
+                if self.problems is None:
+                    raise
+                self.problems.append(UnsupportedNode("graph input", vi.name, 0, e.detail))
+                self.env[vi.name] = _Missing("graph input", vi.name, None, 0, vi.name, reason=e.detail)
+                continue
+            v = self.builder.input(self._free_name(vi.name), t.shape, t.dtype)
+            self.input_of_value[v] = vi.name
+            self._bind(vi.name, v)
+        inits = [(t.name, t) for t in g.initializer] + [(t.values.name, t) for t in g.sparse_initializer]
+        for name, t in inits:
+            try:
+                arr = tensor_to_array(t, f"initializer {name!r}")
+            except DTypeError as e:
+                # refused only if a node reads it
+                self.env[name] = _Missing("initializer", name, None, 0, name,
+                                          reason=f"initializer {name!r}: {e}", unsupported=True)
+                continue
+            v = Value(self._fresh_value_name(name), TensorType.of(arr))
+            self.known[v] = arr
+            self.params[v] = arr
+            self.param_values.append(v)
+            self._bind(name, v)
+
+    def _free_name(self, onnx_name: str) -> str:
+        """A sanitized name no value has yet (not reserved: Builder.input reserves it)."""
+        base = name = sanitize_name(onnx_name)
+        k = 0
+        while name in self.builder._names:
+            k += 1
+            name = f"{base}_{k}"
+        return name
+
+    def _fresh_value_name(self, onnx_name: str) -> str:
+        return self.builder.unique_name(sanitize_name(onnx_name))
+
+    def _const_input_array(self, vi) -> np.ndarray:
+        want = None
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.elem_type:
+            want = dtype_of_onnx(tt.elem_type, f"input {vi.name!r}")
+        arr = np.asarray(self.const_inputs[vi.name])
+        if want is not None and str(TensorType.of(arr).dtype) != want:
+            if arr.dtype.kind in "biuf" and np.can_cast(arr.dtype, np.dtype(_np(want)), "same_kind"):
+                arr = arr.astype(_np(want))
+            else:
+                raise DTypeError(f"from_onnx: const_inputs[{vi.name!r}] is {arr.dtype}, the input is {want}")
+        return _contiguous(arr)
+
+    def _input_type(self, vi) -> TensorType:
+        where = f"model input {vi.name!r}"
+        if not vi.type.HasField("tensor_type"):
+            kind = vi.type.WhichOneof("value")
+            raise _unsupported("graph input", vi.name, None,
+                               f"{where} is a {kind} (sequence, map and optional inputs are not supported; "
+                               f"tessera takes tensors)")
+        tt = vi.type.tensor_type
+        try:
+            dtype = dtype_of_onnx(tt.elem_type, where)
+        except DTypeError as e:
+            raise _unsupported("graph input", vi.name, None, str(e)) from None
+        if vi.name in self.shape_dict:
+            shape = []
+            for d, s in enumerate(self.shape_dict[vi.name]):
+                if s is None or (isinstance(s, (int, np.integer)) and s < 0):
+                    shape.append(_symbol(f"{vi.name}_d{d}"))
+                elif isinstance(s, str):
+                    shape.append(_symbol(s))
+                else:
+                    shape.append(int(s))
+            return TensorType(shape, dtype)
+        if not tt.HasField("shape"):
+            raise ShapeError(f"{where} has no shape (unknown rank); give it with shape_dict={{{vi.name!r}: (...)}}")
+        shape = []
+        for d, dim in enumerate(tt.shape.dim):
+            if dim.HasField("dim_value"):
+                if dim.dim_value < 0:
+                    raise ShapeError(f"{where}: dimension {d} is {dim.dim_value}")
+                shape.append(int(dim.dim_value))
+            elif dim.HasField("dim_param") and dim.dim_param:
+                shape.append(_symbol(dim.dim_param))
+            else:
+                shape.append(_symbol(f"{vi.name}_d{d}"))
+        return TensorType(shape, dtype)
+
+    def _bind(self, onnx_name: str, v: Value):
+        self.env[onnx_name] = v
+        self.onnx_name.setdefault(v, onnx_name)
+
+    # ------------------------------------------------------------------ values
+    def lookup(self, name: str, ctx: OnnxContext) -> Value:
+        v = self.env.get(name)
+        if v is None:
+            raise ctx._error(f"input {name!r} is not defined by any earlier node, initializer or graph input")
+        if isinstance(v, _Missing):
+            raise v.error(ctx)
+        return v
+
+    def is_const(self, v: Value) -> bool:
+        seen, stack = set(), [v]
+        while stack:
+            x = stack.pop()
+            if x in self.known or x in seen:
+                continue
+            seen.add(x)
+            if x.producer is None:
+                return False
+            stack.extend(x.producer.inputs)
+        return True
+
+    def const_value(self, v: Value, ctx: OnnxContext, i: int) -> np.ndarray:
+        arr = self.known.get(v)
+        if arr is not None:
+            return arr
+        from ..graph.const_eval import NotConstantError, evaluate_constants
+
+        try:
+            (arr,) = evaluate_constants([v], self.known, self.target)
+        except NotConstantError as e:
+            blocker = e.input
+            onnx_in = self.input_of_value.get(blocker)
+            if onnx_in is None:
+                raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant, but it depends on "
+                                 f"%{blocker.name}, which could not be converted") from None
+            what = "is" if blocker is v else "depends on"
+            raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant here, but it {what} the "
+                             f"runtime input {onnx_in!r}; pass const_inputs={{{onnx_in!r}: value}} to "
+                             f"from_onnx to freeze it", needs_constant=onnx_in) from None
+        self.known[v] = arr
+        return arr
+
+    # ------------------------------------------------------------------ nodes
+    def node_name(self, node, index: int) -> str:
+        base = node.name or f"{node.op_type}_{index}"
+        name, k = base, 0
+        while name in self._node_names:
+            k += 1
+            name = f"{base}_{k}"
+        self._node_names.add(name)
+        return name
+
+    def convert_node(self, node, index: int):
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        name = self.node_name(node, index)
+        opset = self.opsets.get(domain)
+        if opset is None:
+            raise _unsupported(node.op_type, name, None,
+                               f"domain {node.domain!r} is not imported by the model (opset_import)")
+        if (node.domain, node.op_type) in self.functions:
+            raise _unsupported(node.op_type, name, opset,
+                               "model-local functions are not supported yet (inline them with "
+                               "onnx.inliner.inline_local_functions)")
+        fn = find_converter(node.op_type, opset, domain)
+        if fn is None:
+            if node.op_type in _CONTROL_FLOW and not domain:
+                detail = "control flow with subgraphs (If/Loop/Scan) is not supported yet"
+            elif domain:
+                detail = f"no converter for {node.op_type} in domain {node.domain!r}"
+            else:
+                detail = "no converter for this op" + (
+                    " at this opset" if find_converter(node.op_type, 10**6, domain) else "")
+            raise _unsupported(node.op_type, name, opset, detail)
+        ctx = OnnxContext(self, node, opset, name)
+        try:
+            result = fn(ctx)
+        except UnsupportedOpError as e:
+            if getattr(e, "opset", None) is None:
+                raise _unsupported(node.op_type, name, opset, _detail_of(e),
+                                   getattr(e, "needs_constant", None)) from None
+            raise
+        except TesseraError as e:
+            if name not in str(e):
+                raise type(e)(f"ONNX node {name!r} ({node.op_type}, opset {opset}): {e}") \
+                    if type(e) in (TesseraError, ShapeError, DTypeError) else e
+            raise
+        except Exception as e:  # noqa: BLE001 - a converter bug must still name the node
+            raise TesseraError(f"ONNX node {name!r} ({node.op_type}, opset {opset}): the converter failed: "
+                               f"{type(e).__name__}: {e}") from e
+        self._bind_results(node, name, opset, result)
+
+    def _bind_results(self, node, name, opset, result):
+        if isinstance(result, Value) or result is None:
+            result = [result]
+        result = list(result)
+        for k, out in enumerate(node.output):
+            if out == "":
+                continue
+            v = result[k] if k < len(result) else None
+            if v is None:
+                self.env[out] = _Missing(node.op_type, name, opset, k, out)
+                continue
+            if not isinstance(v, Value):
+                raise TesseraError(f"ONNX node {name!r} ({node.op_type}): the converter returned "
+                                   f"{type(v).__name__} for output {k}, not a Value")
+            self._bind(out, v)
+
+    def mark_failed(self, node, name, opset, reason):
+        for k, out in enumerate(node.output):
+            if out:
+                self.env[out] = _Missing(node.op_type, name, opset, k, out, reason)
+
+    # ------------------------------------------------------------------ the whole model
+    def run(self):
+        self._read_inputs()
+        for i, node in enumerate(self.graph_proto.node):
+            self.convert_node(node, i)
+
+    def finish(self) -> tuple:
+        outs = []
+        for vi in self.graph_proto.output:
+            v = self.env.get(vi.name)
+            if v is None:
+                raise TesseraError(f"from_onnx: graph output {vi.name!r} is not produced by any node")
+            if isinstance(v, _Missing):
+                if v.unsupported:
+                    raise _unsupported("graph output", vi.name, None, v.reason)
+                raise TesseraError(f"from_onnx: graph output {vi.name!r} ({v.describe()}) was not produced")
+            outs.append(v)
+        if not outs:
+            raise TesseraError("from_onnx: the model has no outputs")
+        return self._final_graph(outs)
+
+    def _final_graph(self, outs):
+        """The graph with dead nodes dropped, Values named after their ONNX tensors, and the params."""
+        from ..graph.transform import topo_nodes
+
+        b = self.builder
+        nodes = topo_nodes(outs)
+        live = set(nodes)
+        nodes = [n for n in b.nodes if n in live]
+        used = set(outs)
+        for n in nodes:
+            used.update(n.inputs)
+        # names: ONNX-named values first, then the converters' internal values
+        taken = {v.name for v in b.inputs}
+        want: dict[Value, str] = {}
+        for n in nodes:
+            for o in n.outputs:
+                if o in self.onnx_name:
+                    want[o] = sanitize_name(self.onnx_name[o])
+        for v in list(b.constants) + self.param_values:
+            if v in used and v in self.onnx_name:
+                want[v] = sanitize_name(self.onnx_name[v])
+        final: dict[Value, str] = {}
+
+        def claim(v, name):
+            base, k = name, 0
+            while name in taken:
+                k += 1
+                name = f"{base}_{k}"
+            taken.add(name)
+            final[v] = name
+
+        for v in [v for v in self.param_values if v in used]:
+            claim(v, want.get(v, v.name))
+        for v, name in want.items():
+            if v not in final:
+                claim(v, name)
+        for n in nodes:
+            for o in n.outputs:
+                if o not in final:
+                    claim(o, o.name)
+        for v in b.constants:
+            if v in used and v not in final:
+                claim(v, v.name)
+        vmap: dict[Value, Value] = {v: v for v in b.inputs}
+        consts = {}
+        for v, arr in b.constants.items():
+            if v in used:
+                nv = v if final[v] == v.name else Value(final[v], v.type)
+                vmap[v] = nv
+                consts[nv] = arr
+        params, param_inputs = {}, []
+        for v in self.param_values:
+            if v in used:
+                nv = Value(final[v], v.type)
+                vmap[v] = nv
+                param_inputs.append(nv)
+                params[nv.name] = self.params[v]
+        new_nodes = []
+        for n in nodes:
+            ins = [vmap[v] for v in n.inputs]
+            names = [final[o] for o in n.outputs]
+            if all(a is c for a, c in zip(ins, n.inputs)) and names == [o.name for o in n.outputs]:
+                nn = n
+            else:
+                nn = Node(n.op, ins, n.attrs, n.name, [o.type for o in n.outputs], names)
+            for o, no in zip(n.outputs, nn.outputs):
+                vmap[o] = no
+            new_nodes.append(nn)
+        graph = Graph(list(b.inputs) + param_inputs, [vmap[v] for v in outs], new_nodes, consts, b.name)
+        return graph, params
+
+
+class _Blocked(TesseraError):
+    pass
+
+
+class _Missing:
+    """Stands for an ONNX tensor that is not available: an output a converter did not produce, the
+    output of a node that failed (check_model), or an initializer of a dtype tessera lacks."""
+
+    def __init__(self, op_type, node, opset, index, name, reason=None, unsupported=False):
+        self.op_type, self.node, self.opset, self.index, self.name, self.reason = \
+            op_type, node, opset, index, name, reason
+        self.unsupported = unsupported
+
+    def describe(self) -> str:
+        return f"output {self.index} of node {self.node!r} ({self.op_type})"
+
+    def error(self, ctx):
+        if self.unsupported:
+            return ctx._unsup(f"input {self.name!r}: {self.reason}")
+        if self.reason is not None:
+            return _Blocked(f"input {self.name!r} comes from node {self.node!r}, which was not converted")
+        return ctx._error(f"input {self.name!r} is {self.describe()}, which the converter did not produce")
+
+
+def _detail_of(e: UnsupportedOpError) -> str:
+    """The message of an UnsupportedOpError raised without the frontend's opset context."""
+    text = str(e)
+    if e.op and not getattr(e, "detail", None):
+        where = f" (node {e.node!r})" if e.node else ""
+        prefix = f"unsupported op {e.op!r}{where}"
+        if text.startswith(prefix):
+            rest = text[len(prefix):].lstrip(": ")
+            return f"tessera op {e.op!r}: {rest}" if rest else f"tessera op {e.op!r} is not supported"
+    return getattr(e, "detail", None) or text
+
+
+def _np(dtype: str):
+    from ..ir.dtype import numpy_dtype
+
+    return numpy_dtype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry points
+# ---------------------------------------------------------------------------------------------
+def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c"):
+    """Convert an ONNX model (ModelProto, path or bytes) to (tessera Graph, params).
+
+    shape_dict: {input name: shape} fixes or overrides input shapes (an int, a symbol name, or
+    -1/None for a fresh symbol per dimension). const_inputs: {input name: array} freezes runtime
+    inputs as constants (TVM's freeze_params for one input). opset: overrides the default domain's
+    opset version. target: where constant subgraphs are evaluated.
+    """
+    m = load_model(model)
+    conv = _Converter(m, shape_dict, const_inputs, opset, target=target)
+    conv.run()
+    return conv.finish()
+
+
+def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:
+    """Every node tessera cannot convert, as UnsupportedNode(op_type, node, opset, reason), at once.
+
+    Nodes whose inputs come from an unconvertible node are skipped (not reported twice). A model
+    input tessera cannot take (a sequence, a string tensor) is reported as op 'graph input'.
+    """
+    m = load_model(model)
+    conv = _Converter(m, shape_dict, const_inputs, opset)
+    conv.problems = []
+    conv._read_inputs()
+    g = m.graph
+    for i, node in enumerate(g.node):
+        try:
+            conv.convert_node(node, i)
+        except _Blocked:
+            conv.mark_failed(node, node.name, None, "blocked")
+        except UnsupportedOpError as e:
+            opset_v = getattr(e, "opset", None)
+            if opset_v is None:
+                opset_v = conv.opsets.get("" if node.domain in ("", "ai.onnx") else node.domain, 0)
+            conv.problems.append(UnsupportedNode(node.op_type, e.node or node.name or node.op_type, opset_v,
+                                                 getattr(e, "detail", None) or str(e)))
+            conv.mark_failed(node, node.name, None, str(e))
+        except TesseraError as e:
+            opset_v = conv.opsets.get("" if node.domain in ("", "ai.onnx") else node.domain, 0)
+            conv.problems.append(UnsupportedNode(node.op_type, node.name or f"{node.op_type}_{i}", opset_v,
+                                                 f"conversion failed: {e}"))
+            conv.mark_failed(node, node.name, None, str(e))
+    return conv.problems
