@@ -103,7 +103,7 @@ def test_dump_sees_every_pass_in_order():
     seen = []
     lower(matmul(), dump=lambda name, func: seen.append((name, isinstance(func, PrimFunc))))
     assert seen == [(name, True) for name, _ in PIPELINE]
-    assert [name for name, _ in PIPELINE] == ["lower_blocks", "flatten_buffer", "simplify",
+    assert [name for name, _ in PIPELINE] == ["lower_vthread", "lower_blocks", "flatten_buffer", "simplify",
                                              "vectorize_loop", "unroll_loop", "simplify"]
 
 

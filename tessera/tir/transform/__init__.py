@@ -8,12 +8,14 @@ from ...errors import TesseraError
 from ...ir import IRModule, PrimFunc
 from .flatten_buffer import flatten_buffer
 from .lower_blocks import lower_blocks
+from .lower_vthread import lower_vthread
 from .simplify import simplify
 from .unroll import unroll_loop
 from .vectorize import vectorize_loop
 
 # (name, pass) in the order `lower` runs them; vectorize_loop gets the target's vector width.
 PIPELINE = (
+    ("lower_vthread", lower_vthread),
     ("lower_blocks", lower_blocks),
     ("flatten_buffer", flatten_buffer),
     ("simplify", simplify),
@@ -48,5 +50,5 @@ def _vector_bits(target) -> int:
     return Target(target or "c").vector_bits
 
 
-__all__ = ["PIPELINE", "lower", "lower_blocks", "flatten_buffer", "simplify", "vectorize_loop",
+__all__ = ["PIPELINE", "lower", "lower_vthread", "lower_blocks", "flatten_buffer", "simplify", "vectorize_loop",
            "unroll_loop"]

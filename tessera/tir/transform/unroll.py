@@ -4,7 +4,8 @@
 stays (codegen emits `#pragma GCC unroll`). A For annotated `pragma_auto_unroll_max_step = N`
 (TVM's auto-unroll) also unrolls every serial loop with a constant extent inside it, itself
 included, whose total steps (extent times the statements its body executes per iteration) are
-at most N. Each copy gets fresh variables/buffers for what the body defines (loops, lets,
+at most N; with `pragma_unroll_explicit = 0` on the same loop those loops are not copied but
+marked unrolled, which codegen emits as `#pragma GCC unroll`. Each copy gets fresh variables/buffers for what the body defines (loops, lets,
 allocations), so no name is defined twice in one scope of the generated code.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ...ir import (Allocate, BlockRealize, Buffer, For, IfThenElse, IntImm, Let,
                    PrimFunc, SeqStmt, Var, const, seq)
 
 AUTO_UNROLL_KEY = "pragma_auto_unroll_max_step"
+EXPLICIT_KEY = "pragma_unroll_explicit"
 
 
 def unroll_loop(func: PrimFunc, max_extent: int = 64) -> PrimFunc:
@@ -30,22 +32,22 @@ class _Unroller:
     def __init__(self, max_extent):
         self.max_extent = max_extent
 
-    def stmt(self, s, auto_max):
+    def stmt(self, s, auto):
         """(rewritten s, steps it executes: leaf statements run, inf when symbolic)."""
         t = type(s)
         if t is For:
-            return self.loop(s, auto_max)
+            return self.loop(s, auto)
         if t is SeqStmt:
             items, steps = [], 0
             for x in s.seq:
-                nx, n = self.stmt(x, auto_max)
+                nx, n = self.stmt(x, auto)
                 items.append(nx)
                 steps += n
             same = all(a is b for a, b in zip(items, s.seq))
             return (s if same else seq(*items)), steps
         if t is IfThenElse:
-            then, n = self.stmt(s.then_case, auto_max)
-            other, m = self.stmt(s.else_case, auto_max) if s.else_case is not None else (None, 0)
+            then, n = self.stmt(s.then_case, auto)
+            other, m = self.stmt(s.else_case, auto) if s.else_case is not None else (None, 0)
             same = then is s.then_case and other is s.else_case
             return (s if same else s.replace(then_case=then, else_case=other)), n + m
         if t is BlockRealize:
@@ -54,24 +56,34 @@ class _Unroller:
         body = getattr(s, "body", None)
         if body is None:
             return s, 1  # a store or an evaluate
-        nb, n = self.stmt(body, auto_max)
+        nb, n = self.stmt(body, auto)
         return (s if nb is body else s.replace(body=nb)), n
 
-    def loop(self, loop: For, auto_max):
+    def loop(self, loop: For, auto):
+        """auto: None, or (max steps, explicit) of the enclosing auto-unroll region."""
         mark = loop.annotations.get(AUTO_UNROLL_KEY)
         if mark is not None:
-            auto_max = _auto_max(mark, loop)
-        body, steps = self.stmt(loop.body, auto_max)
+            auto = (_auto_max(mark, loop), _explicit(loop.annotations.get(EXPLICIT_KEY, 1), loop))
+        body, steps = self.stmt(loop.body, auto)
         if body is not loop.body:
             loop = loop.replace(body=body)
         if not isinstance(loop.extent, IntImm):
             return loop, math.inf
         extent = loop.extent.value
         total = steps * extent if extent > 0 else 0
-        if (loop.kind == "unrolled" and extent <= self.max_extent) or \
-                (loop.kind == "serial" and auto_max and total <= auto_max):
+        if loop.kind == "unrolled" and extent <= self.max_extent:
             return _unroll(loop), total
+        if loop.kind == "serial" and auto and auto[0] and total <= auto[0]:
+            return (_unroll(loop) if auto[1] else loop.replace(kind="unrolled")), total
         return loop, total
+
+
+def _explicit(mark, loop) -> bool:
+    value = mark.value if isinstance(mark, IntImm) else mark
+    if not isinstance(value, int) or value not in (0, 1):
+        raise TesseraError(f"loop {loop.loop_var.name!r}: annotation {EXPLICIT_KEY} must be 0 or 1, "
+                           f"got {mark!r}")
+    return bool(value)
 
 
 def _auto_max(mark, loop) -> int:

@@ -1,0 +1,65 @@
+"""Lookup primitives: get_block, get_loops, get_child_blocks, get_producers, get_consumers.
+
+They change nothing (pure instructions) but are traced, since later instructions use the
+handles they return.
+"""
+from __future__ import annotations
+
+import difflib
+
+from ...errors import ScheduleError
+from ...ir import BlockRealize
+from .analysis import consumers, producers
+from .handles import BlockRV, LoopRV
+from .schedule import primitive
+from .state import child_realizes
+
+
+@primitive("GetBlock", outputs="one", output_type=BlockRV, pure=True)
+def get_block(self, name, func_name="main"):
+    """The block called `name` in function `func_name`."""
+    if not isinstance(name, str):
+        raise ScheduleError(f"get_block: the block name must be a string, got {name!r}")
+    if not isinstance(func_name, str):
+        raise ScheduleError(f"get_block: func_name must be a string, got {func_name!r}")
+    idx = self._state.index(func_name)
+    if name not in idx.blocks:
+        names = [n for n in idx.blocks if n != "root"] or list(idx.blocks)
+        close = [n for n in names if n.lower() == name.lower()] or \
+            difflib.get_close_matches(name, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ScheduleError(f"get_block: function {func_name!r} has no block {name!r}{hint} "
+                            f"(blocks: {', '.join(names)})")
+    return self._new_block_rv(func_name, name)
+
+
+@primitive("GetLoops", inputs=("block",), outputs="list", output_type=LoopRV, pure=True)
+def get_loops(self, block):
+    """The loops around the block inside its scope, outermost first."""
+    fname, idx, realize = self._block(block, "get_loops")
+    return [self._new_loop_rv(fname, lp.loop_var) for lp in idx.loops_above(realize)]
+
+
+@primitive("GetChildBlocks", inputs=("block_or_loop",), outputs="list", output_type=BlockRV, pure=True)
+def get_child_blocks(self, block_or_loop):
+    """The blocks directly under a block or a loop (not those nested in them), in order."""
+    fname, idx, node = self._block_or_loop(block_or_loop, "get_child_blocks")
+    body = node.block.body if type(node) is BlockRealize else node.body
+    return [self._new_block_rv(fname, r.block.name_hint) for r in child_realizes(body)]
+
+
+@primitive("GetProducers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
+def get_producers(self, block):
+    """The blocks of the same scope this block depends on (they write what it reads or writes)."""
+    fname, idx, realize = self._block(block, "get_producers")
+    return [self._new_block_rv(fname, r.block.name_hint) for r in producers(idx, realize)]
+
+
+@primitive("GetConsumers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
+def get_consumers(self, block):
+    """The blocks of the same scope that depend on this block (they read or write what it writes)."""
+    fname, idx, realize = self._block(block, "get_consumers")
+    return [self._new_block_rv(fname, r.block.name_hint) for r in consumers(idx, realize)]
+
+
+__all__ = ["get_block", "get_loops", "get_child_blocks", "get_producers", "get_consumers"]
