@@ -1,0 +1,216 @@
+"""Matrix products: nn.dense (x @ W^T, Gemm's core), nn.matmul (numpy matmul: 1-D promotion, batch
+broadcasting, symbolic batch; optional transposes), nn.batch_matmul (3-D, Relay's transpose_b=True
+default) and nn.matmul_integer (ONNX MatMulInteger: int8/uint8 with zero points -> int32).
+
+float16/bfloat16 accumulate in float32 and round once; integers accumulate in the output dtype.
+"""
+from __future__ import annotations
+
+from ... import te
+from ...errors import DTypeError, ShapeError
+from ...graph.ir import TensorType
+from ..registry import OpPattern, register_op
+from . import _util as U
+
+_MATMUL_DTYPES = U.FLOATS + ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _k_match(op, ka, kb, a, b):
+    if ka != kb and not (isinstance(ka, str) or isinstance(kb, str)):
+        raise ShapeError(f"{op}: contraction extents differ: {ka} ({a}) vs {kb} ({b})")
+    if isinstance(ka, str) and isinstance(kb, str) and ka != kb:
+        raise ShapeError(f"{op}: contraction extents are different symbols {ka!r} and {kb!r}")
+
+
+def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_b=False) -> tuple:
+    """numpy.matmul's output shape (with optional transposes of the last two axes)."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"{op}: operands must have rank >= 1, got {a} and {b}")
+    sa, sb = a.shape, b.shape
+    if a.ndim == 1:
+        m, ka, batch_a = None, sa[0], ()
+    else:
+        m, ka = (sa[-1], sa[-2]) if transpose_a else (sa[-2], sa[-1])
+        batch_a = sa[:-2]
+    if b.ndim == 1:
+        n, kb, batch_b = None, sb[0], ()
+    else:
+        kb, n = (sb[-1], sb[-2]) if transpose_b else (sb[-2], sb[-1])
+        batch_b = sb[:-2]
+    _k_match(op, ka, kb, a, b)
+    batch = U.broadcast_dims(op, batch_a, batch_b, ("batch of a", "batch of b"))
+    return tuple(batch) + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
+
+
+def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
+                   a_zero_point=None, b_zero_point=None):
+    """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics)."""
+    odt = U.out_dtype(name, out_dtype, a.dtype)
+    acc = U.accum_dtype(odt) if odt.is_float() else odt
+    shape = U.shape_exprs(matmul_shape(name, U.ttype(a), U.ttype(b), transpose_a, transpose_b), a, b)
+    K = a.shape[0] if a.ndim == 1 else (a.shape[-2] if transpose_a else a.shape[-1])
+    k = te.reduce_axis((0, K), "k")
+    nbatch = len(shape) - (a.ndim >= 2) - (b.ndim >= 2)
+    names = [f"b{q}" for q in range(nbatch)] + (["i"] if a.ndim >= 2 else []) + (["j"] if b.ndim >= 2 else [])
+
+    def operand(t, batch, row, transpose, zp, zp_row):
+        if t.ndim == 1:
+            idx = (k,)
+        else:
+            tb = U.broadcast_index_batch(t, batch)
+            idx = tb + ((k, row) if transpose else (row, k))
+        v = U.cast(t[idx], acc)
+        if zp is not None:
+            per_row = zp.ndim == 1 and U.dims_of(zp)[0] != 1
+            z = zp[(zp_row,)] if per_row else zp[(0,) * zp.ndim]
+            v = v - U.cast(z, acc)
+        return v
+
+    def body(*idx):
+        batch = idx[:nbatch]
+        rest = idx[nbatch:]
+        i = rest[0] if a.ndim >= 2 else None
+        j = rest[-1] if b.ndim >= 2 else None
+        va = operand(a, batch, i, transpose_a, a_zero_point, i)
+        vb = operand(b, batch, j, not transpose_b, b_zero_point, j)
+        return te.sum(va * vb, axis=k)
+
+    if acc == odt:
+        return U.compute(shape, names, body, name)
+    out = U.compute(shape, names, body, name + "_acc")
+    return U.compute(shape, names, lambda *i: out[i].astype(odt), name)
+
+
+def _check_pair(op, a, b, allowed=_MATMUL_DTYPES):
+    U.check_dtype(op, a, allowed, "a")
+    U.check_dtype(op, b, allowed, "b")
+    U.same_dtype(op, (a, b), ("a", "b"))
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.matmul
+# ---------------------------------------------------------------------------------------------
+matmul = register_op("nn.matmul", inputs=("a", "b"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+                     attrs={"transpose_a": False, "transpose_b": False, "out_dtype": ""},
+                     doc="numpy.matmul (1-D promotion, batch broadcasting), optionally transposing the "
+                         "last two axes of a or b.")
+
+
+@matmul.def_infer
+def _matmul_infer(types, attrs):
+    a, b = types
+    _check_pair("nn.matmul", a, b)
+    odt = U.out_dtype("nn.matmul", attrs["out_dtype"], a.dtype)
+    return [TensorType(matmul_shape("nn.matmul", a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"])), odt)]
+
+
+@matmul.def_compute
+def _matmul_compute(tensors, attrs):
+    a, b = tensors
+    return [matmul_compute(a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.dense
+# ---------------------------------------------------------------------------------------------
+dense = register_op("nn.dense", inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+                    attrs={"out_dtype": ""},
+                    doc="data (..., K) @ weight(N, K)^T -> (..., N): a fully connected layer.")
+
+
+@dense.def_infer
+def _dense_infer(types, attrs):
+    data, weight = types
+    op = "nn.dense"
+    _check_pair(op, data, weight)
+    U.check_rank(op, weight, 2, "weight")
+    if data.ndim < 1:
+        raise ShapeError(f"{op}: data must have rank >= 1, got {data}")
+    _k_match(op, data.shape[-1], weight.shape[1], data, weight)
+    odt = U.out_dtype(op, attrs["out_dtype"], data.dtype)
+    return [TensorType(data.shape[:-1] + (weight.shape[0],), odt)]
+
+
+@dense.def_compute
+def _dense_compute(tensors, attrs):
+    data, weight = tensors
+    odt = U.out_dtype("nn.dense", attrs["out_dtype"], data.dtype)
+    acc = U.accum_dtype(odt) if odt.is_float() else odt
+    shape = tuple(data.shape[:-1]) + (weight.shape[0],)
+    k = te.reduce_axis((0, data.shape[-1]), "k")
+    names = [f"i{q}" for q in range(data.ndim - 1)] + ["j"]
+    if data.ndim == 2:
+        names = ["i", "j"]
+
+    def body(*idx):
+        return te.sum(U.cast(data[idx[:-1] + (k,)], acc) * U.cast(weight[idx[-1], k], acc), axis=k)
+
+    if acc == odt:
+        return [U.compute(shape, names, body, "dense")]
+    out = U.compute(shape, names, body, "dense_acc")
+    return [U.compute(shape, names, lambda *i: out[i].astype(odt), "dense")]
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.batch_matmul
+# ---------------------------------------------------------------------------------------------
+batch_matmul = register_op("nn.batch_matmul", inputs=("x", "y"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+                           attrs={"transpose_a": False, "transpose_b": True, "out_dtype": ""},
+                           doc="3-D batched matmul; batch 1 broadcasts. Relay's default: y is (B, N, K).")
+
+
+@batch_matmul.def_infer
+def _bmm_infer(types, attrs):
+    x, y = types
+    op = "nn.batch_matmul"
+    _check_pair(op, x, y)
+    U.check_rank(op, x, 3, "x")
+    U.check_rank(op, y, 3, "y")
+    odt = U.out_dtype(op, attrs["out_dtype"], x.dtype)
+    return [TensorType(matmul_shape(op, x, y, bool(attrs["transpose_a"]), bool(attrs["transpose_b"])), odt)]
+
+
+@batch_matmul.def_compute
+def _bmm_compute(tensors, attrs):
+    x, y = tensors
+    return [matmul_compute(x, y, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"],
+                           name="batch_matmul")]
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.matmul_integer
+# ---------------------------------------------------------------------------------------------
+matmul_integer = register_op(
+    "nn.matmul_integer", inputs=("a", "b", "a_zero_point", "b_zero_point"),
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs={"out_dtype": "int32"},
+    doc="(a - a_zero_point) @ (b - b_zero_point) in int32 (ONNX MatMulInteger); zero points are "
+        "scalars, per-row of a (M,) or per-column of b (N,).")
+
+
+@matmul_integer.def_infer
+def _mmi_infer(types, attrs):
+    a, b, az, bz = types
+    op = "nn.matmul_integer"
+    U.check_dtype(op, a, ("int8", "uint8"), "a")
+    U.check_dtype(op, b, ("int8", "uint8"), "b")
+    if az.dtype != a.dtype or bz.dtype != b.dtype:
+        raise DTypeError(f"{op}: zero points ({az.dtype}, {bz.dtype}) must have the dtypes of a and b "
+                         f"({a.dtype}, {b.dtype})")
+    shape = matmul_shape(op, a, b)
+    m = a.shape[-2] if a.ndim >= 2 else 1
+    n = b.shape[-1] if b.ndim >= 2 else 1
+    for what, zp, ext in (("a_zero_point", az, m), ("b_zero_point", bz, n)):
+        if zp.ndim > 1 or (zp.ndim == 1 and zp.shape[0] not in (1, ext)):
+            raise ShapeError(f"{op}: {what} must be a scalar or have {ext} entries (one per "
+                             f"{'row of a' if what[0] == 'a' else 'column of b'}), got {zp}")
+    odt = U.out_dtype(op, attrs["out_dtype"], "int32")
+    if odt not in ("int32", "int64"):
+        raise DTypeError(f"{op}: out_dtype must be int32 or int64, got {odt}")
+    return [TensorType(shape, odt)]
+
+
+@matmul_integer.def_compute
+def _mmi_compute(tensors, attrs):
+    a, b, az, bz = tensors
+    return [matmul_compute(a, b, out_dtype=attrs["out_dtype"], name="matmul_integer",
+                           a_zero_point=az, b_zero_point=bz)]

@@ -1,0 +1,116 @@
+"""nn.softmax, nn.log_softmax and nn.hardmax along one axis (ONNX opset-13 semantics; the older
+"coerce to 2-D" semantics are built by the ONNX converter with reshapes).
+
+Numerically stable: the row maximum is subtracted before exp. float16/bfloat16 compute in float32.
+"""
+from __future__ import annotations
+
+from ... import te
+from ...ir import expr as E
+from ..registry import OpPattern, register_op
+from . import _util as U
+
+
+def _infer(op):
+    def infer(types, attrs):
+        (data,) = types
+        U.check_dtype(op, data, U.FLOATS, "data")
+        if data.ndim == 0:
+            from ...errors import ShapeError
+
+            raise ShapeError(f"{op}: data must have rank >= 1")
+        U.norm_axis(op, attrs["axis"], data.ndim)
+        return [data]
+
+    return infer
+
+
+def _reduce_along(x, axis, f, reducer, name, tag):
+    """A tensor of x's shape with extent 1 at `axis`: reducer over that axis of f(index)."""
+    shape = tuple(1 if k == axis else s for k, s in enumerate(x.shape))
+    r = te.reduce_axis((0, x.shape[axis]), f"r{tag}")
+
+    def body(*i):
+        j = list(i)
+        j[axis] = r
+        return reducer(f(tuple(j)), axis=r)
+
+    return U.compute(shape, U.axis_names(x.ndim), body, name)
+
+
+def _at1(i, axis):
+    return tuple(0 if k == axis else v for k, v in enumerate(i))
+
+
+def softmax_compute(x, axis, log=False):
+    acc = U.accum_dtype(x.dtype)
+    names = U.axis_names(x.ndim)
+    prefix = "log_softmax" if log else "softmax"
+    mx = _reduce_along(x, axis, lambda i: x[i], te.max, f"{prefix}_maxelem", "m")
+    if log:
+        es = _reduce_along(x, axis, lambda i: te.exp(U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc)),
+                           te.sum, f"{prefix}_expsum", "s")
+        lse = U.compute(es.shape, names, lambda *i: te.log(es[i]), f"{prefix}_logsum")
+        return U.compute(x.shape, names, lambda *i: U.cast(
+            U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc) - lse[_at1(i, axis)], x.dtype), prefix)
+    e = U.compute(x.shape, names, lambda *i: te.exp(U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc)),
+                  f"{prefix}_exp")
+    s = _reduce_along(e, axis, lambda i: e[i], te.sum, f"{prefix}_expsum", "s")
+    return U.compute(x.shape, names, lambda *i: U.cast(e[i] / s[_at1(i, axis)], x.dtype), prefix)
+
+
+softmax = register_op("nn.softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
+                      doc="exp(x - max) / sum(exp(x - max)) along axis.")
+softmax.def_infer(_infer("nn.softmax"))
+
+
+@softmax.def_compute
+def _softmax_compute(tensors, attrs):
+    x = tensors[0]
+    return [softmax_compute(x, U.norm_axis("nn.softmax", attrs["axis"], x.ndim))]
+
+
+log_softmax = register_op("nn.log_softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
+                          doc="x - max - log(sum(exp(x - max))) along axis.")
+log_softmax.def_infer(_infer("nn.log_softmax"))
+
+
+@log_softmax.def_compute
+def _log_softmax_compute(tensors, attrs):
+    x = tensors[0]
+    return [softmax_compute(x, U.norm_axis("nn.log_softmax", attrs["axis"], x.ndim), log=True)]
+
+
+def _first_argmax():
+    def fcombine(a, b):
+        keep = te.any(a[1] >= b[1], a[1] != a[1])  # first maximum wins; a NaN stays
+        return E.Select(keep, a[0], b[0]), E.Select(keep, a[1], b[1])
+
+    return te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)), name="argmax")
+
+
+_ARGMAX = _first_argmax()
+
+hardmax = register_op("nn.hardmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
+                      doc="1 at the first maximum along axis, 0 elsewhere.")
+hardmax.def_infer(_infer("nn.hardmax"))
+
+
+@hardmax.def_compute
+def _hardmax_compute(tensors, attrs):
+    x = tensors[0]
+    axis = U.norm_axis("nn.hardmax", attrs["axis"], x.ndim)
+    shape = tuple(1 if k == axis else s for k, s in enumerate(x.shape))
+    r = te.reduce_axis((0, x.shape[axis]), "r")
+    names = U.axis_names(x.ndim)
+
+    def body(*i):
+        j = list(i)
+        j[axis] = r
+        return _ARGMAX((r, x[tuple(j)]), axis=r)
+
+    idx, _ = U.compute(shape, names, body, "hardmax_argmax")
+    return [U.compute(x.shape, names, lambda *i: te.if_then_else(idx[_at1(i, axis)] == i[axis],
+                                                                 te.const(1, x.dtype), te.const(0, x.dtype)),
+                      "hardmax")]
+

@@ -1,0 +1,103 @@
+"""nn.matmul (numpy semantics), nn.dense, nn.batch_matmul and nn.matmul_integer."""
+import numpy as np
+import pytest
+
+import tessera
+from nn_onnx_ref import ort_run
+from op_check import BF16, infer, run_op
+
+RNG = np.random.default_rng(11)
+
+
+def rand(*shape, dtype="float32"):
+    return RNG.standard_normal(shape).astype(np.float32).astype(dtype)
+
+
+MATMUL_CASES = [
+    ("2d", (5, 7), (7, 3), {}),
+    ("vector_times_batch", (7,), (2, 7, 3), {}),
+    ("batch_times_vector", (2, 4, 5, 7), (7,), {}),
+    ("vector_dot", (9,), (9,), {}),
+    ("batch_broadcast", (2, 1, 5, 7), (3, 7, 4), {}),
+    ("transposes", (2, 7, 5), (2, 3, 7), {"transpose_a": True, "transpose_b": True}),
+]
+
+
+@pytest.mark.parametrize("name,sa,sb,attrs", MATMUL_CASES, ids=[c[0] for c in MATMUL_CASES])
+def test_matmul_follows_numpy(name, sa, sb, attrs):
+    a, b = rand(*sa), rand(*sb)
+    (y,) = run_op("nn.matmul", a, b, **attrs)
+    ta = np.swapaxes(a, -1, -2) if attrs.get("transpose_a") else a
+    tb = np.swapaxes(b, -1, -2) if attrs.get("transpose_b") else b
+    want = np.matmul(ta.astype(np.float64), tb.astype(np.float64))
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_integers_exact():
+    a = RNG.integers(-100, 100, (3, 6)).astype(np.int64)
+    b = RNG.integers(-100, 100, (6, 4)).astype(np.int64)
+    (y,) = run_op("nn.matmul", a, b)
+    np.testing.assert_array_equal(y, a @ b)
+
+
+def test_matmul_symbolic_batch():
+    b = rand(6, 4)
+    for n in (1, 5):
+        a = rand(n, 3, 6)
+        (y,) = run_op("nn.matmul", a, b, sym={0: ("B", 3, 6)})
+        np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)
+    (t,) = infer("nn.matmul", (("B", "S", 6), "float32"), ((6, 4), "float32"))
+    assert t.shape == ("B", "S", 4)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_dense_half_precision_accumulates_in_float32(dtype):
+    x, w = rand(4, 64, dtype=dtype), rand(10, 64, dtype=dtype)
+    (y,) = run_op("nn.dense", x, w)
+    assert y.dtype == (BF16 if dtype == "bfloat16" else np.dtype(dtype))
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    tol = 1e-3 if dtype == "float16" else 8e-3
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=tol, atol=tol * np.abs(want).max())
+
+
+def test_dense_batched_data_and_batch_matmul_default_transposed_y():
+    x, w = rand(2, 3, 8), rand(5, 8)
+    (y,) = run_op("nn.dense", x, w)
+    np.testing.assert_allclose(y, x @ w.T, rtol=1e-5, atol=1e-5)
+    p, q = rand(1, 4, 8), rand(3, 6, 8)
+    (z,) = run_op("nn.batch_matmul", p, q)
+    np.testing.assert_allclose(z, p @ q.transpose(0, 2, 1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("zp_shape", ["scalar", "per_row_and_column"])
+def test_matmul_integer_subtracts_zero_points(zp_shape):
+    a = RNG.integers(0, 255, (4, 6)).astype(np.uint8)
+    b = RNG.integers(-128, 127, (6, 3)).astype(np.int8)
+    if zp_shape == "scalar":
+        az, bz = np.array(12, np.uint8), np.array(-5, np.int8)
+    else:
+        az, bz = RNG.integers(0, 255, (4,)).astype(np.uint8), RNG.integers(-128, 127, (3,)).astype(np.int8)
+    (y,) = run_op("nn.matmul_integer", a, b, az, bz)
+    if zp_shape == "scalar":
+        (ref,) = ort_run("MatMulInteger", [a, b, az, bz], opset=10)
+    else:  # onnxruntime takes scalar zero points only: the numpy definition
+        ref = (a.astype(np.int64) - az[:, None]) @ (b.astype(np.int64) - bz[None, :])
+    np.testing.assert_array_equal(y, ref)
+
+
+@pytest.mark.parametrize("op,types,attrs,error,match", [
+    ("nn.matmul", [((3, 4), "float32"), ((5, 2), "float32")], {}, tessera.ShapeError, "contraction"),
+    ("nn.matmul", [((2, 3, 4), "float32"), ((3, 4, 2), "float32")], {}, tessera.ShapeError, "broadcast"),
+    ("nn.matmul", [((3, 4), "float32"), ((4, 2), "int32")], {}, tessera.DTypeError, "int32"),
+    ("nn.matmul", [((), "float32"), ((4, 2), "float32")], {}, tessera.ShapeError, "rank >= 1"),
+    ("nn.dense", [((3, 4), "float32"), ((4,), "float32")], {}, tessera.ShapeError, "rank 2"),
+    ("nn.batch_matmul", [((3, 4), "float32"), ((3, 4, 4), "float32")], {}, tessera.ShapeError, "rank 3"),
+    ("nn.matmul_integer", [((3, 4), "uint8"), ((4, 2), "int8"), ((2,), "uint8"), ((), "int8")], {},
+     tessera.ShapeError, "a_zero_point must be a scalar or have 3"),
+    ("nn.matmul_integer", [((3, 4), "float32"), ((4, 2), "int8"), ((), "uint8"), ((), "int8")], {},
+     tessera.DTypeError, "float32"),
+])
+def test_matmul_infer_refuses_bad_input(op, types, attrs, error, match):
+    with pytest.raises(error, match=match):
+        infer(op, *types, **attrs)
