@@ -1,7 +1,17 @@
-"""The `tessera` command line: `tessera demo` runs a built-in example end to end."""
+"""The `tessera` command line.
+
+    tessera demo                                   compile, run, check and time a built-in TE program
+    tessera compile model.onnx -o model.so         ONNX -> one library of kernels + the graph (+ weights)
+    tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
+    tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
+    tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
+
+Errors print `tessera: error: ...` and exit with status 2.
+"""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -44,6 +54,272 @@ def _demo(args) -> int:
     return 0 if ok else 1
 
 
+# ---------------------------------------------------------------------------------------------
+# models
+# ---------------------------------------------------------------------------------------------
+def _parse_shapes(items) -> dict:
+    """--shape name=1,3,224,224 (a dimension may be a symbol name or -1) -> {name: tuple}."""
+    from .errors import TesseraError
+
+    out = {}
+    for item in items or ():
+        name, sep, dims = item.rpartition("=")
+        if not sep or not name:
+            raise TesseraError(f"--shape {item!r}: expected NAME=D0,D1,... (e.g. input=1,3,224,224)")
+        shape = []
+        for d in filter(None, (x.strip() for x in dims.split(","))):
+            try:
+                shape.append(int(d))
+            except ValueError:
+                shape.append(d)
+        out[name] = tuple(shape)
+    return out
+
+
+def _target(args):
+    from .target import Target
+
+    text = args.target
+    threads = getattr(args, "threads", None)
+    if threads:
+        text += f" -num-threads={threads}"
+    return Target(text)
+
+
+def _load_onnx_executable(path, args):
+    import tessera
+    from .frontend.onnx import from_onnx
+
+    graph, params = from_onnx(path, shape_dict=_parse_shapes(getattr(args, "shape", None)))
+    return tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level)
+
+
+def _is_onnx(path: str) -> bool:
+    return path.lower().endswith(".onnx")
+
+
+def _load_any(path, args):
+    from .errors import TesseraError
+
+    if not os.path.isfile(path):
+        raise TesseraError(f"no such file: {path}")
+    if _is_onnx(path):
+        return _load_onnx_executable(path, args)
+    from .runtime.module import load_module
+
+    exe = load_module(path)
+    if not hasattr(exe, "graph"):
+        raise TesseraError(f"{path} is a kernel library, not a compiled model; make one with "
+                           f"`tessera compile model.onnx -o {os.path.basename(path)}`")
+    return exe
+
+
+def _read_npy(path: str):
+    import numpy as np
+
+    from .errors import TesseraError
+
+    if not os.path.isfile(path):
+        raise TesseraError(f"input file {path} does not exist")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise TesseraError(f"cannot read {path} as a .npy array: {e}") from None
+
+
+def _input_arrays(exe, items) -> dict:
+    """--input x.npy (positional, graph input order) / --input name=x.npy -> {name: array}."""
+    from .errors import TesseraError
+
+    names = [v.name for v in exe.graph.inputs]
+    out, pos = {}, 0
+    for item in items or ():
+        name, sep, path = item.partition("=")
+        if sep and name in names:
+            key = name
+        elif sep and not os.path.isfile(item):
+            raise TesseraError(f"--input {item!r}: the model has no input {name!r}; its inputs are {names}")
+        else:
+            path = item
+            while pos < len(names) and names[pos] in out:
+                pos += 1
+            if pos >= len(names):
+                raise TesseraError(f"--input {item!r}: the model takes {len(names)} inputs ({names})")
+            key = names[pos]
+        if key in out:
+            raise TesseraError(f"input {key!r} is given twice")
+        out[key] = _read_npy(path)
+    return out
+
+
+def _random_inputs(exe, symbol_value=1):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for v in exe.graph.inputs:
+        shape = tuple(d if isinstance(d, int) else symbol_value for d in v.shape)
+        dt = v.dtype.numpy()
+        if dt == np.bool_:
+            out[v.name] = rng.integers(0, 2, shape).astype(bool)
+        elif np.issubdtype(dt, np.integer):
+            out[v.name] = rng.integers(0, 4, shape).astype(dt)
+        else:
+            out[v.name] = rng.standard_normal(shape).astype(np.float32).astype(dt)
+    return out
+
+
+def _compile(args) -> int:
+    from .errors import TesseraError
+
+    if not _is_onnx(args.model):
+        raise TesseraError(f"tessera compile takes an ONNX model (.onnx), got {args.model}")
+    if not os.path.isfile(args.model):
+        raise TesseraError(f"no such file: {args.model}")
+    t0 = time.perf_counter()
+    exe = _load_onnx_executable(args.model, args)
+    t1 = time.perf_counter()
+    out = args.output or os.path.splitext(args.model)[0] + ".so"
+    path = exe.export_library(out)
+    g = exe.graph
+    print(f"compiled {args.model}: {len(g.nodes)} nodes, {len(exe.kernels)} kernels, {len(g.constants)} "
+          f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
+    print(f"inputs:  " + ", ".join(f"{v.name}: {v.type}" for v in g.inputs))
+    print(f"outputs: " + ", ".join(f"{v.name}: {v.type}" for v in g.outputs))
+    from .graph.export import params_path
+
+    extra = f" and {params_path(path)}" if g.constants else ""
+    print(f"wrote {path}{extra}")
+    return 0
+
+
+def _run(args) -> int:
+    import numpy as np
+
+    from .errors import TesseraError
+
+    exe = _load_any(args.model, args)
+    inputs = _input_arrays(exe, args.input)
+    missing = [v.name for v in exe.graph.inputs if v.name not in inputs]
+    if missing:
+        raise TesseraError(f"give every model input with --input: missing {missing} (inputs: "
+                           f"{[f'{v.name}: {v.type}' for v in exe.graph.inputs]})")
+    t0 = time.perf_counter()
+    outs = exe.run(inputs)
+    ms = (time.perf_counter() - t0) * 1e3
+    names = [v.name for v in exe.graph.outputs]
+    paths = list(args.output or ())
+    if len(paths) == 1 and len(outs) > 1:
+        if not paths[0].endswith(".npz"):
+            raise TesseraError(f"the model has {len(outs)} outputs ({names}); give --output once per output "
+                               f"or one .npz file")
+        np.savez(paths[0], **{n: o for n, o in zip(_unique(names), outs)})
+        print(f"wrote {len(outs)} outputs to {paths[0]}")
+    elif paths:
+        if len(paths) != len(outs):
+            raise TesseraError(f"{len(paths)} --output files for {len(outs)} outputs ({names})")
+        for p, o in zip(paths, outs):
+            np.save(p, o, allow_pickle=False)
+            print(f"wrote {p}: {o.dtype}{list(o.shape)}")
+    else:
+        with np.printoptions(threshold=20, edgeitems=3, precision=5):
+            for n, o in zip(names, outs):
+                print(f"{n}: {o.dtype}{list(o.shape)}")
+                print(o)
+    print(f"ran in {ms:.2f} ms", file=sys.stderr)
+    return 0
+
+
+def _unique(names):
+    seen, out = {}, []
+    for n in names:
+        k = seen.get(n, 0)
+        seen[n] = k + 1
+        out.append(n if k == 0 else f"{n}_{k}")
+    return out
+
+
+def _check(args) -> int:
+    from .errors import TesseraError
+    from .frontend.onnx import check_model, load_model
+
+    if not os.path.isfile(args.model):
+        raise TesseraError(f"no such file: {args.model}")
+    m = load_model(args.model)
+    problems = check_model(m, shape_dict=_parse_shapes(args.shape))
+    n = len(m.graph.node)
+    if not problems:
+        print(f"{args.model}: all {n} nodes are supported")
+        return 0
+    print(f"{args.model}: {len(problems)} of {n} nodes cannot be converted:")
+    for p in problems:
+        print(f"  {p.op_type:<22} node {p.node!r} (opset {p.opset}): {p.reason}")
+    kinds = sorted({p.op_type for p in problems})
+    print(f"unsupported op types: {', '.join(kinds)}")
+    return 1
+
+
+def _bench(args) -> int:
+    import numpy as np
+
+    exe = _load_any(args.model, args)
+    inputs = _random_inputs(exe, args.symbol_value)
+    shapes = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in inputs.items())
+    print(f"{args.model}: {len(exe.graph.nodes)} nodes, inputs {shapes}, {args.threads or 'all'} threads")
+    for _ in range(args.warmup):
+        outs = exe.run(inputs)
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        outs = exe.run(inputs)
+        times.append(time.perf_counter() - t0)
+    ts_ms = float(np.median(times)) * 1e3
+    report = exe.profile(inputs, number=max(1, args.number), repeat=3, show=args.profile)
+    print(f"tessera      end to end {ts_ms:9.3f} ms (median of {args.repeat} runs)   kernels {report.total_ms:9.3f} ms "
+          f"(sum of per-node C timers)")
+    ort_ms = _ort_latency(args, inputs, outs) if _is_onnx(args.model) else None
+    if ort_ms is not None:
+        print(f"onnxruntime  end to end {ort_ms:9.3f} ms (median of {args.repeat} runs)")
+        print(f"ratio tessera / onnxruntime: {ts_ms / ort_ms:.2f}x end to end, {report.total_ms / ort_ms:.2f}x "
+              f"kernels only")
+    elif _is_onnx(args.model):
+        print("onnxruntime is not installed: no reference latency")
+    return 0
+
+
+def _ort_latency(args, inputs, tessera_outs):
+    import numpy as np
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    from .frontend.onnx import load_model
+
+    opts = ort.SessionOptions()
+    if args.threads:
+        opts.intra_op_num_threads = args.threads
+        opts.inter_op_num_threads = 1
+    m = load_model(args.model)
+    sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    # the model's own input names (tessera's are sanitized versions of them, in the same order)
+    init = {t.name for t in m.graph.initializer}
+    onnx_names = [i.name for i in m.graph.input if i.name not in init]
+    feeds = dict(zip(onnx_names, inputs.values()))
+    for _ in range(args.warmup):
+        ref = sess.run(None, feeds)
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        ref = sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    for k, (a, b) in enumerate(zip(tessera_outs, ref)):
+        if a.shape != b.shape or (a.dtype.kind == "f" and not np.allclose(a, b, rtol=1e-3, atol=1e-3)):
+            print(f"warning: output {k} differs from onnxruntime's (max |diff| "
+                  f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})")
+    return float(np.median(times)) * 1e3
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description="tessera deep learning compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,6 +327,46 @@ def main(argv=None) -> int:
     demo.add_argument("--size", type=int, default=256, help="matrix size (default 256)")
     demo.add_argument("--target", default="c", help='target string (default "c")')
     demo.set_defaults(fn=_demo)
+
+    def model_opts(p, onnx_only=False):
+        p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
+                       help="fix an input's shape (repeatable; a dimension may be a symbol name)")
+        if not onnx_only:
+            p.add_argument("--target", default="c", help='target string (default "c")')
+            p.add_argument("--opt-level", type=int, default=2, help="graph optimization level (default 2)")
+
+    comp = sub.add_parser("compile", help="compile an ONNX model to a library (+ weights file)")
+    comp.add_argument("model", help="the .onnx model")
+    comp.add_argument("-o", "--output", help="library path (default: the model's name with .so)")
+    model_opts(comp)
+    comp.set_defaults(fn=_compile)
+
+    run = sub.add_parser("run", help="run a compiled library or an ONNX model on .npy inputs")
+    run.add_argument("model", help="a library from `tessera compile`, or an .onnx model")
+    run.add_argument("--input", action="append", metavar="[NAME=]FILE.npy",
+                     help="an input (repeatable): by position in the model's input order, or NAME=file")
+    run.add_argument("--output", action="append", metavar="FILE",
+                     help="save the outputs (.npy per output, or one .npz for all)")
+    model_opts(run)
+    run.set_defaults(fn=_run)
+
+    check = sub.add_parser("check", help="list every op of an ONNX model tessera cannot convert")
+    check.add_argument("model", help="the .onnx model")
+    model_opts(check, onnx_only=True)
+    check.set_defaults(fn=_check)
+
+    bench = sub.add_parser("bench", help="latency of a model through tessera beside ONNX Runtime")
+    bench.add_argument("model", help="an .onnx model (or a library from `tessera compile`)")
+    bench.add_argument("--threads", type=int, default=0, help="threads for both runtimes (default: all)")
+    bench.add_argument("--repeat", type=int, default=20, help="timed runs (default 20)")
+    bench.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    bench.add_argument("--number", type=int, default=5, help="calls per C-timer measurement (default 5)")
+    bench.add_argument("--symbol-value", type=int, default=1,
+                       help="value of symbolic dimensions in the random inputs (default 1)")
+    bench.add_argument("--profile", action="store_true", help="also print the per-node table")
+    model_opts(bench)
+    bench.set_defaults(fn=_bench)
+
     args = parser.parse_args(argv)
     from .errors import TesseraError
 
@@ -58,6 +374,15 @@ def main(argv=None) -> int:
         return args.fn(args)
     except TesseraError as e:
         print(f"tessera: error: {e}", file=sys.stderr)
+        return 2
+    except (OSError, ImportError, MemoryError) as e:
+        print(f"tessera: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - no tracebacks for users; TESSERA_TRACEBACK=1 shows them
+        if os.environ.get("TESSERA_TRACEBACK"):
+            raise
+        print(f"tessera: error: internal error ({type(e).__name__}: {e}); rerun with TESSERA_TRACEBACK=1 "
+              f"for the traceback and report it", file=sys.stderr)
         return 2
 
 

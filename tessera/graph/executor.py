@@ -51,10 +51,11 @@ class Kernel:
     """
 
     __slots__ = ("op", "module", "fn", "input_types", "output_types", "in_vars",
-                 "out_shape_exprs", "static_out_shapes", "scheduled")
+                 "out_shape_exprs", "static_out_shapes", "scheduled", "prim")
 
-    def __init__(self, op, module, input_types, output_types, in_vars, out_shape_exprs, scheduled):
+    def __init__(self, op, module, input_types, output_types, in_vars, out_shape_exprs, scheduled, prim=None):
         self.op, self.module = op, module
+        self.prim = prim                      # what was built: a PrimFunc or a tir.Schedule
         self.fn = module.get_function(module.entry_name or module.function_names[0])
         self.input_types, self.output_types = input_types, output_types
         self.in_vars = in_vars                # per input: tuple of (dim, var name) for symbolic dims
@@ -226,7 +227,7 @@ def _make_kernel(op_name, attrs, input_types, output_types, target, node) -> Ker
                               stacklevel=3)
                 sched_obj = func
     module = build(sched_obj, target=target)
-    return Kernel(op_name, module, input_types, output_types, tuple(in_vars), out_exprs, scheduled)
+    return Kernel(op_name, module, input_types, output_types, tuple(in_vars), out_exprs, scheduled, sched_obj)
 
 
 def _input_names(opdef, n: int) -> list:
@@ -303,7 +304,7 @@ class GraphExecutor:
     Made by `tessera.compile`; `exe(x)`, `exe.run({"x": x})`, `exe.profile(inputs)`.
     """
 
-    def __init__(self, graph: Graph, target="c"):
+    def __init__(self, graph: Graph, target="c", kernels=None):
         from ..target import Target
 
         if not isinstance(graph, Graph):
@@ -311,6 +312,7 @@ class GraphExecutor:
         self.graph = graph
         self.target = Target(target)
         self.opt_level = 0
+        self._given_kernels = kernels   # one per node (a loaded library), else built from the registry
         self._build()
 
     # ------------------------------------------------------------------ planning
@@ -330,9 +332,15 @@ class GraphExecutor:
         for v, arr in g.constants.items():
             template[slot_of(v)] = arr
         steps = []
-        for n in g.nodes:
-            kernel = get_kernel(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs],
-                                self.target, n.name)
+        given = self._given_kernels
+        if given is not None and len(given) != len(g.nodes):
+            raise TesseraError(f"graph executor: {len(given)} kernels for {len(g.nodes)} nodes")
+        for i, n in enumerate(g.nodes):
+            if given is not None:
+                kernel = given[i]
+            else:
+                kernel = get_kernel(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs],
+                                    self.target, n.name)
             steps.append(_Step(n, kernel, [slot_of(v) for v in n.inputs], [slot_of(v) for v in n.outputs],
                                [v.type for v in n.outputs]))
         self._output_slots = [slot_of(v) for v in g.outputs]

@@ -394,9 +394,18 @@ class Module:
         return f"<tessera.Module {os.path.basename(self.path)} functions={list(self._functions)}>"
 
 
-def load_module(path) -> Module:
-    """Load a library written by `export_library` (or compiled by tessera)."""
-    return Module(path)
+def load_module(path):
+    """Load a library written by `export_library` (or compiled by tessera).
+
+    A compiled graph (`tessera.compile(...).export_library`) comes back as a GraphExecutor, a
+    kernel library as a Module.
+    """
+    mod = Module(path)
+    if _read_cstring(mod._lib, "tessera_graph") is not None:
+        from ..graph.export import load_executable
+
+        return load_executable(path, module=mod)
+    return mod
 
 
 def _check_timing(number, repeat, min_repeat_ms):
