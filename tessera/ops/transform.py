@@ -962,8 +962,9 @@ def _pad_value(value, dtype):
 # ---------------------------------------------------------------------------------------------
 d2s = _register("nn.depth_to_space", ("data",), {"block_size": REQUIRED, "mode": "DCR"},
                 doc="NCHW: move channel blocks into b x b spatial blocks (ONNX DepthToSpace, DCR or CRD).")
-s2d = _register("nn.space_to_depth", ("data",), {"block_size": REQUIRED},
-                doc="NCHW: move b x b spatial blocks into channels (ONNX SpaceToDepth).")
+s2d = _register("nn.space_to_depth", ("data",), {"block_size": REQUIRED, "mode": "DCR"},
+                doc="NCHW: move b x b spatial blocks into channels (ONNX SpaceToDepth, DCR or CRD; "
+                    "the inverse of nn.depth_to_space of the same mode).")
 
 
 def _d2s_shape(shape, attrs):
@@ -1008,6 +1009,8 @@ def _s2d_shape(shape, attrs):
     if len(shape) != 4:
         raise ShapeError(f"nn.space_to_depth: needs an NCHW tensor (rank 4), got {fmt_shape(shape)}")
     b = int(attrs["block_size"])
+    if attrs["mode"] not in ("DCR", "CRD"):
+        raise TesseraError(f"nn.space_to_depth: mode must be 'DCR' or 'CRD', got {attrs['mode']!r}")
     n, c, h, w = shape
     for d in (c, h, w):
         if not isinstance(d, int):
@@ -1031,8 +1034,11 @@ def _s2d_compute(tensors, attrs):
     c_in = static(x.shape[1])
 
     def body(n, c, h, w):
-        q = c // c_in
-        return x[n, c % c_in, h * b + q // b, w * b + q % b]
+        if attrs["mode"] == "DCR":
+            q, ch = c // c_in, c % c_in
+        else:
+            q, ch = c % (b * b), c // (b * b)
+        return x[n, ch, h * b + q // b, w * b + q % b]
 
     return [te.compute([x.shape[0], shape[1], shape[2], shape[3]], body, name="T_space_to_depth")]
 

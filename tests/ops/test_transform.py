@@ -210,8 +210,10 @@ def test_depth_space_round_trip_and_modes():
     crd = x.reshape(n, c // 4, b, b, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c // 4, h * b, w * b)
     np.testing.assert_array_equal(outs[0][0], dcr)
     np.testing.assert_array_equal(outs[1][0], crd)
-    (back,) = run_op("nn.space_to_depth", dcr, block_size=2)
-    np.testing.assert_array_equal(back, x)
+    outs = run_ops([dcr, crd], [("nn.space_to_depth", {"block_size": 2}, [0]),
+                                ("nn.space_to_depth", {"block_size": 2, "mode": "CRD"}, [1])])
+    np.testing.assert_array_equal(outs[0][0], x)
+    np.testing.assert_array_equal(outs[1][0], x)
     with pytest.raises(ShapeError, match="block_size"):
         infer("nn.depth_to_space", ((1, 6, 2, 2), "float32"), block_size=2)
 
