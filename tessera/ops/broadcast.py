@@ -14,6 +14,7 @@ from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, INTS, NUMERIC, accum_dtype, broadcast_index, broadcast_shape_te,
                       broadcast_shapes, check_dtype, check_same_dtype, const, fmt_shape)
+from ._schedule import schedule_injective
 from .registry import OpPattern, register_op
 
 _sel = E.Select
@@ -27,6 +28,7 @@ def register_binary(name: str, fn, dtypes, *, out_dtype=None, accum: bool = Fals
     """
     op = register_op(name, inputs=inputs, pattern=OpPattern.BROADCAST, attrs=attrs or {}, doc=doc)
     short = name.rsplit(".", 1)[-1]
+    op.def_schedule(schedule_injective)
 
     @op.def_infer
     def _infer(types, attrs):
@@ -62,17 +64,24 @@ def _zero(x):
     return const(0, x.dtype)
 
 
-def _int_guard(a, b, value, on_minus_one):
-    """value, but 0 where b == 0 and on_minus_one where b == -1 (signed: INT_MIN / -1 traps)."""
+def _int_guard(a, b, fn, on_minus_one):
+    """fn(a, b) for integers, but 0 where b == 0 and on_minus_one where b == -1 (INT_MIN / -1
+    traps). The division itself never sees those divisors: vectorized selects compute both sides."""
+    zero, one = _zero(b), const(1, b.dtype)
+    bad = b == zero
     if a.dtype.is_int():
-        value = _sel(b == const(-1, b.dtype), on_minus_one, value)
-    return _sel(b == _zero(b), _zero(a), value)
+        minus_one = b == const(-1, b.dtype)
+        value = fn(a, _sel(te.any(bad, minus_one), one, b))
+        value = _sel(minus_one, on_minus_one, value)
+    else:
+        value = fn(a, _sel(bad, one, b))
+    return _sel(bad, _zero(a), value)
 
 
 def _divide(a, b, attrs):
     if a.dtype.is_float():
         return a / b
-    return _int_guard(a, b, te.truncdiv(a, b), _zero(a) - a)
+    return _int_guard(a, b, te.truncdiv, _zero(a) - a)
 
 
 def _floor_divide(a, b, attrs):
@@ -85,7 +94,7 @@ def _floor_divide(a, b, attrs):
         fl = te.floor(div)
         fl = _sel(div - fl > const(0.5, acc), fl + const(1, acc), fl)
         return _sel(b == _zero(b), a / b, fl)
-    return _int_guard(a, b, te.floordiv(a, b), _zero(a) - a)
+    return _int_guard(a, b, te.floordiv, _zero(a) - a)
 
 
 def _floor_mod(a, b, attrs):
@@ -93,13 +102,13 @@ def _floor_mod(a, b, attrs):
         r = te.fmod(a, b)
         wrong = te.all(r != _zero(r), (r < _zero(r)) != (b < _zero(b)))
         return _sel(wrong, r + b, r)
-    return _int_guard(a, b, te.floormod(a, b), _zero(a))
+    return _int_guard(a, b, te.floormod, _zero(a))
 
 
 def _fmod(a, b, attrs):
     if a.dtype.is_float():
         return te.fmod(a, b)
-    return _int_guard(a, b, te.truncmod(a, b), _zero(a))
+    return _int_guard(a, b, te.truncmod, _zero(a))
 
 
 def _shift(a, b, left):
@@ -170,6 +179,7 @@ register_binary("power", _power, NUMERIC, same_dtype=False,
 # ---------------------------------------------------------------------------------------------
 where = register_op("where", inputs=("condition", "x", "y"), pattern=OpPattern.BROADCAST,
                     doc="condition ? x : y, all three broadcast together.")
+where.def_schedule(schedule_injective)
 
 
 @where.def_infer
@@ -193,6 +203,7 @@ def _where_compute(tensors, attrs):
 prelu = register_op("nn.prelu", inputs=("data", "alpha"), pattern=OpPattern.BROADCAST,
                     doc="data < 0 ? alpha * data : data; alpha broadcasts to data's shape "
                         "(ONNX's unidirectional broadcast).")
+prelu.def_schedule(schedule_injective)
 
 
 @prelu.def_infer

@@ -13,6 +13,7 @@ from ..graph.ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, INTS, NUMERIC, SIGNED, accum_dtype, cast, check_dtype, const)
+from ._schedule import schedule_injective
 from .registry import OpPattern, register_op
 
 
@@ -41,6 +42,7 @@ def register_unary(name: str, fn, dtypes, *, attrs=None, out_dtype=None, accum: 
     op = register_op(name, inputs=("data",), pattern=OpPattern.ELEMWISE, attrs=attrs or {},
                      doc=doc or (fn.__doc__ or ""))
     short = name.rsplit(".", 1)[-1]
+    op.def_schedule(schedule_injective)
 
     def result_dtype(dtype, attrs):
         return DataType(out_dtype(dtype, attrs)) if out_dtype else DataType(dtype)

@@ -18,9 +18,17 @@ from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, NUMERIC, accum_dtype, check_dtype, const, normalize_axes,
                       normalize_axis)
-from .registry import OpPattern, register_op
+from ._schedule import schedule_reduce
+from .registry import OpPattern, register_op as _register_op
 
 _sel = E.Select
+
+
+def register_op(name, **kw):
+    """register_op with this family's default schedule."""
+    op = _register_op(name, **kw)
+    op.def_schedule(schedule_reduce)
+    return op
 
 
 def _max_identity(dtype):

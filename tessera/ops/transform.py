@@ -20,6 +20,7 @@ from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, INDEX, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype, cast,
                       const, dim_product, fmt_shape, is_const, normalize_axes, normalize_axis, static)
+from ._schedule import schedule_injective
 from .registry import REQUIRED, OpPattern, register_op
 
 _sel = E.Select
@@ -71,8 +72,10 @@ def _norm_index(v, dim):
 
 
 def _register(name, inputs, attrs=None, pattern=OpPattern.INJECTIVE, num_outputs=1, doc=""):
-    return register_op(name, inputs=inputs, pattern=pattern, attrs=attrs or {}, num_outputs=num_outputs,
-                       doc=doc)
+    op = register_op(name, inputs=inputs, pattern=pattern, attrs=attrs or {}, num_outputs=num_outputs,
+                     doc=doc)
+    op.def_schedule(schedule_injective)
+    return op
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,8 +39,11 @@ def _placeholders(arrays, sym=None):
     return phs, types, vars_
 
 
-def run_ops(arrays, specs, sym=None, schedule=False):
-    """specs: [(op name, attrs, input indices)]; returns, per spec, the list of its outputs."""
+def run_ops(arrays, specs, sym=None, schedule=True):
+    """specs: [(op name, attrs, input indices)]; returns, per spec, the list of its outputs.
+
+    schedule: apply the ops' default schedule (when they all share one, it runs once over the
+    whole function, whose blocks it schedules one by one)."""
     phs, types, _ = _placeholders(arrays, sym)
     all_outs, per_spec, want_types = [], [], []
     for name, attrs, idx in specs:
@@ -53,7 +56,8 @@ def run_ops(arrays, specs, sym=None, schedule=False):
         all_outs.extend(outs)
         want_types.extend(out_types)
     func = te.create_prim_func(list(phs) + list(all_outs))
-    if schedule and len(specs) == 1 and get_op(specs[0][0]).schedule is not None:
+    fns = {get_op(name).schedule for name, _, _ in specs}
+    if schedule and len(fns) == 1 and None not in fns:
         from tessera.ops.registry import ScheduleContext
 
         sch = tessera.tir.Schedule(func)
@@ -84,7 +88,7 @@ def run_ops(arrays, specs, sym=None, schedule=False):
     return out
 
 
-def run_op(name, *arrays, sym=None, schedule=False, **attrs):
+def run_op(name, *arrays, sym=None, schedule=True, **attrs):
     """Run one op; returns the list of its outputs."""
     return run_ops(list(arrays), [(name, attrs, list(range(len(arrays))))], sym=sym, schedule=schedule)[0]
 
