@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 
-from ...errors import TesseraError
+from ...errors import ScheduleError, TesseraError
 from .handles import RV_TYPES, _RV
 
 INSTRUCTION_KINDS: dict = {}
@@ -150,7 +150,7 @@ def normalize_arg(x, where: str):
         return x.value
     if isinstance(x, StringImm):
         return x.value
-    raise TesseraError(f"{where}: cannot record argument {x!r} of type {type(x).__name__} in a trace; "
+    raise ScheduleError(f"{where}: cannot record argument {x!r} of type {type(x).__name__} in a trace; "
                        f"use handles, ints, floats, strings, bools, None or lists of them")
 
 
