@@ -39,8 +39,10 @@ def _check_inputs(op, data: TensorType, weight: TensorType, nd: int, attrs, zero
     for what, zp in zero_points:
         if zp is None:
             continue
-        if zp.ndim > 1 or (zp.ndim == 1 and zp.shape[0] not in (1,)):
-            raise ShapeError(f"{op}: {what} must be a scalar or a 1-element tensor, got {zp}")
+        per_channel = (1, weight.shape[0]) if what == "weight_zero_point" else (1,)
+        if zp.ndim > 1 or (zp.ndim == 1 and zp.shape[0] not in per_channel):
+            more = " or have one entry per output channel" if what == "weight_zero_point" else ""
+            raise ShapeError(f"{op}: {what} must be a scalar or a 1-element tensor{more}, got {zp}")
     return odt
 
 
@@ -142,7 +144,8 @@ def conv_nd(data, weight, strides, padding, dilation, groups, out_dtype=None, na
     def load(t, zp, idx):
         v = U.cast(t[idx], acc)
         if zp is not None:
-            v = v - U.cast(_scalar(zp), acc)
+            per_channel = zp.ndim == 1 and U.dims_of(zp)[0] != 1
+            v = v - U.cast(zp[idx[0]] if per_channel else _scalar(zp), acc)
         return v
 
     def body(n, o, *y):
