@@ -474,6 +474,14 @@ class _Converter:
             (arr,) = evaluate_constants([v], self.known, self.target)
         except NotConstantError as e:
             blocker = e.input
+            data_dep = self._data_dependency(v)
+            if data_dep is None:
+                shaped = sorted({self.input_of_value.get(x, x.name) for x in self._shape_dependencies(v)})
+                types = ", ".join(f"{n!r}: {self.env[n].type}" for n in shaped if n in self.env)
+                raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant here, but it is computed "
+                                 f"from the symbolic shape of {types}; fix the shape with shape_dict="
+                                 f"{{{shaped[0]!r}: (...)}} (the CLI's --shape)") from None
+            blocker = data_dep
             onnx_in = self.input_of_value.get(blocker)
             if onnx_in is None:
                 raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant, but it depends on "
@@ -484,6 +492,51 @@ class _Converter:
                              f"from_onnx to freeze it", needs_constant=onnx_in) from None
         self.known[v] = arr
         return arr
+
+    _SHAPE_ONLY = ("shape_of", "ndarray_size")
+
+    def _data_dependency(self, v: Value):
+        """The first runtime input whose values (not only its shape) v depends on, or None."""
+        seen, stack = set(), [v]
+        while stack:
+            x = stack.pop()
+            if x in seen or x in self.known:
+                continue
+            seen.add(x)
+            if x.producer is None:
+                return x
+            if x.producer.op not in self._SHAPE_ONLY:
+                stack.extend(x.producer.inputs)
+        return None
+
+    def _shape_dependencies(self, v: Value) -> list:
+        """The values whose shapes v is computed from (inputs of shape_of/ndarray_size on its way)."""
+        seen, stack, out = set(), [v], []
+        while stack:
+            x = stack.pop()
+            if x in seen or x in self.known or x.producer is None:
+                continue
+            seen.add(x)
+            if x.producer.op in self._SHAPE_ONLY:
+                src = x.producer.inputs[0]
+                out.append(src if src in self.input_of_value else self._first_input(src) or src)
+            else:
+                stack.extend(x.producer.inputs)
+        return out
+
+    def _first_input(self, v: Value):
+        """A runtime input v's shape derives from (the first met walking back), for messages."""
+        seen, stack = set(), [v]
+        while stack:
+            x = stack.pop()
+            if x in seen:
+                continue
+            seen.add(x)
+            if x in self.input_of_value:
+                return x
+            if x.producer is not None:
+                stack.extend(x.producer.inputs)
+        return None
 
     # ------------------------------------------------------------------ nodes
     def node_name(self, node, index: int) -> str:

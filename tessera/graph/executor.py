@@ -121,29 +121,101 @@ def clear_kernel_cache() -> None:
         _KERNELS.clear()
 
 
+def _kernel_key(op, attrs, input_types, output_types, target):
+    return (op, tuple((k, _attr_key(v)) for k, v in sorted(dict(attrs).items())),
+            tuple(input_types), tuple(output_types), str(target))
+
+
 def get_kernel(op: str, attrs, input_types, output_types, target="c", node: str | None = None) -> Kernel:
     """The compiled kernel of `op` for this signature, built on first use and cached."""
+    return get_kernels([(op, attrs, input_types, output_types, node)], target)[0]
+
+
+def build_jobs() -> int:
+    """How many C compilers run at once while building kernels ($TESSERA_BUILD_JOBS, else the CPUs)."""
+    import os
+
+    try:
+        n = int(os.environ.get("TESSERA_BUILD_JOBS", "0"))
+    except ValueError:
+        n = 0
+    return n if n > 0 else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def get_kernels(requests, target="c") -> list:
+    """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
+    generated one after the other, the C compiler runs on several of them in parallel."""
     from ..target import Target
 
     target = Target(target)
-    input_types, output_types = tuple(input_types), tuple(output_types)
-    key = (op, tuple((k, _attr_key(v)) for k, v in sorted(dict(attrs).items())),
-           input_types, output_types, str(target))
-    k = _KERNELS.get(key)
-    if k is None:
-        k = _make_kernel(op, attrs, input_types, output_types, target, node)
+    out: list = [None] * len(requests)
+    pending: dict = {}            # key -> (prepared, [request indices])
+    for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
+        key = _kernel_key(op, attrs, in_types, out_types, target)
+        k = _KERNELS.get(key)
+        if k is not None:
+            out[i] = k
+        elif key in pending:
+            pending[key][1].append(i)
+        else:
+            pending[key] = (_prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), [i])
+    if not pending:
+        return out
+    items = list(pending.items())
+    paths = _compile_all([p for _, (p, _) in items], target)
+    for (key, (prep, idxs)), path in zip(items, paths):
+        k = _finish_kernel(prep, path, target)
         with _KERNEL_LOCK:
             k = _KERNELS.setdefault(key, k)
-    return k
+        for i in idxs:
+            out[i] = k
+    return out
+
+
+def _compile_all(preps, target) -> list:
+    """compile_source on every prepared kernel; a list of library paths (or exceptions)."""
+    from ..runtime.compiler import compile_source
+
+    def one(p):
+        try:
+            return compile_source(p.source, target, name_hint=p.name_hint)
+        except TesseraError as e:
+            return e
+
+    jobs = min(build_jobs(), len(preps))
+    if jobs <= 1:
+        return [one(p) for p in preps]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, preps))
 
 
 def _where(op, node):
     return f"{op} (node {node!r})" if node else op
 
 
-def _make_kernel(op_name, attrs, input_types, output_types, target, node) -> Kernel:
+class _Prepared:
+    """A kernel whose C source is generated but not compiled yet."""
+
+    __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "prim",
+                 "func", "source", "name_hint")
+
+
+def _generate(obj, target):
+    """(C source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it."""
+    from ..build_module import _functions
+    from ..codegen import c as codegen_c
+    from ..tir.transform import lower as lower_func
+
+    if target.kind != "c":
+        raise TesseraError(f"the graph executor: target kind {target.kind!r} has no code generator yet; use 'c'")
+    lowered = [lower_func(f, target) for f in _functions(obj)]
+    return codegen_c.generate_module(lowered, target), lowered[0].name
+
+
+def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
     from .. import te
-    from ..build_module import build
     from ..ops.registry import get_op
     from ..te.tensor import PlaceholderOp
 
@@ -211,6 +283,7 @@ def _make_kernel(op_name, attrs, input_types, output_types, target, node) -> Ker
     func = te.create_prim_func(placeholders + outs, name=_ident(op_name))
     scheduled = False
     sched_obj = func
+    source = None
     if opdef.schedule is not None:
         Schedule = _schedule_class()
         if Schedule is not None:
@@ -221,13 +294,36 @@ def _make_kernel(op_name, attrs, input_types, output_types, target, node) -> Ker
                 ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
+                source, name_hint = _generate(sch, target)
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
-                              stacklevel=3)
-                sched_obj = func
-    module = build(sched_obj, target=target)
-    return Kernel(op_name, module, input_types, output_types, tuple(in_vars), out_exprs, scheduled, sched_obj)
+                              stacklevel=4)
+                sched_obj, source = func, None
+    if source is None:
+        source, name_hint = _generate(func, target)
+    p = _Prepared()
+    p.op, p.node, p.input_types, p.output_types = op_name, node, input_types, output_types
+    p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
+    p.source, p.name_hint = source, name_hint
+    return p
+
+
+def _finish_kernel(p: _Prepared, path, target) -> Kernel:
+    """The Kernel of a prepared kernel once its library is compiled (path, or the BuildError)."""
+    from ..runtime.compiler import compile_source
+    from ..runtime.module import Module
+
+    if isinstance(path, Exception):
+        if not p.scheduled:
+            raise path
+        # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
+        warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
+                      f"unscheduled kernel", stacklevel=4)
+        source, hint = _generate(p.func, target)
+        path = compile_source(source, target, name_hint=hint)
+        p.scheduled, p.prim = False, p.func
+    return Kernel(p.op, Module(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled, p.prim)
 
 
 def _input_names(opdef, n: int) -> list:
@@ -287,10 +383,11 @@ def _schedule_class():
 # the executable
 # ---------------------------------------------------------------------------------------------
 class _Step:
-    __slots__ = ("node", "kernel", "ins", "outs", "out_types", "free")
+    __slots__ = ("node", "kernel", "ins", "outs", "out_types", "out_np", "free")
 
     def __init__(self, node, kernel, ins, outs, out_types):
         self.node, self.kernel, self.ins, self.outs, self.out_types = node, kernel, ins, outs, out_types
+        self.out_np = tuple(_np_dtype(t.dtype) for t in out_types)
         self.free = ()
 
 
@@ -335,12 +432,11 @@ class GraphExecutor:
         given = self._given_kernels
         if given is not None and len(given) != len(g.nodes):
             raise TesseraError(f"graph executor: {len(given)} kernels for {len(g.nodes)} nodes")
+        if given is None:
+            given = get_kernels([(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs], n.name)
+                                 for n in g.nodes], self.target)
         for i, n in enumerate(g.nodes):
-            if given is not None:
-                kernel = given[i]
-            else:
-                kernel = get_kernel(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs],
-                                    self.target, n.name)
+            kernel = given[i]
             steps.append(_Step(n, kernel, [slot_of(v) for v in n.inputs], [slot_of(v) for v in n.outputs],
                                [v.type for v in n.outputs]))
         self._output_slots = [slot_of(v) for v in g.outputs]
@@ -361,6 +457,8 @@ class GraphExecutor:
         self._steps = steps
         self._template = [template.get(i) for i in range(len(slot))]
         self._static = all(v.type.is_static for v in g.inputs)
+        # graph outputs that are inputs or constants are returned as copies
+        self._copy_slots = {i for i, a in enumerate(self._template) if a is not None} | set(self._input_slots)
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -444,16 +542,16 @@ class GraphExecutor:
         for s, x in zip(self._input_slots, arrays):
             vals[s] = x
         env = None if self._static else self._bind_symbols(arrays)
+        empty = np.empty
         for st in self._steps:
             ins = [vals[s] for s in st.ins]
             k = st.kernel
-            if k.static_out_shapes is not None and env is None:
-                shapes = k.static_out_shapes
-            else:
+            shapes = k.static_out_shapes
+            if shapes is None or env is not None:
                 shapes = k.output_shapes([x.shape for x in ins])
                 if env is not None:
                     self._check_symbols(st, shapes, env)
-            outs = [np.empty(shape, _np_dtype(t.dtype)) for shape, t in zip(shapes, st.out_types)]
+            outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]
             try:
                 k.fn(*ins, *outs)
             except TesseraError as e:
@@ -466,19 +564,14 @@ class GraphExecutor:
             for s in st.free:
                 vals[s] = None
         result, seen = [], set()
+        copy_slots = self._copy_slots
         for s in self._output_slots:
             x = vals[s]
-            if s in seen or s in self._template_slots() or s in self._input_slots:
+            if s in seen or s in copy_slots:
                 x = np.array(x, copy=True)
             seen.add(s)
             result.append(x)
         return result
-
-    def _template_slots(self):
-        ts = getattr(self, "_tslots", None)
-        if ts is None:
-            ts = self._tslots = {i for i, a in enumerate(self._template) if a is not None}
-        return ts
 
     def _check_symbols(self, st, shapes, env):
         for i, (shape, t) in enumerate(zip(shapes, st.out_types)):

@@ -334,3 +334,14 @@ def test_opset_argument_overrides_the_default_domain():
     m = model([helper.make_node("Shape", ["x"], ["s"], start=1)], [vi("x", shape=[2, 3])], [vi("s", TP.INT64)],
               opset=15, test_domain=False)
     np.testing.assert_array_equal(tessera_run(m, {"x": np.zeros((2, 3), np.float32)})[0], [3])
+
+
+def test_a_value_from_a_symbolic_shape_asks_for_shape_dict_not_a_frozen_input():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("ConstantOfShape", ["s"], ["z"], name="fill")]
+    m = model(nodes, [vi("x", shape=["batch", 3])], [vi("z")], test_domain=False)
+    with pytest.raises(UnsupportedOpError, match=r"symbolic shape of 'x': float32\[batch, 3\].*shape_dict") as e:
+        from_onnx(m)
+    assert e.value.needs_constant is None
+    graph, _ = from_onnx(m, shape_dict={"x": (2, 3)})
+    (z,) = tessera.compile(graph).run({"x": np.zeros((2, 3), np.float32)})
+    np.testing.assert_array_equal(z, np.zeros((2, 3), np.float32))
