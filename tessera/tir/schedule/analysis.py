@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import (Block, BlockRealize, Buffer, BufferStore, FloatImm, For, IntImm, SeqStmt, StringImm,
+from ...ir import (Block, Buffer, BufferStore, FloatImm, For, IntImm, SeqStmt, StringImm,
                    Var)
 from ...ir.node import Node
 from .handles import INLINE_MARK, ROOT_MARK

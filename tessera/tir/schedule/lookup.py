@@ -17,11 +17,15 @@ from .state import child_realizes
 
 @primitive("GetBlock", outputs="one", output_type=BlockRV, pure=True)
 def get_block(self, name, func_name="main"):
-    """The block called `name` in function `func_name`."""
+    """The block called `name` in function `func_name` (the default "main" also finds the only
+    function of a module whose function has another name)."""
     if not isinstance(name, str):
         raise ScheduleError(f"get_block: the block name must be a string, got {name!r}")
     if not isinstance(func_name, str):
         raise ScheduleError(f"get_block: func_name must be a string, got {func_name!r}")
+    funcs = self._state.funcs
+    if func_name not in funcs and func_name == "main" and len(funcs) == 1:
+        func_name = next(iter(funcs))  # the only function, whatever its name (TVM's default)
     idx = self._state.index(func_name)
     if name not in idx.blocks:
         names = [n for n in idx.blocks if n != "root"] or list(idx.blocks)

@@ -44,7 +44,7 @@ import inspect
 import numpy as np
 
 from ...errors import ScheduleError, TesseraError
-from ...ir import Block, BlockRealize, For, IRModule, PrimFunc
+from ...ir import IRModule, PrimFunc
 from .handles import INLINE_MARK, ROOT_MARK, BlockRV, ExprRV, LocationMark, LoopRV, _RV
 from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind, normalize_arg
 from .state import ScheduleState
@@ -314,7 +314,7 @@ class Schedule:
         decision = None
         if kind.sampling:
             out, decision = out
-        outputs = [] if out is None else list(out) if isinstance(out, list) else [out]
+        outputs = [] if out is None else list(out) if isinstance(out, (list, tuple)) else [out]
         self._trace.append(Instruction(kind, inputs, attrs, outputs), decision)
         return out
 

@@ -11,8 +11,8 @@ block names are unique in a function and every For has its own loop Var object.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import (Allocate, AssertStmt, AttrStmt, Block, BlockRealize, Buffer, For, IfThenElse,
-                   IRModule, LetStmt, PrimFunc, SeqStmt, Var, seq)
+from ...ir import (Allocate, AssertStmt, AttrStmt, Block, BlockRealize, Buffer, Evaluate, For,
+                   IfThenElse, IntImm, IRModule, LetStmt, PrimFunc, SeqStmt, Var, seq)
 from ...ir.functor import collect_vars
 from ...ir.stmt import NOP
 
@@ -177,7 +177,7 @@ def has_loose_statements(stmt) -> bool:
     if t is IfThenElse:
         return has_loose_statements(stmt.then_case) or (
             stmt.else_case is not None and has_loose_statements(stmt.else_case))
-    return not (t is type(NOP) and stmt.value.__class__.__name__ == "IntImm")
+    return not (t is Evaluate and type(stmt.value) is IntImm)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -122,8 +122,6 @@ class Trace:
                 raise ScheduleError(f"{where}: {e}") from e
             except TesseraError as e:
                 raise TesseraError(f"{where}: {e}") from e
-            except TypeError as e:  # wrong arguments for the method (a hand-made instruction)
-                raise TesseraError(f"{where}: {e}") from e
             if len(outputs) != len(inst.outputs):
                 raise TesseraError(f"{where}: the instruction records {len(inst.outputs)} outputs, "
                                    f"the schedule returned {len(outputs)}")

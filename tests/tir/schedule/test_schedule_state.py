@@ -4,8 +4,7 @@ import pytest
 import tessera
 from tessera import te, tir
 from tessera.errors import ScheduleError, TesseraError
-from tessera.ir import (Block, BlockRealize, Buffer, For, IRModule, IterVar, PrimFunc, Range, Var,
-                        structural_equal)
+from tessera.ir import Block, BlockRealize, Buffer, For, IRModule, IterVar, PrimFunc, Range, Var
 from tessera.tir.schedule import ROOT_MARK
 
 from schedule_helpers import chain, check_gemm, gemm, schedule
@@ -227,3 +226,45 @@ def test_schedule_is_accepted_by_build_and_lower():
     lib = check_gemm(sch)
     assert "#pragma omp parallel for" in lib.get_source()
     assert tessera.lower(sch.mod).script() == lowered.script()
+
+
+def test_function_without_root_block():
+    from tessera.ir import BufferStore
+    from schedule_helpers import rand, run_built
+    import numpy as np
+
+    A, B = Buffer((6, 10), "float32", "A"), Buffer((6, 10), "float32", "B")
+    i, j = Var("i"), Var("j")
+    vi, vj = IterVar(Range(0, 6), Var("vi"), "data_par"), IterVar(Range(0, 10), Var("vj"), "data_par")
+    blk = Block([vi, vj], [A.full_region()], [B.full_region()], "B",
+                BufferStore(B, A[vi.var, vj.var] * 2.0, [vi.var, vj.var]))
+    f = PrimFunc([A, B], For(i, 0, 6, "serial", For(j, 0, 10, "serial", BlockRealize([i, j], True, blk))))
+    sch = schedule(f)
+    b = sch.get_block("B")
+    li, lj = sch.get_loops(b)
+    jo, ji = sch.split(lj, [None, 4])
+    fused = sch.fuse(li, jo)
+    sch.parallel(fused)
+    assert [sch.get(x).loop_var.name for x in sch.get_loops(b)] == ["i_j_0_fused", "j_1"]
+    assert sch.get_producers(b) == [] and sch.get_child_blocks(fused) != []
+    a = rand((6, 10))
+    out = np.full((6, 10), np.nan, "float32")
+    run_built(sch, a, out)
+    np.testing.assert_allclose(out, a * 2, rtol=1e-6)
+
+
+def test_module_with_two_functions_builds_both():
+    import numpy as np
+    from schedule_helpers import rand
+
+    mod = IRModule({"main": gemm(8, 8, 8), "double": chain(4, 4)})
+    sch = schedule(mod)
+    sch.parallel(sch.get_loops(sch.get_block("C"))[0])
+    i, j = sch.get_loops(sch.get_block("B", func_name="double"))
+    sch.vectorize(j)
+    lib = tessera.build(sch)
+    a = rand((4, 4))
+    c = np.full((4, 4), np.nan, "float32")
+    lib["double"](a, c)
+    np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
+    check_gemm(sch, 8, 8, 8)
