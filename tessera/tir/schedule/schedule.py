@@ -23,6 +23,12 @@ leaves the IR, the handles, the trace and the random state exactly as they were.
         return None                                                  # or new handles:
         # self._new_loop_rv(fname, var) / self._new_block_rv(fname, name) / self._new_expr_rv(int)
 
+Resolving handles: `self._block(rv, prim)`, `self._loop(rv, prim)`, `self._block_or_loop(rv, prim)`
+return (function name, FuncIndex, BlockRealize or For) and raise a ScheduleError naming the
+primitive for a wrong, foreign or retired handle; `self._location(rv, prim)` also accepts the
+ROOT_MARK / INLINE_MARK that sample_compute_location returns; `self._int(x, prim)` reads an int or
+an ExprRV.
+
 Parameters named in `inputs` may hold handles (BlockRV, LoopRV, ExprRV or lists of them); every
 other parameter is an attribute (a plain value: int, float, str, bool, None or lists of them);
 `*args` makes the inputs variadic (fuse, reorder). `outputs` is "none", "one" or "list" and
