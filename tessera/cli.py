@@ -1,6 +1,7 @@
 """The `tessera` command line.
 
     tessera demo                                   compile, run, check and time a built-in TE program
+    tessera demo --model resnet18                  ... or a built-in model from tessera.zoo (no download)
     tessera compile model.onnx -o model.so         ONNX -> one library of kernels + the graph (+ weights)
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
@@ -21,6 +22,9 @@ def _demo(args) -> int:
 
     import tessera
     from tessera import te
+
+    if getattr(args, "model", None):
+        return _demo_model(args)
 
     n, m, k = args.size, args.size, args.size
     print(f"tessera demo: C = A @ B with M=N=K={n} (float32), symbolic M")
@@ -51,6 +55,66 @@ def _demo(args) -> int:
           f"{'OK' if ok else 'MISMATCH'}")
     print(f"unscheduled kernel: {res.median * 1e3:.3f} ms median ({gflops:.2f} GFLOPS); "
           f"the schedule primitives (tir.Schedule) make it fast")
+    return 0 if ok else 1
+
+
+def _add_demo_model_option(demo) -> None:
+    from .zoo import list_models
+
+    demo.add_argument("--model", metavar="NAME", choices=list_models(),
+                      help=f"instead, compile and run a built-in model (no download): {', '.join(list_models())}")
+
+
+def _demo_model(args) -> int:
+    """`tessera demo --model NAME`: a zoo model -> from_onnx -> compile -> run, checked against onnxruntime."""
+    import numpy as np
+
+    import tessera
+    from tessera import zoo
+
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise tessera.TesseraError("tessera demo --model needs the onnx package: pip install -e \".[dev]\"") from None
+    info = zoo.model_info(args.model)
+    print(f"tessera demo: {args.model}, {info.summary}; seeded random weights, built offline by tessera.zoo")
+    t0 = time.perf_counter()
+    model = zoo.get_model(args.model)
+    inputs = zoo.sample_input(args.model)
+    n_params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    print(f"model: {len(model.graph.node)} ONNX nodes (opset 17), {n_params / 1e6:.1f}M weights, "
+          f"built in {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    graph, params = tessera.frontend.from_onnx(model)
+    exe = tessera.compile(graph, params, target=args.target)
+    outs = exe.run(inputs)                       # the first run loads every kernel
+    print(f"compile: from_onnx + tessera.compile + first run {time.perf_counter() - t0:.1f} s: "
+          f"{len(exe.graph.nodes)} graph nodes, {len(exe.kernels)} distinct kernels, target {exe.target}")
+    for spec in info.inputs:
+        print(f"  input  {spec.name}: {spec.dtype}{list(spec.shape)}")
+    for spec, y in zip(info.outputs, outs):
+        print(f"  output {spec.name}: {y.dtype}{list(y.shape)}  mean {float(y.mean()):+.4f}  std {float(y.std()):.4f}")
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        exe.run(inputs)
+        times.append(time.perf_counter() - t0)
+    ms = float(np.median(times)) * 1e3
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        print(f"latency: tessera {ms:.2f} ms (median of 3); onnxruntime is not installed, so no reference check")
+        return 0
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    ref = sess.run(None, inputs)
+    t0 = time.perf_counter()
+    sess.run(None, inputs)
+    ort_ms = (time.perf_counter() - t0) * 1e3
+    err = max(float(np.max(np.abs(y - r))) for y, r in zip(outs, ref))
+    ok = all(np.allclose(y, r, rtol=1e-4, atol=1e-4) for y, r in zip(outs, ref))
+    print(f"--- result ---\nmax |error| vs onnxruntime: {err:.2e}   {'OK' if ok else 'MISMATCH'} (rtol = atol = 1e-4)")
+    print(f"latency: tessera {ms:.2f} ms (median of 3), onnxruntime {ort_ms:.2f} ms: {ms / ort_ms:.1f}x "
+          f"(untuned default schedules; `python benchmarks/e2e.py` compares properly)")
     return 0 if ok else 1
 
 
@@ -326,6 +390,7 @@ def main(argv=None) -> int:
     demo = sub.add_parser("demo", help="compile, run, check and time a built-in TE program")
     demo.add_argument("--size", type=int, default=256, help="matrix size (default 256)")
     demo.add_argument("--target", default="c", help='target string (default "c")')
+    _add_demo_model_option(demo)
     demo.set_defaults(fn=_demo)
 
     def model_opts(p, onnx_only=False):

@@ -1,0 +1,189 @@
+"""End-to-end latency of the zoo models: tessera beside ONNX Runtime and PyTorch, in the same run.
+
+    python benchmarks/e2e.py                                  # every zoo model, 1 and 2 threads
+    python benchmarks/e2e.py --models resnet18,mobilenet_v2 --threads 1 --json e2e.json
+    python benchmarks/e2e.py --opt-level 0,2                  # one tessera row per opt level
+    python benchmarks/e2e.py --small                          # the test-size models (a quick smoke run)
+
+Each model comes from tessera.zoo (batch 1, seed 0) and runs on zoo.sample_input:
+- tessera: from_onnx -> tessera.compile(graph, params, target="c -num-threads=N", opt_level=L) -> exe.run;
+- ONNX Runtime: CPUExecutionProvider, intra_op_num_threads=N, its default (full) graph optimizations;
+- PyTorch (when installed): eager, torch.set_num_threads(N), the same graph and weights run node by node
+  with the same aten ops torchvision's / Hugging Face's modules call (benchmarks/_torch_onnx.py says why).
+Latency is the median wall time of a whole run call over --repeat runs after --warmup runs (per
+framework, within --budget seconds once 3 runs are in). Every row also checks tessera's outputs
+against ONNX Runtime's (max_abs_err, ok at rtol = atol = 1e-4): a fast wrong answer is no result.
+Ratios are tessera's time over the reference's: below 1 tessera is faster.
+
+The table has one row per (model, threads, tessera configuration); the configuration column
+(`tessera_cfg`, e.g. "O2") is where the graph-optimization levels and fusion switches go.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _common  # noqa: E402
+
+# the test-size variants (tests/zoo): same graphs, fewer and smaller layers
+SMALL = {
+    "resnet18": dict(image_size=32),
+    "resnet50": dict(image_size=32),
+    "mobilenet_v2": dict(image_size=32, width_mult=0.5),
+    "bert_base": dict(n_layers=2, seq_len=16, hidden=64, heads=4, ffn=128, vocab=500, max_position=64),
+    "gpt2_block": dict(seq_len=16, hidden=64, heads=4, n_positions=64),
+    "gpt2_small": dict(n_layers=2, seq_len=16, hidden=64, heads=4, vocab=500, n_positions=64),
+}
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _time(fn, warmup: int, repeat: int, budget: float) -> float:
+    """Median seconds of fn() over up to `repeat` runs after `warmup` (stops past `budget` s with >= 3)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < repeat:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 3 and time.perf_counter() - start > budget:
+            break
+    return statistics.median(times)
+
+
+def _ort_session(model, threads: int):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _torch_runner(model):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None, "torch not installed"
+    from _torch_onnx import TorchOnnxRunner
+
+    try:
+        return TorchOnnxRunner(model), None
+    except NotImplementedError as e:
+        return None, str(e)
+
+
+def bench_model(name: str, args, rows: list) -> None:
+    import tessera
+    from tessera import zoo
+
+    kw = SMALL[name] if args.small else {}
+    t0 = time.perf_counter()
+    model = zoo.get_model(name, batch=args.batch, **kw)
+    feeds = zoo.sample_input(name, batch=args.batch, **kw)
+    _log(f"[{name}] built in {time.perf_counter() - t0:.1f} s")
+    graph, params = tessera.frontend.from_onnx(model)
+    runner, torch_note = (None, "--no-torch") if args.no_torch else _torch_runner(model)
+    if torch_note and not args.no_torch:
+        _log(f"[{name}] PyTorch column empty: {torch_note}")
+
+    for threads in args.threads:
+        sess = _ort_session(model, threads)
+        ref = sess.run(None, feeds)
+        ort_s = _time(lambda: sess.run(None, feeds), args.warmup, args.repeat, args.budget)
+        _log(f"[{name}] {threads} thread(s): onnxruntime {ort_s * 1e3:.2f} ms")
+        torch_s = None
+        if runner is not None:
+            import torch
+
+            torch.set_num_threads(threads)
+            got = runner(feeds)
+            terr = max(float(np.max(np.abs(g - r))) for g, r in zip(got, ref))
+            if not all(np.allclose(g, r, rtol=1e-3, atol=1e-3) for g, r in zip(got, ref)):
+                _log(f"[{name}] warning: PyTorch's outputs differ from onnxruntime's (max |err| {terr:.2e})")
+            torch_s = _time(lambda: runner(feeds), args.warmup, args.repeat, args.budget)
+            _log(f"[{name}] {threads} thread(s): pytorch {torch_s * 1e3:.2f} ms")
+        for level in args.opt_level:
+            t0 = time.perf_counter()
+            exe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level)
+            out = exe.run(feeds)        # the first run also loads every kernel
+            compile_s = time.perf_counter() - t0
+            err = max(float(np.max(np.abs(np.asarray(g) - r))) for g, r in zip(out, ref))
+            ok = all(np.allclose(g, r, rtol=1e-4, atol=1e-4) for g, r in zip(out, ref))
+            tess_s = _time(lambda: exe.run(feeds), args.warmup, args.repeat, args.budget)
+            _log(f"[{name}] {threads} thread(s): tessera O{level} {tess_s * 1e3:.2f} ms "
+                 f"(compile {compile_s:.1f} s, max |err| vs onnxruntime {err:.1e})")
+            row = {"model": name + (" (small)" if args.small else ""), "batch": args.batch, "threads": threads,
+                   "tessera_cfg": f"O{level}", "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
+                   "torch_ms": torch_s * 1e3 if torch_s is not None else "",
+                   "tessera/ort": tess_s / ort_s,
+                   "tessera/torch": tess_s / torch_s if torch_s is not None else "",
+                   "max_abs_err": err, "ok": ok, "compile_s": compile_s}
+            if args.profile:
+                rep = exe.profile(feeds, number=1, repeat=3, show=False)
+                row["kernels_ms"] = rep.total_ms
+                top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
+                row["top_ops"] = ", ".join(f"{op} {ms:.3g}" for op, ms in top)
+            rows.append(row)
+
+
+def _int_list(s: str) -> list:
+    try:
+        vals = [int(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"e2e: expected comma-separated integers, got {s!r}") from None
+    if not vals:
+        raise SystemExit(f"e2e: expected at least one integer, got {s!r}")
+    return vals
+
+
+def main(argv=None) -> int:
+    from tessera import zoo
+
+    p = _common.parser(__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(zoo.list_models()),
+                   help=f"comma-separated zoo models (default: all of {', '.join(zoo.list_models())})")
+    p.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
+    p.add_argument("--opt-level", default="2", help="tessera.compile opt levels, one row each (default 2)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--budget", type=float, default=10.0,
+                   help="seconds of timed runs per measurement before stopping early (at least 3 runs)")
+    p.add_argument("--small", action="store_true", help="the small test-size models")
+    p.add_argument("--no-torch", action="store_true", help="leave the PyTorch column out")
+    p.add_argument("--profile", action="store_true",
+                   help="also sum tessera's per-kernel C-timed times (kernels_ms) and name the top ops")
+    args = p.parse_args(argv)
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in zoo.list_models()]
+    if unknown:
+        p.error(f"unknown model(s) {unknown}; the zoo has {zoo.list_models()}")
+    args.threads = _int_list(args.threads)
+    args.opt_level = _int_list(args.opt_level)
+    if args.batch < 1 or args.repeat < 1 or args.warmup < 0:
+        p.error("--batch and --repeat must be >= 1, --warmup >= 0")
+
+    rows: list = []
+    for name in names:
+        bench_model(name, args, rows)
+    print("\nlatency in ms (median); ratios are tessera / reference (below 1: tessera faster)")
+    _common.report("e2e", rows, args.json, extra={"warmup": args.warmup, "repeat": args.repeat,
+                                                   "small": args.small})
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
