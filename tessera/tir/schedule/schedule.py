@@ -303,11 +303,17 @@ class Schedule:
         else:
             inputs = [normalize_arg(a[n], where) for n in kind.inputs]
         attrs = [normalize_arg(a[n], where) for n in kind.attrs]
+        # the primitive sees exactly what the trace records (numpy scalars -> Python, tuples -> lists)
+        kw = dict(zip(kind.attrs, attrs))
+        if kind.sampling:
+            kw["decision"] = normalize_arg(a.get("decision"), where)
+        if not kind.varargs:
+            kw.update(zip(kind.inputs, inputs))
         state, sym, gone, n_inst = self._state.snapshot(), dict(self._sym), dict(self._gone), len(self._trace.insts)
         rng_state = self._rng.bit_generator.state if kind.sampling else None
         self._depth = 1
         try:
-            out = fn(self, *args, **kwargs)
+            out = fn(self, *inputs, **kw) if kind.varargs else fn(self, **kw)
         except BaseException:
             self._state.restore(state)
             self._sym, self._gone = sym, gone

@@ -268,3 +268,20 @@ def test_module_with_two_functions_builds_both():
     lib["double"](a, c)
     np.testing.assert_allclose(c, a * 2 + 1, rtol=1e-6)
     check_gemm(sch, 8, 8, 8)
+
+
+def test_numpy_scalars_and_tuples_are_accepted_and_recorded_as_python():
+    import numpy as np
+
+    sch = schedule(gemm())
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    io, ii = sch.split(i, factors=(None, np.int64(8)))
+    sch.annotate(io, "pragma_auto_unroll_max_step", np.int32(16))
+    v = sch.sample_categorical([np.int64(1), 2], [np.float32(0.5), 0.5], decision=np.int64(1))
+    assert sch.get(v) == 2 and type(sch.trace.decisions[sch.trace.insts[-1]]) is int
+    assert sch.get(io).annotations["pragma_auto_unroll_max_step"].value == 16
+    assert "factors=[None, 8]" in str(sch.trace)
+    import json
+
+    json.dumps(sch.trace.as_json())
+    check_gemm(sch)
