@@ -192,3 +192,12 @@ def zero(dtype):
 def cast(x, dtype):
     """x converted to dtype (numpy semantics)."""
     return _cast_numpy(x, dtype)
+
+
+def numpy_value(value: float, dtype) -> float:
+    """`value` rounded to dtype (as numpy/ml_dtypes round), as a Python float."""
+    import numpy as np
+
+    from ...ir.dtype import numpy_dtype
+
+    return float(np.asarray(value, np.float64).astype(numpy_dtype(dtype)).astype(np.float64))

@@ -1,7 +1,8 @@
 """nn.softmax, nn.log_softmax and nn.hardmax along one axis (ONNX opset-13 semantics; the older
 "coerce to 2-D" semantics are built by the ONNX converter with reshapes).
 
-Numerically stable: the row maximum is subtracted before exp. float16/bfloat16 compute in float32.
+Numerically stable: the row maximum is subtracted before exp. float16/bfloat16 follow numpy (the
+ONNX reference): every operation rounds to the dtype, float16 sums accumulate in float32.
 """
 from __future__ import annotations
 
@@ -42,21 +43,29 @@ def _at1(i, axis):
     return tuple(0 if k == axis else v for k, v in enumerate(i))
 
 
+def _half_sum(e, axis, name):
+    """sum over axis as numpy does it: float16 accumulates in float32 (then rounds once), bfloat16
+    (an ml_dtypes type) adds in bfloat16; other dtypes in themselves."""
+    if e.dtype == "float16":
+        s = _reduce_along(e, axis, lambda i: e[i].astype("float32"), te.sum, name + "_acc", "s")
+        return U.compute(s.shape, U.axis_names(e.ndim), lambda *i: s[i].astype("float16"), name)
+    return _reduce_along(e, axis, lambda i: e[i], te.sum, name, "s")
+
+
 def softmax_compute(x, axis, log=False):
-    acc = U.accum_dtype(x.dtype)
+    """Stable softmax / log-softmax along axis. Arithmetic is in x's dtype with one rounding per
+    operation, as numpy (the ONNX reference) computes it, also for float16/bfloat16."""
     names = U.axis_names(x.ndim)
     prefix = "log_softmax" if log else "softmax"
     mx = _reduce_along(x, axis, lambda i: x[i], te.max, f"{prefix}_maxelem", "m")
     if log:
-        es = _reduce_along(x, axis, lambda i: te.exp(U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc)),
-                           te.sum, f"{prefix}_expsum", "s")
-        lse = U.compute(es.shape, names, lambda *i: te.log(es[i]), f"{prefix}_logsum")
-        return U.compute(x.shape, names, lambda *i: U.cast(
-            U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc) - lse[_at1(i, axis)], x.dtype), prefix)
-    e = U.compute(x.shape, names, lambda *i: te.exp(U.cast(x[i], acc) - U.cast(mx[_at1(i, axis)], acc)),
-                  f"{prefix}_exp")
-    s = _reduce_along(e, axis, lambda i: e[i], te.sum, f"{prefix}_expsum", "s")
-    return U.compute(x.shape, names, lambda *i: U.cast(e[i] / s[_at1(i, axis)], x.dtype), prefix)
+        sh = U.compute(x.shape, names, lambda *i: x[i] - mx[_at1(i, axis)], f"{prefix}_shifted")
+        e = U.compute(x.shape, names, lambda *i: te.exp(sh[i]), f"{prefix}_exp")
+        s = _half_sum(e, axis, f"{prefix}_expsum")
+        return U.compute(x.shape, names, lambda *i: sh[i] - te.log(s[_at1(i, axis)]), prefix)
+    e = U.compute(x.shape, names, lambda *i: te.exp(x[i] - mx[_at1(i, axis)]), f"{prefix}_exp")
+    s = _half_sum(e, axis, f"{prefix}_expsum")
+    return U.compute(x.shape, names, lambda *i: e[i] / s[_at1(i, axis)], prefix)
 
 
 softmax = register_op("nn.softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
