@@ -110,10 +110,6 @@ def test_check_lists_every_unsupported_op_and_exits_1(tmp_path, capsys):
 
 
 def test_bench_prints_tessera_beside_onnxruntime(tmp_path, capsys):
-    from tessera.frontend.onnx_ops import find_converter
-
-    if find_converter("Add", 17) is None:
-        pytest.skip("the Add converter is not registered yet")
     m = _model([helper.make_node("Add", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, ["N", 8])],
                [helper.make_tensor_value_info("y", TP.FLOAT, None)], test_domain=False)
     onnx.save(m, tmp_path / "add.onnx")

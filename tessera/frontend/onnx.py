@@ -36,7 +36,7 @@ _ONNX_DTYPE_NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16",
                      18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4", 22: "INT4",
                      23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2", 27: "FLOAT6E2M3",
                      28: "FLOAT6E3M2"}
-_CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}
+_CONTROL_FLOW = {"If", "Loop", "Scan", "SequenceMap"}   # for the message when a converter is missing
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.]")
 _IDENT_BAD = re.compile(r"[^A-Za-z0-9_]")
 
@@ -223,6 +223,23 @@ class OnnxContext(ConvertContext):
             raise self._error(f"input {i} is required but the node does not give it")
         return self._conv.const_value(self.input(i), self, i)
 
+    def shape_input(self, i: int) -> tuple:
+        """Input i, a 1-D integer tensor holding a shape, as a tuple of ints and symbolic dimension
+        names (e.g. (N, 128, 12, 64) from a Shape -> Gather -> Concat subgraph on a tensor with
+        a symbolic batch). Constant shapes give plain ints; UnsupportedOpError when neither."""
+        try:
+            arr = self.const_input(i)
+        except UnsupportedOpError:
+            v = self.input(i)
+            sym = self._conv.sym_value(v)
+            if sym is None or sym.ndim != 1:
+                raise
+            return tuple(e if isinstance(e, str) else int(e) for e in sym)
+        arr = np.asarray(arr)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise self._unsup(f"input {i} must be a 1-D integer shape, got {arr.dtype}{list(arr.shape)}")
+        return tuple(int(e) for e in arr)
+
     def input_type(self, i: int) -> TensorType:
         return self.input(i).type
 
@@ -271,6 +288,16 @@ class OnnxContext(ConvertContext):
         self._conv.known[v] = self._conv.builder.constants[v]
         return v
 
+    def subgraph(self, graph, inputs=()) -> list:
+        """Convert an ONNX subgraph (an If branch, a Loop or Scan body) inline, here: its inputs
+        read `inputs`, names of the enclosing graphs stay visible; returns its output Values."""
+        return self._conv.convert_subgraph(graph, list(inputs), self)
+
+    def value_const(self, v: Value, what: str = "a value"):
+        """The numpy value of Value v when it is constant (as const_input, for values a converter
+        made itself, e.g. a Loop body's condition); UnsupportedOpError otherwise."""
+        return self._conv.const_value(v, self, None, what)
+
     def dtype(self, elem_type: int) -> str:
         """The tessera dtype of an ONNX element type (attribute `to`, `dtype`), or unsupported."""
         try:
@@ -303,12 +330,15 @@ class _Converter:
         self.builder.name = _symbol(self.builder.name) if model.graph.name else "main"
         self.env: dict[str, Value] = {}          # ONNX tensor name -> Value
         self.known: dict[Value, np.ndarray] = {}  # constant values (initializers, Constants, folded)
+        self.sym: dict = {}                       # Value -> object array of ints / symbol names, or None
         self.params: dict[Value, np.ndarray] = {}
         self.param_values: list[Value] = []
         self.onnx_name: dict[Value, str] = {}    # Value -> the ONNX name it first got
         self.input_of_value: dict[Value, str] = {}  # runtime input Value -> ONNX input name
         self.problems: list | None = None    # check_model collects UnsupportedNode entries here
         self._node_names: set = set()
+        self._depth = 0               # nesting of subgraphs being converted inline
+        self._subgraph_count = 0
         self.opsets = {}
         for imp in model.opset_import:
             dom = "" if imp.domain in ("", "ai.onnx") else imp.domain
@@ -464,12 +494,118 @@ class _Converter:
             stack.extend(x.producer.inputs)
         return True
 
-    def const_value(self, v: Value, ctx: OnnxContext, i: int) -> np.ndarray:
+    # ------------------------------------------------------------------ shape values
+    # Shape subgraphs (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) on tensors with symbolic
+    # dimensions: their small integer values are tracked element by element (an int, or the name
+    # of a symbolic dimension) through the structural ops, so a static dimension of a tensor with
+    # a symbolic batch folds to a constant, and a shape like [N, 128, 12, 64] reaches the
+    # converters that take symbolic shapes (ctx.shape_input). Arithmetic stays with the kernels.
+    _SYM_OPS = frozenset({"shape_of", "copy", "cast", "take", "expand_dims", "squeeze", "concatenate",
+                          "reshape", "strided_slice"})
+    _SYM_MAX = 64
+
+    def sym_value(self, v: Value):
+        """v's elements as an object array of ints and symbol names, or None when not tracked."""
+        if v in self.sym:
+            return self.sym[v]
+        t = v.type
+        if not t.is_static or t.numel() > self._SYM_MAX or not (t.dtype.is_integer()):
+            return None
+        known = self.known.get(v)
+        if known is not None:
+            out = np.empty(known.shape, object)
+            out.reshape(-1)[:] = [int(x) for x in known.reshape(-1)]
+            self.sym[v] = out
+            return out
+        p = v.producer
+        out = None
+        if p is not None and p.op in self._SYM_OPS:
+            try:
+                out = self._sym_apply(p, v)
+                if out is not None and not isinstance(out, np.ndarray):   # numpy gave an element
+                    box = np.empty((), object)
+                    box[()] = out
+                    out = box
+                if out is not None and out.shape != v.type.shape:
+                    out = None
+            except (TesseraError, ValueError, IndexError, TypeError):
+                out = None
+        self.sym[v] = out
+        if out is not None and all(isinstance(x, int) for x in out.reshape(-1)):
+            self.known[v] = np.array(out.reshape(-1).tolist(), dtype=t.dtype.numpy()).reshape(out.shape)
+        return out
+
+    def _sym_apply(self, p: Node, v: Value):
+        a = p.attrs
+        if p.op == "shape_of":
+            from ..ops.shape import _shape_range
+
+            src = p.inputs[0].type
+            lo, hi = _shape_range(src.ndim, a["start"], a["end"])
+            out = np.empty(hi - lo, object)
+            out[:] = list(src.shape[lo:hi])
+            return out
+        ins = [self.sym_value(x) for x in p.inputs]
+        if any(x is None for x in ins):
+            return None
+        x = ins[0]
+        if p.op == "copy":
+            return x
+        if p.op == "cast":
+            if not v.type.dtype.is_integer():
+                return None
+            dt = v.type.dtype.numpy()
+            return _obj([e if isinstance(e, str) else int(np.array(e).astype(dt)) for e in x.reshape(-1)], x.shape)
+        if p.op == "take":
+            idx = ins[1]
+            if any(isinstance(e, str) for e in idx.reshape(-1)):
+                return None
+            axis = a["axis"] + x.ndim if a["axis"] < 0 else a["axis"]
+            n = x.shape[axis]
+            ii = np.array([int(e) + n if int(e) < 0 else int(e) for e in idx.reshape(-1)], np.int64)
+            return np.take(x, ii.reshape(idx.shape), axis=axis)
+        if p.op == "expand_dims":
+            axis = a["axis"] + x.ndim + 1 if a["axis"] < 0 else a["axis"]
+            for _ in range(a["num_newaxis"]):
+                x = np.expand_dims(x, axis)
+            return x
+        if p.op == "squeeze":
+            return np.squeeze(x) if a["axes"] is None else np.squeeze(x, axis=tuple(a["axes"]))
+        if p.op == "concatenate":
+            return np.concatenate(ins, axis=a["axis"])
+        if p.op == "reshape":
+            return x.reshape(v.type.shape)
+        if p.op == "strided_slice":
+            from ..ops.transform import _slice_plan
+
+            plan = _slice_plan(x.shape, a)
+            for ax, step in enumerate(plan):
+                if step is not None:
+                    b, st, length = step
+                    x = np.take(x, np.array([b + st * k for k in range(length)], np.int64), axis=ax)
+            return x
+        return None
+
+    def _fold_shape_values(self, v: Value) -> None:
+        """Track the shape values v is computed from; those fully known become constants."""
+        from ..graph.transform import topo_nodes
+
+        for n in topo_nodes([v], stop=self.known):
+            for o in n.outputs:
+                self.sym_value(o)
+
+    def const_value(self, v: Value, ctx: OnnxContext, i, what: str | None = None) -> np.ndarray:
         arr = self.known.get(v)
         if arr is not None:
             return arr
         from ..graph.const_eval import NotConstantError, evaluate_constants
 
+        self._fold_shape_values(v)
+        arr = self.known.get(v)
+        if arr is not None:
+            return arr
+
+        label = what or f"input {i} ({ctx.input_name(i)!r})"
         try:
             (arr,) = evaluate_constants([v], self.known, self.target)
         except NotConstantError as e:
@@ -478,16 +614,16 @@ class _Converter:
             if data_dep is None:
                 shaped = sorted({self.input_of_value.get(x, x.name) for x in self._shape_dependencies(v)})
                 types = ", ".join(f"{n!r}: {self.env[n].type}" for n in shaped if n in self.env)
-                raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant here, but it is computed "
+                raise ctx._unsup(f"{label} must be a constant here, but it is computed "
                                  f"from the symbolic shape of {types}; fix the shape with shape_dict="
                                  f"{{{shaped[0]!r}: (...)}} (the CLI's --shape)") from None
             blocker = data_dep
             onnx_in = self.input_of_value.get(blocker)
             if onnx_in is None:
-                raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant, but it depends on "
+                raise ctx._unsup(f"{label} must be a constant, but it depends on "
                                  f"%{blocker.name}, which could not be converted") from None
-            what = "is" if blocker is v else "depends on"
-            raise ctx._unsup(f"input {i} ({ctx.input_name(i)!r}) must be a constant here, but it {what} the "
+            dep = "is" if blocker is v else "depends on"
+            raise ctx._unsup(f"{label} must be a constant here, but it {dep} the "
                              f"runtime input {onnx_in!r}; pass const_inputs={{{onnx_in!r}: value}} to "
                              f"from_onnx to freeze it", needs_constant=onnx_in) from None
         self.known[v] = arr
@@ -539,8 +675,8 @@ class _Converter:
         return None
 
     # ------------------------------------------------------------------ nodes
-    def node_name(self, node, index: int) -> str:
-        base = node.name or f"{node.op_type}_{index}"
+    def node_name(self, node, index: int, prefix: str = "") -> str:
+        base = prefix + (node.name or f"{node.op_type}_{index}")
         name, k = base, 0
         while name in self._node_names:
             k += 1
@@ -548,9 +684,33 @@ class _Converter:
         self._node_names.add(name)
         return name
 
-    def convert_node(self, node, index: int):
+    def convert_subgraph(self, g, inputs: list, ctx: OnnxContext) -> list:
+        """Convert GraphProto g inline (see OnnxContext.subgraph); names it defines stay local."""
+        if len(inputs) != len(g.input):
+            raise ctx._error(f"subgraph {g.name!r} takes {len(g.input)} inputs, given {len(inputs)}")
+        saved = self.env
+        self.env = dict(saved)
+        self._depth += 1
+        try:
+            for vi, v in zip(g.input, inputs):
+                self._bind(vi.name, v)
+            for t in g.initializer:
+                arr = tensor_to_array(t, f"initializer {t.name!r} of subgraph {g.name!r}")
+                self._bind(t.name, ctx.const(arr, sanitize_name(t.name)))
+            if len(g.sparse_initializer):
+                raise ctx._unsup("sparse initializers in a subgraph")
+            self._subgraph_count += 1
+            prefix = f"{ctx.node_name}/{g.name or 'body'}{self._subgraph_count}/"
+            for i, node in enumerate(g.node):
+                self.convert_node(node, i, prefix)
+            return [self.lookup(o.name, ctx) for o in g.output]
+        finally:
+            self.env = saved
+            self._depth -= 1
+
+    def convert_node(self, node, index: int, prefix: str = ""):
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
-        name = self.node_name(node, index)
+        name = self.node_name(node, index, prefix)
         opset = self.opsets.get(domain)
         if opset is None:
             raise _unsupported(node.op_type, name, None,
@@ -723,6 +883,12 @@ class _Missing:
         if self.reason is not None:
             return _Blocked(f"input {self.name!r} comes from node {self.node!r}, which was not converted")
         return ctx._error(f"input {self.name!r} is {self.describe()}, which the converter did not produce")
+
+
+def _obj(items, shape) -> np.ndarray:
+    out = np.empty(len(items), object)
+    out[:] = list(items)
+    return out.reshape(shape)
 
 
 def _detail_of(e: UnsupportedOpError) -> str:

@@ -30,7 +30,9 @@ class NotConstantError(TesseraError):
 def evaluate_constants(values, constants: Mapping, target="c") -> list:
     """Numpy arrays of `values`, each computed from `constants` (Value -> array) only.
 
-    Raises NotConstantError naming the first runtime input a value depends on.
+    `constants` may also hold node outputs already known (the frontend's folded shape values):
+    evaluation starts from them. Raises NotConstantError naming the first runtime input a value
+    depends on.
     """
     from .executor import GraphExecutor
 
@@ -47,19 +49,39 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
     if not todo:
         return out
     wanted = [values[i] for i in todo]
-    nodes = topo_nodes(wanted)
-    consts = {}
+    nodes = topo_nodes(wanted, stop=constants)
+    consts, leaf = {}, {}
     for n in nodes:
         for v in n.inputs:
-            if v.producer is None:
-                if v not in constants:
-                    raise NotConstantError(_blocked(wanted, v), v)
-                consts[v] = constants[v]
+            if v in constants:
+                if v.producer is not None and v not in leaf:   # a node output already known
+                    leaf[v] = Value(v.name, v.type)
+                consts[leaf.get(v, v)] = constants[v]
+            elif v.producer is None:
+                raise NotConstantError(_blocked(wanted, v), v)
+    if leaf:
+        nodes, wanted = _cut_at(nodes, wanted, leaf)
     g = Graph([], wanted, nodes, consts, "const_eval")
     results = GraphExecutor(g, target).run({})
     for i, r in zip(todo, results):
         out[i] = r
     return out
+
+
+def _cut_at(nodes, wanted, leaf):
+    """nodes rebuilt so that the produced Values in `leaf` are read from their constant stand-ins."""
+    from .ir import Node
+
+    vmap = dict(leaf)
+    out = []
+    for n in nodes:
+        ins = [vmap.get(v, v) for v in n.inputs]
+        if any(a is not b for a, b in zip(ins, n.inputs)):
+            nn = Node(n.op, ins, n.attrs, n.name, [o.type for o in n.outputs], [o.name for o in n.outputs])
+            vmap.update(zip(n.outputs, nn.outputs))
+            n = nn
+        out.append(n)
+    return out, [vmap.get(v, v) for v in wanted]
 
 
 def _blocked(wanted, inp):

@@ -13,11 +13,14 @@ from ..errors import TesseraError
 from .ir import Graph, Node, Value
 
 
-def topo_nodes(values) -> list:
-    """The nodes that the given Values depend on, producers first (post-order from the values)."""
+def topo_nodes(values, stop=()) -> list:
+    """The nodes that the given Values depend on, producers first (post-order from the values).
+
+    stop: Values treated as leaves (their producers are not visited through them).
+    """
     order, done = [], set()
     for root in values:
-        if root.producer is None or root.producer in done:
+        if root.producer is None or root.producer in done or root in stop:
             continue
         stack = [(root.producer, iter(root.producer.inputs))]
         done.add(root.producer)
@@ -25,7 +28,7 @@ def topo_nodes(values) -> list:
             node, it = stack[-1]
             for v in it:
                 p = v.producer
-                if p is not None and p not in done:
+                if p is not None and p not in done and v not in stop:
                     done.add(p)
                     stack.append((p, iter(p.inputs)))
                     break

@@ -34,6 +34,10 @@ def _register():
         x = ctx.input(0)
         return ctx.op("add", x, ctx.const(shape.astype(x.type.dtype.numpy()).sum() * 0))
 
+    @converter("TReshapeShape", domain=DOMAIN)  # takes a shape with symbolic dims (ctx.shape_input)
+    def _reshape_shape(ctx):
+        return ctx.op("reshape", ctx.input(0), newshape=ctx.shape_input(1))
+
     @converter("TBuggy", domain=DOMAIN)         # a converter bug
     def _buggy(ctx):
         return {}["missing"]

@@ -299,7 +299,7 @@ def test_check_model_lists_every_unsupported_node_at_once():
     assert [(p.op_type, p.node) for p in problems] == [("FancyOp", "f1"), ("TRefuse", "r"), ("Loop", "loop"),
                                                        ("OtherOp", "f2")]
     assert problems[0].opset == 17 and problems[1].opset == 1
-    assert "control flow" in problems[2].reason
+    assert "never ends" in problems[2].reason          # a Loop without trip count or condition
     assert check_model(model([helper.make_node("TCopy", ["x"], ["y"], domain=T)], [vi("x", shape=[2])],
                              [vi("y")])) == []
 
@@ -345,3 +345,31 @@ def test_a_value_from_a_symbolic_shape_asks_for_shape_dict_not_a_frozen_input():
     graph, _ = from_onnx(m, shape_dict={"x": (2, 3)})
     (z,) = tessera.compile(graph).run({"x": np.zeros((2, 3), np.float32)})
     np.testing.assert_array_equal(z, np.zeros((2, 3), np.float32))
+
+
+def _shape_subgraph_nodes(reshape_op, domain=""):
+    # target = Concat(Unsqueeze(Gather(Shape(x), 0)), [24]) for x: [N, 4, 6]; also Gather(Shape(x), 2) -> 6
+    return [helper.make_node("Shape", ["x"], ["s"]),
+            helper.make_node("Constant", [], ["i0"], value=numpy_helper.from_array(np.array(0, np.int64))),
+            helper.make_node("Constant", [], ["i2"], value=numpy_helper.from_array(np.array([2], np.int64))),
+            helper.make_node("Constant", [], ["ax"], value=numpy_helper.from_array(np.array([0], np.int64))),
+            helper.make_node("Constant", [], ["c24"], value=numpy_helper.from_array(np.array([24], np.int64))),
+            helper.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+            helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]),
+            helper.make_node("Concat", ["n1", "c24"], ["target"], axis=0),
+            helper.make_node("Gather", ["s", "i2"], ["six"], axis=0),
+            helper.make_node("ConstantOfShape", ["six"], ["z"]),
+            helper.make_node(reshape_op, ["x", "target"], ["y"], domain=domain)]
+
+
+def test_shape_values_with_symbolic_dims_fold_and_reach_shape_input():
+    m = model(_shape_subgraph_nodes("TReshapeShape", T), [vi("x", shape=["N", 4, 6])], [vi("y"), vi("z")])
+    graph, _ = from_onnx(m)
+    assert graph.outputs[0].shape == ("N", 24)
+    assert graph.outputs[1] in graph.constants           # Gather(Shape(x), 2) is the constant 6
+    exe = tessera.compile(graph)
+    for n in (1, 3):
+        x = RNG.standard_normal((n, 4, 6)).astype(np.float32)
+        y, z = exe.run({"x": x})
+        np.testing.assert_array_equal(y, x.reshape(n, 24))
+        np.testing.assert_array_equal(z, np.zeros(6, np.float32))
