@@ -1,6 +1,6 @@
 """Models exported from PyTorch (torch.onnx.export: the TorchScript exporter at opset 17 and, where
-onnxscript is installed, the torch.export-based one at opset 18) compile with tessera and give
-PyTorch's and onnxruntime's outputs within rtol 1e-4 / atol 1e-4."""
+onnxscript is installed, the torch.export-based one at opset 18, in the slow set: it takes ~10 s a
+model) compile with tessera and give PyTorch's and onnxruntime's outputs within rtol 1e-4 / atol 1e-4."""
 import io
 import math
 import warnings
@@ -114,7 +114,7 @@ def _check(module, example, dynamo):
     return model
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("dynamo", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["torchscript", "dynamo"])
 def test_exported_small_cnn_matches_pytorch(dynamo):
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
@@ -124,7 +124,7 @@ def test_exported_small_cnn_matches_pytorch(dynamo):
     _check(net, torch.randn(2, 3, 24, 24, generator=gen), dynamo)
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("dynamo", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["torchscript", "dynamo"])
 def test_exported_small_transformer_matches_pytorch(dynamo):
     gen = torch.Generator().manual_seed(1)
     torch.manual_seed(1)
