@@ -435,12 +435,16 @@ class _Converter:
 
     def _input_type(self, vi) -> TensorType:
         where = f"model input {vi.name!r}"
-        if not vi.type.HasField("tensor_type"):
-            kind = vi.type.WhichOneof("value")
+        ty = vi.type
+        if ty.HasField("optional_type") and ty.optional_type.elem_type.HasField("tensor_type"):
+            ty = ty.optional_type.elem_type      # an optional tensor: taken as a tensor that is given
+        if not ty.HasField("tensor_type"):
+            kind = {"sequence_type": "sequence", "map_type": "map", "optional_type": "optional sequence",
+                    "sparse_tensor_type": "sparse tensor"}.get(ty.WhichOneof("value"), str(ty.WhichOneof("value")))
             raise _unsupported("graph input", vi.name, None,
-                               f"{where} is a {kind} (sequence, map and optional inputs are not supported; "
-                               f"tessera takes tensors)")
-        tt = vi.type.tensor_type
+                               f"{where} is a {kind} (sequence, map and optional-sequence inputs are not "
+                               f"supported; tessera takes tensors)")
+        tt = ty.tensor_type
         try:
             dtype = dtype_of_onnx(tt.elem_type, where)
         except DTypeError as e:

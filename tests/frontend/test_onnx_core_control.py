@@ -97,3 +97,20 @@ def test_scan_is_unrolled_with_directions_and_axes():
     for g, w in zip(got, ort_run(m, feeds)):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_optional_tensors_are_tensors_that_are_given():
+    opt = helper.make_value_info("o", helper.make_optional_type_proto(helper.make_tensor_type_proto(TP.FLOAT, [2])))
+    nodes = [helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("OptionalHasElement", [], ["none"]),
+             helper.make_node("OptionalGetElement", ["o"], ["got"])]
+    m = helper.make_model(helper.make_graph(nodes, "g", [opt], [vi("has", TP.BOOL), vi("none", TP.BOOL), vi("got")]),
+                          opset_imports=[helper.make_opsetid("", 18)])
+    has, none, got = tessera.compile(*from_onnx(m)).run({"o": np.array([1.5, 2.5], np.float32)})
+    assert has.dtype == np.bool_ and bool(has) and not bool(none)
+    np.testing.assert_array_equal(got, [1.5, 2.5])
+    seq = helper.make_value_info("s", helper.make_sequence_type_proto(helper.make_tensor_type_proto(TP.FLOAT, [2])))
+    m2 = helper.make_model(helper.make_graph([helper.make_node("Identity", ["s"], ["y"])], "g", [seq], [vi("y")]),
+                           opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(UnsupportedOpError, match="model input 's' is a sequence"):
+        from_onnx(m2)

@@ -170,3 +170,24 @@ def _scan(ctx):
         parts = outs_per_step[k][::-1] if out_dirs[k] else outs_per_step[k]
         results.append(_stack(ctx, parts, out_axes[k], f"scan output {k}"))
     return results
+
+
+# ---------------------------------------------------------------------------------------------
+# optionals of tensors (an optional-typed graph input is refused by the frontend)
+# ---------------------------------------------------------------------------------------------
+@converter("Optional", since=15)
+def _optional(ctx):
+    if not ctx.has_input(0):
+        ctx.unsupported("an empty optional is not a tensor tessera can hold")
+    return ctx.input(0)
+
+
+@converter("OptionalHasElement", since=15)
+def _optional_has_element(ctx):
+    # tessera values are tensors: one that is given is always present
+    return ctx.const(np.array(ctx.has_input(0)), "has_element")
+
+
+@converter("OptionalGetElement", since=15)
+def _optional_get_element(ctx):
+    return ctx.input(0)
