@@ -48,3 +48,29 @@ def test_e2e_benchmark_writes_rows_with_ratios(tmp_path):
         assert r["tessera_ms"] > 0 and r["ort_ms"] > 0
         assert r["tessera/ort"] == pytest.approx(r["tessera_ms"] / r["ort_ms"])
         assert r["torch_ms"] == ""
+
+
+@pytest.mark.parametrize("name,dynamic", [("resnet18", False), ("mobilenet_v2", False), ("bert_base", True),
+                                          ("gpt2_small", True)])
+def test_e2e_pytorch_column_computes_the_same_model(name, dynamic):
+    """benchmarks/_torch_onnx.py (the PyTorch column) gives onnxruntime's outputs on the zoo graphs."""
+    pytest.importorskip("torch")
+    import onnxruntime as ort
+    import numpy as np
+
+    from tessera import zoo
+
+    spec = importlib.util.spec_from_file_location("tessera_bench_torch_onnx", ROOT / "benchmarks" / "_torch_onnx.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    kw = {"resnet18": dict(image_size=32), "mobilenet_v2": dict(image_size=32, width_mult=0.5),
+          "bert_base": dict(n_layers=2, seq_len=16, hidden=64, heads=4, ffn=128, vocab=500, max_position=64),
+          "gpt2_small": dict(n_layers=2, seq_len=16, hidden=64, heads=4, vocab=500, n_positions=64)}[name]
+    if dynamic:
+        kw["dynamic_shapes"] = True
+    model = zoo.get_model(name, batch=2, **kw)
+    feeds = zoo.sample_input(name, batch=2, **kw)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = mod.TorchOnnxRunner(model)(feeds)
+    for g, r in zip(got, ref):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-4)
