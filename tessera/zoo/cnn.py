@@ -18,6 +18,7 @@ from ._onnx_builder import OnnxGraphWriter
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
+
 def _conv2d(x: np.ndarray, w: np.ndarray, stride: int, groups: int) -> np.ndarray:
     """x [B, C, H, W] convolved with w [O, C/groups, k, k], zero padding k // 2."""
     k = w.shape[-1]
@@ -38,7 +39,8 @@ class _CnnWriter(OnnxGraphWriter):
     BatchNormalization's running statistics are the statistics its input really has (as after
     training) and the classifier is scaled to its features: the activations stay at unit scale
     through the whole depth. (Weights are He-initialized; the data-dependent part is the BN
-    statistics, as in LSUV-style initialization.)
+    statistics, as in LSUV-style initialization.) The calibration runs in float64, so the float32
+    weights come out the same whichever BLAS computes it.
     """
 
     def __init__(self, name: str, rng: np.random.Generator):
@@ -54,7 +56,7 @@ class _CnnWriter(OnnxGraphWriter):
         y = self.node("Conv", [x, self.initializer(f"{param}.weight", w)], scope,
                       dilations=[1, 1], group=groups, kernel_shape=[kernel, kernel],
                       pads=[kernel // 2] * 4, strides=[stride, stride])
-        return y, _conv2d(act, w, stride, groups)
+        return y, _conv2d(act, w.astype(np.float64), stride, groups)
 
     def batch_norm(self, x: str, act: np.ndarray, param: str, scope: str, gamma=(0.6, 1.2)):
         c = act.shape[1]
@@ -71,10 +73,9 @@ class _CnnWriter(OnnxGraphWriter):
         names = [self.initializer(f"{param}.{k}", a) for k, a in
                  zip(("weight", "bias", "running_mean", "running_var"), arrays)]
         y = self.node("BatchNormalization", [x] + names, scope, epsilon=eps, momentum=0.9)
-        weight, bias, rmean, rvar = arrays
-        scale = weight / np.sqrt(rvar + np.float32(eps))
-        out = (act - rmean[:, None, None]) * scale[:, None, None] + bias[:, None, None]
-        return y, out.astype(np.float32)
+        weight, bias, rmean, rvar = (a.astype(np.float64) for a in arrays)
+        scale = weight / np.sqrt(rvar + eps)
+        return y, (act - rmean[:, None, None]) * scale[:, None, None] + bias[:, None, None]
 
     def relu(self, x: str, act: np.ndarray, scope: str):
         return self.node("Relu", [x], scope), np.maximum(act, 0)
@@ -112,7 +113,7 @@ def _calibration_images(seed: int, image_size: int) -> np.ndarray:
     as many as make about one 224 x 224 image's worth of pixels, so that small test-size models
     get statistics as reliable as the full-size ones."""
     n = min(32, max(1, round((224 / image_size) ** 2)))
-    return np.random.default_rng([seed, 1]).standard_normal((n, 3, image_size, image_size), dtype=np.float32)
+    return np.random.default_rng([seed, 1]).standard_normal((n, 3, image_size, image_size))
 
 
 # ---------------------------------------------------------------------------------------------
