@@ -719,10 +719,8 @@ class _Converter:
         if opset is None:
             raise _unsupported(node.op_type, name, None,
                                f"domain {node.domain!r} is not imported by the model (opset_import)")
-        if (node.domain, node.op_type) in self.functions:
-            raise _unsupported(node.op_type, name, opset,
-                               "model-local functions are not supported yet (inline them with "
-                               "onnx.inliner.inline_local_functions)")
+        if (node.domain, node.op_type) in self.functions:   # only when inlining left it (it should not)
+            raise _unsupported(node.op_type, name, opset, "a call of a model-local function that was not inlined")
         fn = find_converter(node.op_type, opset, domain)
         if fn is None:
             if node.op_type in _CONTROL_FLOW and not domain:
@@ -916,6 +914,21 @@ def _np(dtype: str):
 # ---------------------------------------------------------------------------------------------
 # public entry points
 # ---------------------------------------------------------------------------------------------
+def inline_functions(m):
+    """The model with its model-local functions inlined (onnx.inliner); refused when that fails."""
+    if not len(m.functions):
+        return m
+    try:
+        from onnx import inliner
+
+        out = inliner.inline_local_functions(m, convert_version=True)
+    except Exception as e:  # noqa: BLE001 - the inliner raises its own errors
+        names = ", ".join(f"{f.domain}::{f.name}" if f.domain else f.name for f in m.functions)
+        raise _unsupported("model-local function", names, None,
+                           f"the functions could not be inlined ({type(e).__name__}: {e})") from None
+    return out
+
+
 def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c"):
     """Convert an ONNX model (ModelProto, path or bytes) to (tessera Graph, params).
 
@@ -924,7 +937,7 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c")
     inputs as constants (TVM's freeze_params for one input). opset: overrides the default domain's
     opset version. target: where constant subgraphs are evaluated.
     """
-    m = load_model(model)
+    m = inline_functions(load_model(model))
     conv = _Converter(m, shape_dict, const_inputs, opset, target=target)
     conv.run()
     return conv.finish()
@@ -937,6 +950,10 @@ def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:
     input tessera cannot take (a sequence, a string tensor) is reported as op 'graph input'.
     """
     m = load_model(model)
+    try:
+        m = inline_functions(m)
+    except UnsupportedOpError as e:
+        return [UnsupportedNode("model-local function", str(e.node), 0, e.detail)]
     conv = _Converter(m, shape_dict, const_inputs, opset)
     conv.problems = []
     conv._read_inputs()

@@ -304,15 +304,16 @@ def test_check_model_lists_every_unsupported_node_at_once():
                              [vi("y")])) == []
 
 
-def test_model_local_functions_are_refused_clearly():
+def test_model_local_functions_are_inlined():
     fn = helper.make_function("my.fns", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
                               [helper.make_opsetid("", 17)])
     g = helper.make_graph([helper.make_node("Twice", ["x"], ["y"], domain="my.fns", name="tw")], "g",
                           [vi("x", shape=[2])], [vi("y")])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my.fns", 1)],
                           functions=[fn])
-    with pytest.raises(UnsupportedOpError, match="tw.*model-local functions"):
-        from_onnx(m)
+    x = np.array([1.5, -2.0], np.float32)
+    (got,) = tessera_run(m, {"x": x})
+    np.testing.assert_array_equal(got, ort_run(m, {"x": x})[0])
 
 
 def test_loads_paths_and_bytes_and_refuses_other_things(tmp_path):
