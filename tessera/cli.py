@@ -290,7 +290,7 @@ def _run(args) -> int:
             for n, o in zip(names, outs):
                 print(f"{n}: {o.dtype}{list(o.shape)}")
                 print(o)
-    print(f"ran in {ms:.2f} ms", file=sys.stderr)
+    print(f"ran in {ms:.2f} ms")
     return 0
 
 
