@@ -96,7 +96,7 @@ _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_le
 # intrinsics codegen knows (everything else is an extern C function)
 INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
     "rsqrt", "sigmoid", "exp10", "isnan", "isinf", "isfinite", "bitwise_not", "if_then_else",
-    "likely", "popcount", "clz"})
+    "likely", "popcount", "clz", "reinterpret"})
 
 
 def c_string(s: str) -> str:
@@ -728,6 +728,8 @@ class CodeGenCBase:
             return f"{op}({self.text(x)})", P_PRIMARY
         if op in ("popcount", "clz"):
             return self._bitcount(e)
+        if op == "reinterpret":
+            return self._reinterpret(e)
         if op in _MATH or op in ("rsqrt", "sigmoid", "exp10"):
             return self._math_call(e)
         return self.extern_call(e)
@@ -762,6 +764,42 @@ class CodeGenCBase:
                 f"  return x == 0 ? {bits} : {builtin}(x){adjust};\n}}"))
             s = f"{name}({arg})"
         return self.cast_result(s, _I32, e.dtype)
+
+    def _reinterpret(self, e):
+        """The bits of the operand read as e.dtype (TVM's reinterpret): same width, via memcpy."""
+        self._arity(e, 1)
+        x = e.args[0]
+        src, dst = x.dtype, e.dtype
+        if src.bits != dst.bits or src.lanes != 1:
+            raise TesseraError(f"reinterpret: {src} and {dst} must be scalars of one width")
+        if src == dst:
+            return self.expr(x)
+        if src.is_bool() or dst.is_bool():   # bool is a byte holding 0 or 1
+            return self.cast_text(x, dst)
+        if not src.is_float() and not dst.is_float():
+            return f"({_VALUE_C[dst]}){self.text(x, P_UNARY)}", P_UNARY   # two's complement, as gcc defines
+        name = f"tsr_reinterpret_{src}_{dst}"
+        bits = {8: "uint8_t", 16: "uint16_t", 32: "uint32_t", 64: "uint64_t"}[src.bits]
+        if src == "float16":
+            load = f"  _Float16 h = (_Float16)x;\n  {bits} u;\n  memcpy(&u, &h, sizeof(u));\n"
+        elif src == "bfloat16":
+            self.bf16_helpers()
+            load = f"  {bits} u = tsr_float_to_bfloat16(x);\n"
+        else:
+            load = f"  {bits} u;\n  memcpy(&u, &x, sizeof(u));\n"
+        if dst == "float16":
+            store = "  _Float16 h2;\n  memcpy(&h2, &u, sizeof(h2));\n  return (float)h2;\n"
+        elif dst == "bfloat16":
+            self.bf16_helpers()
+            store = "  return tsr_bfloat16_to_float(u);\n"
+        elif dst.is_float():
+            store = f"  {_VALUE_C[dst]} r;\n  memcpy(&r, &u, sizeof(r));\n  return r;\n"
+        else:
+            store = f"  return ({_VALUE_C[dst]})u;\n"
+        self.helpers.require(name, (
+            f"/* the bits of a {src} read as {dst} */\n"
+            f"{self.func_qualifier} {_VALUE_C[dst]} {name}({_VALUE_C[src]} x) {{\n{load}{store}}}"))
+        return f"{name}({self.text(x)})", P_PRIMARY
 
     def cast_result(self, s, have: DataType, want: DataType):
         if have == want:

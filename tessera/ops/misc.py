@@ -1,0 +1,155 @@
+"""Ops of no larger family: reinterpret (ONNX BitCast) and det (ONNX Det).
+
+reinterpret reads each element's bits as another dtype of the same width (a `reinterpret` call the
+C backend renders with memcpy); bool counts as an 8-bit type holding 0 or 1.
+
+det is the determinant of the last two (square, static) axes by Gaussian elimination with partial
+pivoting, unrolled over the static matrix size: stage k picks the row of the largest |a[i, k]|
+(i >= k; the first such row on ties), swaps it into row k and eliminates below it; the result is
+the product of the pivots, negated for an odd number of swaps. Computed in float64 and rounded
+once to the input dtype.
+"""
+from __future__ import annotations
+
+from .. import te
+from ..errors import DTypeError, ShapeError
+from ..graph.ir import TensorType
+from ..ir import expr as E
+from ..ir.dtype import DataType
+from ._common import ALL, FLOATS, check_dtype, fmt_shape
+from ._schedule import schedule_blocks, schedule_injective
+from .registry import REQUIRED, OpPattern, register_op
+
+# ---------------------------------------------------------------------------------------------
+# reinterpret
+# ---------------------------------------------------------------------------------------------
+reinterpret = register_op(
+    "reinterpret", inputs=("data",), pattern=OpPattern.ELEMWISE, attrs={"dtype": REQUIRED},
+    doc="The bits of every element read as `dtype`, of the same width (ONNX BitCast, TVM's reinterpret).")
+reinterpret.def_schedule(schedule_injective)
+
+
+def _width(dt: DataType) -> int:
+    return 8 if dt.is_bool() else dt.bits
+
+
+def _reinterpret_dtype(src, attrs) -> DataType:
+    try:
+        dst = DataType(attrs["dtype"])
+    except DTypeError as e:
+        raise DTypeError(f"reinterpret: {e}") from None
+    check_dtype("reinterpret", dst, ALL, "dtype")
+    check_dtype("reinterpret", src, ALL, "data")
+    if _width(DataType(src)) != _width(dst):
+        raise DTypeError(f"reinterpret: {src} ({_width(DataType(src))} bits) and {dst} ({_width(dst)} bits) have "
+                         f"different widths; the bits of one element must make one element")
+    return dst
+
+
+@reinterpret.def_infer
+def _reinterpret_infer(types, attrs):
+    (x,) = types
+    return [TensorType(x.shape, _reinterpret_dtype(x.dtype, attrs))]
+
+
+@reinterpret.def_compute
+def _reinterpret_compute(tensors, attrs):
+    (x,) = tensors
+    dst = _reinterpret_dtype(x.dtype, attrs)
+
+    def body(*i):
+        v = x[i]
+        if v.dtype.is_bool() or dst.is_bool():        # a byte holding 0 or 1 either way
+            return v.astype(dst) if not dst.is_bool() else v != E.const(0, v.dtype)
+        return E.Call(dst, "reinterpret", (v,))
+
+    return [te.compute(x.shape, body, name="reinterpret")]
+
+
+# ---------------------------------------------------------------------------------------------
+# det
+# ---------------------------------------------------------------------------------------------
+det = register_op(
+    "det", inputs=("data",), pattern=OpPattern.OPAQUE,
+    doc="Determinant of the square matrices in the last two axes (ONNX Det), by Gaussian elimination "
+        "with partial pivoting over the static matrix size.")
+det.def_schedule(schedule_blocks)
+
+
+def _det_check(t: TensorType) -> int:
+    check_dtype("det", t.dtype, FLOATS, "data")
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2] or not isinstance(t.shape[-1], int):
+        raise ShapeError(f"det: data must be (..., n, n) with a static n, got {fmt_shape(t.shape)}")
+    return t.shape[-1]
+
+
+@det.def_infer
+def _det_infer(types, attrs):
+    (x,) = types
+    _det_check(x)
+    return [TensorType(x.shape[:-2], x.dtype)]
+
+
+@det.def_compute
+def _det_compute(tensors, attrs):
+    (x,) = tensors
+    n = _det_check(TensorType([int(s.value) if isinstance(s, E.IntImm) else s.name for s in x.shape], x.dtype))
+    f = DataType("float64")
+    batch = list(x.shape[:-2])
+    nb = len(batch)
+    zero, one = E.const(0.0, f), E.const(1.0, f)
+    a = te.compute(x.shape, lambda *i: x[i].astype(f), name="det_a")
+    sign = None                                   # per batch: +1/-1 of the swaps so far
+    pivots = []
+    for k in range(n):
+        if k == n - 1:
+            pivots.append(te.compute(batch, lambda *b, a=a, k=k: a[tuple(b) + (k, k)], name=f"det_pivot{k}"))
+            break
+        # the pivot row: the first row i >= k holding the largest |a[i, k]|
+        r = te.reduce_axis((k, n), name=f"r{k}")
+
+        def key(*b, a=a, k=k, r=r):
+            return te.max(te.abs(a[tuple(b) + (r, k)]), axis=r)
+
+        best = te.compute(batch, key, name=f"det_max{k}")
+        r2 = te.reduce_axis((k, n), name=f"q{k}")
+
+        def first(*b, a=a, k=k, r2=r2, best=best):
+            hit = te.abs(a[tuple(b) + (r2, k)]) == best[tuple(b)]
+            return te.min(E.Select(hit, r2, E.const(n, r2.var.dtype)), axis=r2)
+
+        first_row = te.compute(batch, first, name=f"det_first{k}")
+        # (no row matches when the column holds a NaN: keep row k, so the NaN reaches the result)
+        prow = te.compute(batch, lambda *b, fr=first_row, k=k: E.Select(
+            fr[tuple(b)] >= E.const(n, fr.dtype), E.const(k, fr.dtype), fr[tuple(b)]), name=f"det_row{k}")
+
+        def swapped(*i, a=a, k=k, prow=prow):
+            b, row, col = tuple(i[:nb]), i[nb], i[nb + 1]
+            p = prow[b]
+            src = E.Select(row == k, p, E.Select(row == p, E.const(k, row.dtype), row))
+            return a[b + (src, col)]
+
+        s = te.compute(x.shape, swapped, name=f"det_swap{k}")
+        pivots.append(te.compute(batch, lambda *b, s=s, k=k: s[tuple(b) + (k, k)], name=f"det_pivot{k}"))
+
+        def flip(*b, prow=prow, k=k, sign=sign):
+            prev = sign[tuple(b)] if sign is not None else one
+            return E.Select(prow[tuple(b)] != k, -prev, prev)
+
+        sign = te.compute(batch, flip, name=f"det_sign{k}")
+
+        def eliminate(*i, s=s, k=k):
+            b, row, col = tuple(i[:nb]), i[nb], i[nb + 1]
+            piv = s[b + (k, k)]
+            factor = E.Select(piv == zero, zero, s[b + (row, k)] / E.Select(piv == zero, one, piv))
+            return E.Select(row > k, s[b + (row, col)] - factor * s[b + (k, col)], s[b + (row, col)])
+
+        a = te.compute(x.shape, eliminate, name=f"det_elim{k}")
+
+    def product(*b):
+        v = sign[tuple(b)] if sign is not None else one
+        for p in pivots:
+            v = v * p[tuple(b)]
+        return v.astype(x.dtype)
+
+    return [te.compute(batch, product, name="det")]
