@@ -202,15 +202,19 @@ class _Prepared:
                  "func", "source", "name_hint")
 
 
-def _generate(obj, target):
-    """(C source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it."""
+def _generate(obj, target, name=None):
+    """(C source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a single
+    function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
     from ..build_module import _functions
     from ..codegen import c as codegen_c
     from ..tir.transform import lower as lower_func
 
     if target.kind != "c":
         raise TesseraError(f"the graph executor: target kind {target.kind!r} has no code generator yet; use 'c'")
-    lowered = [lower_func(f, target) for f in _functions(obj)]
+    funcs = _functions(obj)
+    if name and len(funcs) == 1 and funcs[0].name != name:
+        funcs = [funcs[0].replace(name=name)]
+    lowered = [lower_func(f, target) for f in funcs]
     return codegen_c.generate_module(lowered, target), lowered[0].name
 
 
@@ -294,14 +298,14 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
                 ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
-                source, name_hint = _generate(sch, target)
+                source, name_hint = _generate(sch, target, _ident(op_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
                               stacklevel=4)
                 sched_obj, source = func, None
     if source is None:
-        source, name_hint = _generate(func, target)
+        source, name_hint = _generate(func, target, _ident(op_name))
     p = _Prepared()
     p.op, p.node, p.input_types, p.output_types = op_name, node, input_types, output_types
     p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
@@ -320,7 +324,7 @@ def _finish_kernel(p: _Prepared, path, target) -> Kernel:
         # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
         warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
                       f"unscheduled kernel", stacklevel=4)
-        source, hint = _generate(p.func, target)
+        source, hint = _generate(p.func, target, _ident(p.op))
         path = compile_source(source, target, name_hint=hint)
         p.scheduled, p.prim = False, p.func
     return Kernel(p.op, Module(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled, p.prim)
@@ -618,6 +622,7 @@ class GraphExecutor:
             rows.append(ProfileRow(st.node.op, st.node.name, [tuple(x.shape) for x in ins],
                                    [tuple(o.shape) for o in outs], res.median * 1e3))
 
+        self._execute(arrays)              # warm-up: thread pools started, caches filled
         self._execute(arrays, timer)
         report = ProfileReport(self.graph.name, rows)
         if show:
