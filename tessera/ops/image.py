@@ -17,6 +17,7 @@ from ..errors import ShapeError, TesseraError
 from ..graph.ir import TensorType
 from ..ir import expr as E
 from .registry import REQUIRED, OpPattern, register_op
+from ._schedule import schedule_blocks
 from .nn import _util as U
 
 METHODS = ("nearest", "linear", "cubic")
@@ -317,3 +318,6 @@ def _resize_compute(tensors, attrs):
 
     total = U.compute(out_shape, names, body, "resize_sum")
     return [U.compute(out_shape, names, finish, "resize")]
+
+
+resize.def_schedule(schedule_blocks)

@@ -77,10 +77,12 @@ def test_gemm_transposes_alpha_beta_and_bias(trans_a, trans_b, const_b):
         check(one_node("Gemm", inputs, attrs, inits), inputs)
 
 
-def test_gemm_without_c_folds_into_dense():
+def test_gemm_with_constant_weight_is_one_matmul_on_k_by_n_weights():
     a, b = rand(2, 8), rand(10, 8)
     graph = check(one_node("Gemm", {"a": a}, dict(transB=1), {"b": b}, opset=11), {"a": a})
-    assert graph.op_counts() == {"nn.dense": 1}
+    assert graph.op_counts() == {"nn.matmul": 1}
+    (w,) = [v for v in graph.nodes[0].inputs if v is not graph.inputs[0]]
+    assert w.type.shape == (8, 10)
 
 
 def test_batch_norm_old_opset_and_spatial_refusal():

@@ -1,11 +1,14 @@
 """image.resize against onnx's reference Resize (the source of the ONNX backend tests' data)."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import tessera
 from nn_onnx_ref import reference_run
-from op_check import infer, run_op
+from op_check import infer, run_op as _run_op
 
+run_op = partial(_run_op, schedule=True)  # every op runs with its default schedule
 RNG = np.random.default_rng(17)
 X = RNG.standard_normal((1, 2, 5, 7)).astype(np.float32)
 

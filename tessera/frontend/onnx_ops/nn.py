@@ -184,13 +184,14 @@ def _gemm(ctx):
         ctx.unsupported(f"Gemm takes 2-d A and B, got {a.type} and {b.type}")
     dt = _np_dtype(a)
     if ctx.is_const(1):
+        # a constant B is stored (K, N): the layout whose rows the matmul schedule vectorizes
         w = np.asarray(ctx.const_input(1))
-        w = w if trans_b else w.T                      # (N, K): the dense weight
+        w = w.T if trans_b else w
         if alpha != 1.0:
             w = (w.astype(np.float64) * alpha).astype(w.dtype)
             alpha = 1.0
         wv = ctx.const(np.ascontiguousarray(w), "weight")
-        y = ctx.op("nn.matmul", a, wv, transpose_a=True, transpose_b=True) if trans_a else ctx.op("nn.dense", a, wv)
+        y = ctx.op("nn.matmul", a, wv, transpose_a=trans_a)
     else:
         y = ctx.op("nn.matmul", a, b, transpose_a=trans_a, transpose_b=trans_b)
     if alpha != 1.0:

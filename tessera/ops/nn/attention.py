@@ -22,6 +22,7 @@ from ...graph.ir import TensorType
 from ...ir import expr as E
 from ...ir.dtype import DataType
 from ..registry import OpPattern, register_op
+from .._schedule import schedule_blocks
 from . import _util as U
 
 _NEG_INF = float("-inf")
@@ -440,3 +441,7 @@ def _rotary_compute(tensors, attrs):
 
     names = ["b", "h", "s", "d"] if four else ["b", "s", "c"]
     return [U.compute(x.shape, names, body, "rotary_embedding")]
+
+
+attention.def_schedule(schedule_blocks)
+rotary_embedding.def_schedule(schedule_blocks)

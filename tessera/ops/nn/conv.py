@@ -9,11 +9,15 @@ once at the end; integer inputs (ConvInteger) accumulate in out_dtype (int32).
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 from ... import te
 from ...errors import DTypeError, ShapeError
 from ...graph.ir import TensorType
 from ..registry import OpPattern, register_op
 from . import _util as U
+from ._cpu_schedule import schedule_conv
 
 _ND_NAME = {1: ("conv1d", "ncw"), 2: ("conv2d", "nchw"), 3: ("conv3d", "ncdhw")}
 
@@ -137,6 +141,13 @@ def conv_nd(data, weight, strides, padding, dilation, groups, out_dtype=None, na
     K = [int(s.value) for s in weight.shape[2:]]
     og = O // groups
     sp = U.SPATIAL_NAMES[nd]
+    names = ["n", "oc"] + [f"o{s}" for s in sp]
+    plain = data_zero_point is None and weight_zero_point is None and not integer
+    width = _pack_width(O, acc) if plain and groups == 1 else None
+    if width:
+        return _conv_packed(src, weight, shape, strides, dilation, width, acc, odt, name, names)
+    if plain and Cg == 1 and math.prod(K) <= 64:
+        return _conv_depthwise(src, weight, shape, strides, dilation, og, acc, odt, name, names)
     rc = te.reduce_axis((0, Cg), "rc") if Cg > 1 else None
     rk = [te.reduce_axis((0, K[k]), f"r{sp[k]}") for k in range(nd)]
     axes = ([rc] if rc is not None else []) + rk
@@ -159,11 +170,92 @@ def conv_nd(data, weight, strides, padding, dilation, groups, out_dtype=None, na
             return prod
         return te.sum(prod, axis=axes)
 
-    names = ["n", "oc"] + [f"o{s}" for s in sp]
     if acc == odt:
         return U.compute(shape, names, body, name)
     out = U.compute(shape, names, body, name + "_acc")
     return U.compute(shape, names, lambda *i: out[i].astype(odt), name)
+
+
+def _pack_width(out_channels, acc):
+    """Output channels computed together in the packed formulation (two AVX2 vectors, one AVX-512
+    vector), or None when they do not divide the output channels."""
+    for v in ((16, 8) if acc.bits <= 32 else (8, 4)):
+        if out_channels % v == 0:
+            return v
+    return None
+
+
+def _unrolled_taps(C, K, limit=16):
+    """How the packed convolution splits its reduction: (input channels unrolled, number of
+    trailing kernel axes unrolled). Trailing kernel axes are unrolled while the unrolled taps stay
+    within `limit` (their weight vectors stay in registers); when fewer than 4 taps are unrolled
+    (1x1 kernels), a few input channels are unrolled instead."""
+    taps, axes = 1, 0
+    for e in reversed(K):
+        if taps * e > limit and axes:
+            break
+        taps *= e
+        axes += 1
+    unroll = 1
+    if taps < 4:
+        unroll = next(u for u in (8, 4, 2, 1) if C % u == 0 and u * taps <= limit)
+    return unroll, axes
+
+
+def _conv_packed(src, weight, shape, strides, dilation, width, acc, odt, name, names, packed=None):
+    """Convolution computed `width` output channels at a time (TVM's NCHW[x]c idea, inside the
+    op): the weight is repacked to (O/width, C, *kernel, width) so a vector of output channels
+    reads contiguous weights; the trailing kernel taps (or, for 1x1 kernels, a few input channels)
+    are unrolled in the expression and the reduction runs over the rest; the result is unpacked to
+    NC[D]HW. `packed`: an already packed weight (nn.contrib_conv_packed)."""
+    nd = src.ndim - 2
+    if packed is None:
+        O, C = int(weight.shape[0].value), int(weight.shape[1].value)
+        K = [int(s.value) for s in weight.shape[2:]]
+    else:
+        O, C = int(packed.shape[0].value) * width, int(packed.shape[1].value)
+        K = [int(s.value) for s in packed.shape[2:-1]]
+    sp = U.SPATIAL_NAMES[nd]
+    if packed is None:
+        packed = U.compute((O // width, C, *K, width), ["ob", "c"] + [f"k{s}" for s in sp] + ["v"],
+                           lambda ob, c, *kv: weight[(ob * width + kv[-1], c, *kv[:-1])], "weight_pack")
+    unroll, n_unrolled = _unrolled_taps(C, K)
+    rc = te.reduce_axis((0, C // unroll), "rc")
+    rk = [te.reduce_axis((0, K[a]), f"r{sp[a]}") for a in range(nd - n_unrolled)]
+
+    def body(n, ob, *yv):
+        y, v = yv[:-1], yv[-1]
+        total = None
+        for cu in range(unroll):
+            c = rc * unroll + cu if unroll > 1 else rc
+            for ku in itertools.product(*[range(e) for e in K[nd - n_unrolled:]]):
+                k = tuple(rk) + ku
+                idx = tuple(y[a] * strides[a] + k[a] * dilation[a] for a in range(nd))
+                term = U.cast(src[(n, c, *idx)], acc) * U.cast(packed[(ob, c, *k, v)], acc)
+                total = term if total is None else total + term
+        return te.sum(total, axis=[rc, *rk])
+
+    pshape = (shape[0], O // width, *shape[2:], width)
+    acc_t = U.compute(pshape, ["n", "ob"] + list(names[2:]) + ["v"], body, name + "c")
+    return U.compute(shape, names, lambda n, oc, *y: U.cast(acc_t[(n, oc // width, *y, oc % width)], odt), name)
+
+
+def _conv_depthwise(src, weight, shape, strides, dilation, multiplier, acc, odt, name, names):
+    """One input channel per output channel (depthwise, channel multiplier `multiplier`): the kernel
+    taps are unrolled, so the op is a plain elementwise stage with no reduction loop."""
+    nd = src.ndim - 2
+    K = [int(s.value) for s in weight.shape[2:]]
+
+    def body(n, o, *y):
+        c = o if multiplier == 1 else o // multiplier
+        total = None
+        for k in itertools.product(*[range(e) for e in K]):
+            idx = tuple(y[a] * strides[a] + k[a] * dilation[a] for a in range(nd))
+            term = U.cast(src[(n, c, *idx)], acc) * U.cast(weight[(o, 0, *k)], acc)
+            total = term if total is None else total + term
+        return U.cast(total, odt)
+
+    return U.compute(shape, names, body, name)
 
 
 def _register_conv(nd):
@@ -186,6 +278,7 @@ def _register_conv(nd):
         return [conv_nd(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
                         attrs["out_dtype"])]
 
+    op.def_schedule(schedule_conv)
     return op
 
 
@@ -225,6 +318,9 @@ def _nd_attrs(attrs, nd):
                 padding=U.padding_tuple("nn.conv_integer", attrs["padding"], nd),
                 dilation=U.int_tuple("nn.conv_integer", "dilation", attrs["dilation"], nd),
                 groups=attrs["groups"], out_dtype=attrs["out_dtype"])
+
+
+conv_integer.def_schedule(schedule_conv)
 
 
 @conv_integer.def_compute
@@ -334,6 +430,7 @@ def _register_conv_transpose(nd):
         return [conv_transpose_nd(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"],
                                   attrs["groups"], attrs["output_padding"], attrs["out_dtype"])]
 
+    op.def_schedule(schedule_conv)
     return op
 
 

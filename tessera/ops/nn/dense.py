@@ -11,6 +11,7 @@ from ...errors import DTypeError, ShapeError
 from ...graph.ir import TensorType
 from ..registry import OpPattern, register_op
 from . import _util as U
+from ._cpu_schedule import schedule_matmul
 
 _MATMUL_DTYPES = U.FLOATS + ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
@@ -96,6 +97,9 @@ matmul = register_op("nn.matmul", inputs=("a", "b"), pattern=OpPattern.OUT_ELEMW
                          "last two axes of a or b.")
 
 
+matmul.def_schedule(schedule_matmul)
+
+
 @matmul.def_infer
 def _matmul_infer(types, attrs):
     a, b = types
@@ -116,6 +120,9 @@ def _matmul_compute(tensors, attrs):
 dense = register_op("nn.dense", inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                     attrs={"out_dtype": ""},
                     doc="data (..., K) @ weight(N, K)^T -> (..., N): a fully connected layer.")
+
+
+dense.def_schedule(schedule_matmul)
 
 
 @dense.def_infer
@@ -159,6 +166,9 @@ batch_matmul = register_op("nn.batch_matmul", inputs=("x", "y"), pattern=OpPatte
                            doc="3-D batched matmul; batch 1 broadcasts. Relay's default: y is (B, N, K).")
 
 
+batch_matmul.def_schedule(schedule_matmul)
+
+
 @batch_matmul.def_infer
 def _bmm_infer(types, attrs):
     x, y = types
@@ -185,6 +195,9 @@ matmul_integer = register_op(
     pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs={"out_dtype": "int32"},
     doc="(a - a_zero_point) @ (b - b_zero_point) in int32 (ONNX MatMulInteger); zero points are "
         "scalars, per-row of a (M,) or per-column of b (N,).")
+
+
+matmul_integer.def_schedule(schedule_matmul)
 
 
 @matmul_integer.def_infer

@@ -13,6 +13,7 @@ from ... import te
 from ...errors import ShapeError, TesseraError
 from ...graph.ir import TensorType
 from ..registry import OpPattern, register_op
+from .._schedule import schedule_blocks
 from . import _util as U
 
 
@@ -515,3 +516,8 @@ def _lpn_compute(tensors, attrs):
                       data.dtype)
 
     return [U.compute(data.shape, names, body, "lp_normalize")]
+
+
+for _op in (batch_norm, batch_norm_training, layer_norm, rms_norm, instance_norm, group_norm,
+            mean_variance_normalization, lrn, lp_normalize):
+    _op.def_schedule(schedule_blocks)

@@ -9,6 +9,7 @@ input (count_include_pad=False) or inside the padded input (True).
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 from ... import te
@@ -16,6 +17,7 @@ from ...errors import ShapeError, TesseraError
 from ...graph.ir import TensorType
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
+from .._schedule import schedule_blocks
 from . import _util as U
 
 
@@ -59,7 +61,8 @@ def pool_out_shape(op, data: TensorType, attrs) -> tuple:
 
 
 def _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial):
-    """(input indices, in-bounds condition) of taps rk of output point y."""
+    """(input indices, in-bounds conditions) of taps rk (reduce axes, or ints for one unrolled tap)
+    of output point y."""
     conds, idx = [], []
     for k in range(nd):
         S = int(data.shape[2 + k].value)
@@ -67,9 +70,12 @@ def _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial):
         if size[k] > 1:
             pos = pos + rk[k] * dilation[k]
         idx.append(pos)
-        if padding[k]:
+        fixed = isinstance(rk[k], int)  # an unrolled tap: drop the bounds it always satisfies
+        first = rk[k] * dilation[k] - padding[k] if fixed else -padding[k]
+        last = (out_spatial[k] - 1) * strides[k] - padding[k] + \
+            (rk[k] if fixed else size[k] - 1) * dilation[k]
+        if first < 0:
             conds.append(pos >= 0)
-        last = (out_spatial[k] - 1) * strides[k] - padding[k] + (size[k] - 1) * dilation[k]
         if last >= S:
             conds.append(pos < S)
     return idx, conds
@@ -116,29 +122,62 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
     acc = U.accum_dtype(dt)
     name = name or f"{kind}_pool{nd}d"
 
+    # windows of at most 64 taps are unrolled into one elementwise expression (no reduction loop:
+    # the output rows vectorize); larger windows reduce over loops. A padded input (the pad value
+    # never wins: the lowest value for max, 0 for sums) keeps bounds tests out of the taps.
+    unrolled = math.prod(size) <= 64
+    taps = list(itertools.product(*[range(e) for e in size])) if unrolled else None
+    src, src_pad = data, padding
+    if unrolled:
+        ends = []
+        for k in range(nd):
+            S = int(data.shape[2 + k].value)
+            need = (out_spatial[k] - 1) * strides[k] + (size[k] - 1) * dilation[k] + 1 - padding[k] - S
+            ends.append(max(need, 0))
+        full = tuple(padding[:nd]) + tuple(ends)
+        if any(full):
+            from .conv import _pad
+
+            fill = te.min_value(dt) if kind == "max" else te.const(0, dt)
+            src = _pad(data, full, nd, fill, name="pad_temp")
+            src_pad = (0,) * (2 * nd)
+
+    def tap_value(n, c, y, k, fill):
+        idx, conds = _window(src, nd, y, k, size, strides, dilation, src_pad, out_spatial)
+        v = src[(n, c, *idx)] if kind == "max" else U.cast(src[(n, c, *idx)], acc)
+        if kind == "lp":
+            v = v * v if p == 2 else (te.abs(v) if p == 1 else te.power(te.abs(v), te.const(float(p), acc)))
+        return te.if_then_else(te.all(*conds), v, fill) if conds else v
+
     if kind == "max":
         def body(n, c, *y):
-            idx, conds = _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial)
-            v = data[(n, c, *idx)]
-            if conds:
-                v = te.if_then_else(te.all(*conds), v, te.min_value(dt))
-            return te.max(v, axis=rk)
+            if unrolled:
+                out = None
+                for k in taps:
+                    v = tap_value(n, c, y, k, te.min_value(dt))
+                    out = v if out is None else E.max_expr(out, v)
+                return out
+            return te.max(tap_value(n, c, y, rk, te.min_value(dt)), axis=rk)
 
         return U.compute(shape, names, body, name)
 
-    def tap(n, c, y):
-        idx, conds = _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial)
-        v = U.cast(data[(n, c, *idx)], acc)
-        if kind == "lp":
-            v = v * v if p == 2 else (te.abs(v) if p == 1 else te.power(te.abs(v), te.const(float(p), acc)))
-        if conds:
-            v = te.if_then_else(te.all(*conds), v, te.const(0, acc))
-        return v
+    if unrolled:
+        def total_at(n, c, y):
+            out = None
+            for k in taps:
+                v = tap_value(n, c, y, k, te.const(0, acc))
+                out = v if out is None else out + v
+            return out
+    else:
+        total = U.compute(shape, names, lambda n, c, *y: te.sum(tap_value(n, c, y, rk, te.const(0, acc)), axis=rk),
+                          f"{name}_sum")
 
-    total = U.compute(shape, names, lambda n, c, *y: te.sum(tap(n, c, y), axis=rk), f"{name}_sum")
+        def total_at(n, c, y):
+            return total[(n, c, *y)]
+
     if kind == "lp":
         def fin(n, c, *y):
-            s = total[(n, c, *y)]
+            s = total_at(n, c, y)
             r = te.sqrt(s) if p == 2 else (s if p == 1 else te.power(s, te.const(1.0 / p, acc)))
             return U.cast(r, dt)
 
@@ -156,7 +195,7 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
                 const_count *= cval
             else:
                 exprs.append(e)
-        s = total[(n, c, *y)]
+        s = total_at(n, c, y)
         if not exprs:
             return U.cast(s * te.const(1.0 / const_count, acc), dt) if const_count & (const_count - 1) == 0 \
                 else U.cast(s / te.const(float(const_count), acc), dt)
@@ -193,6 +232,7 @@ def _register_pool(kind, nd):
         return [pool_nd(tensors[0], kind, attrs["pool_size"], attrs["strides"], attrs["dilation"],
                         attrs["padding"], attrs["ceil_mode"], attrs.get("count_include_pad", False))]
 
+    op.def_schedule(schedule_blocks)
     return op
 
 
@@ -347,8 +387,13 @@ def _register_global(kind):
         return [U.compute(shape, names, lambda *i: U.cast(total[i] / te.const(float(count), acc), dt),
                           "global_avg_pool")]
 
+    op.def_schedule(schedule_blocks)
     return op
 
 
 _register_global("avg")
 _register_global("max")
+
+
+lp_pool.def_schedule(schedule_blocks)
+max_pool_with_indices.def_schedule(schedule_blocks)

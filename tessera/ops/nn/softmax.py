@@ -9,6 +9,7 @@ from __future__ import annotations
 from ... import te
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
+from .._schedule import schedule_blocks
 from . import _util as U
 
 
@@ -123,3 +124,7 @@ def _hardmax_compute(tensors, attrs):
                                                                  te.const(1, x.dtype), te.const(0, x.dtype)),
                       "hardmax")]
 
+
+
+for _op in (softmax, log_softmax, hardmax):
+    _op.def_schedule(schedule_blocks)

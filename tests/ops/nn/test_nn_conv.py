@@ -1,11 +1,14 @@
 """nn.conv{1,2,3}d, nn.conv{1,2,3}d_transpose and nn.conv_integer against onnxruntime."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import tessera
 from nn_onnx_ref import ort_run
-from op_check import BF16, infer, run_op
+from op_check import BF16, infer, run_op as _run_op
 
+run_op = partial(_run_op, schedule=True)  # every op runs with its default schedule
 RNG = np.random.default_rng(7)
 
 
@@ -36,6 +39,12 @@ CONV_CASES = [
     ("2d_depthwise_multiplier", (1, 4, 8, 7), (8, 1, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4),
     ("2d_pointwise", (1, 8, 5, 6), (5, 8, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),
     ("3d", (1, 2, 5, 6, 7), (3, 2, 2, 3, 2), (1, 2, 1), (0, 1, 1, 1, 0, 0), (2, 1, 1), 1),
+    # output channels a multiple of 8: the packed form (kernel taps / input channels unrolled)
+    ("2d_packed_3x3", (2, 8, 9, 10), (32, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ("2d_packed_1x1_stride2", (1, 16, 7, 7), (16, 16, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ("2d_packed_5x5_partly_unrolled", (1, 3, 11, 11), (16, 3, 5, 5), (2, 1), (2, 1, 0, 2), (1, 2), 1),
+    ("1d_packed", (1, 4, 20), (8, 4, 3), (2,), (1, 1), (1,), 1),
+    ("3d_packed", (1, 2, 5, 6, 7), (8, 2, 3, 3, 3), (1, 1, 1), (1, 1, 1, 1, 1, 1), (1, 1, 1), 1),
 ]
 
 
@@ -51,7 +60,7 @@ def test_conv_matches_onnxruntime(name, xs, ws, strides, padding, dilation, grou
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 def test_conv2d_other_float_dtypes_accumulate_precisely(dtype):
-    x, w = rand(1, 16, 6, 6, dtype=dtype), rand(4, 16, 3, 3, dtype=dtype)
+    x, w = rand(1, 16, 6, 6, dtype=dtype), rand(16, 16, 3, 3, dtype=dtype)
     (y,) = run_op("nn.conv2d", x, w, padding=(1, 1, 1, 1))
     assert y.dtype == (BF16 if dtype == "bfloat16" else np.dtype(dtype))
     ref = _np_conv2d(x.astype(np.float64), w.astype(np.float64), pad=1)
@@ -61,7 +70,7 @@ def test_conv2d_other_float_dtypes_accumulate_precisely(dtype):
 
 
 def test_conv2d_symbolic_batch_runs_any_batch():
-    w = rand(3, 2, 3, 3)
+    w = rand(8, 2, 3, 3)
     for n in (1, 3):
         x = rand(n, 2, 7, 7)
         (y,) = run_op("nn.conv2d", x, w, strides=(2, 2), padding=(1, 1, 1, 1), sym={0: ("N", 2, 7, 7)})
@@ -69,6 +78,8 @@ def test_conv2d_symbolic_batch_runs_any_batch():
         np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
     (t,) = infer("nn.conv2d", (("N", 2, 7, 7), "float32"), ((3, 2, 3, 3), "float32"), strides=(2, 2))
     assert t.shape == ("N", 3, 3, 3)
+    (t,) = infer("nn.conv2d", (("N", 2, 7, 7), "float32"), ((8, 2, 3, 3), "float32"), strides=(2, 2))
+    assert t.shape == ("N", 8, 3, 3)
 
 
 TRANSPOSE_CASES = [

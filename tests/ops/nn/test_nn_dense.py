@@ -1,11 +1,14 @@
 """nn.matmul (numpy semantics), nn.dense, nn.batch_matmul and nn.matmul_integer."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import tessera
 from nn_onnx_ref import ort_run
-from op_check import BF16, infer, run_op
+from op_check import BF16, infer, run_op as _run_op
 
+run_op = partial(_run_op, schedule=True)  # every op runs with its default schedule
 RNG = np.random.default_rng(11)
 
 

@@ -1,12 +1,15 @@
 """Pooling ops against onnxruntime: max/avg (ceil_mode, padding, dilation, count_include_pad),
 lp, max with indices, global pools."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import tessera
 from nn_onnx_ref import ort_run
-from op_check import infer, run_op
+from op_check import infer, run_op as _run_op
 
+run_op = partial(_run_op, schedule=True)  # every op runs with its default schedule
 RNG = np.random.default_rng(3)
 
 

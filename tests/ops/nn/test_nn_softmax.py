@@ -1,11 +1,14 @@
 """nn.softmax, nn.log_softmax, nn.hardmax against onnxruntime (opset 13 semantics)."""
+from functools import partial
+
 import numpy as np
 import pytest
 
 import tessera
 from nn_onnx_ref import ort_run
-from op_check import BF16, infer, run_op
+from op_check import BF16, infer, run_op as _run_op
 
+run_op = partial(_run_op, schedule=True)  # every op runs with its default schedule
 RNG = np.random.default_rng(9)
 X = RNG.standard_normal((2, 3, 5, 4)).astype(np.float32)
 

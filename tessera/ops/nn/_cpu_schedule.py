@@ -1,0 +1,219 @@
+"""Default CPU schedules of the nn ops (conv, matmul-like), built from the loop primitives.
+
+Convolution, packed form (conv.py's `_conv_packed`, groups = 1): for every input channel, a row of
+output-channel vectors is updated, the innermost loop being the vector of output channels:
+(n, o_block, spatial..., rc, width, vector); (n, o_block) run in parallel when there is enough
+work. Direct form (grouped, integer): every output row is accumulated in place, vector by vector,
+while the loops over input channels and kernel taps run outside it (the output-width loop is
+vectorized: split by the vector lanes when it divides, whole when it is short).
+
+Matmul (B row-major (K, N)): a (rows x columns) register-sized tile of C is updated for every k,
+columns vectorized: (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
+transposed operands of matmul/batch_matmul take the same tiling; their column loads are gathers,
+which is why the ONNX converters hand constant weights to nn.matmul as (K, N).
+
+Each step is tried on its own; a primitive that refuses (a non-constant extent, a loop shape it
+does not take) leaves that step out, so a schedule only ever improves on the unscheduled kernel.
+"""
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from ...ir import expr as E
+from .. import _schedule as S
+
+
+def _extent(sch, loop):
+    ext = sch.get(loop).extent
+    return ext.value if isinstance(ext, E.IntImm) else None
+
+
+def _lanes(sch, block, target) -> int:
+    blk = sch.get(block)
+    bits = blk.writes[0].buffer.dtype.bits if blk.writes else 32
+    return max(1, int(getattr(target, "vector_bits", 128)) // max(8, bits))
+
+
+def _is_reduce(sch, block) -> bool:
+    return any(iv.iter_type == "reduce" for iv in sch.get(block).iter_vars)
+
+
+def _other_blocks(sch, ctx, done):
+    """The op's remaining blocks (padding, casts, small statistics) get the generic schedule."""
+    root = sch.get_block("root")
+    for block in sch.get_child_blocks(root):
+        if sch.get(block).name_hint in done:
+            continue
+        try:
+            if _is_reduce(sch, block):
+                S.schedule_reduce_block(sch, block, ctx.target)
+            else:
+                S.schedule_spatial_block(sch, block, ctx.target)
+        except ScheduleError:
+            continue
+
+
+def _anchor(sch, names):
+    for name in names:
+        try:
+            return sch.get_block(name), name
+        except ScheduleError:
+            continue
+    return None, None
+
+
+def _vector_split(sch, loop, lanes, max_whole=64):
+    """(outer loops, vector loop) of `loop`: split by lanes when they divide its extent, the whole
+    loop when it is short, else no vector loop."""
+    ext = _extent(sch, loop)
+    if ext is None or lanes <= 1 or ext < 2:
+        return [loop], None
+    if ext % lanes == 0 and ext > lanes:
+        outer, inner = sch.split(loop, factors=[None, lanes])
+        return [outer], inner
+    if ext <= max_whole:
+        return [], loop
+    return [loop], None
+
+
+# ---------------------------------------------------------------------------------------------
+# convolution
+# ---------------------------------------------------------------------------------------------
+def schedule_conv(sch, ctx):
+    """Convolution: the packed form vectorizes its output-channel vector, the direct form its output
+    rows (see module doc); padding, weight packing and unpacking get the generic schedule."""
+    out = ctx.block
+    done = set()
+    for cand, fn in ((out + "c", _packed_block), (out + "_acc", _conv_block), (out, _conv_block)):
+        try:
+            b = sch.get_block(cand)
+        except ScheduleError:
+            continue
+        if not _is_reduce(sch, b):
+            continue
+        try:
+            fn(sch, b, ctx.target)
+            done.add(cand)
+        except ScheduleError:
+            pass
+        break
+    _other_blocks(sch, ctx, done)
+
+
+def _packed_block(sch, block, target):
+    """(n, o_block, spatial..., rc, last spatial, channel vector): for every input channel a row of
+    output-channel vectors is updated; the vector of weights stays in registers along the row."""
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
+    n, ob, *spatial = loops[:n_sp - 1]
+    vec, reduce = loops[n_sp - 1], loops[n_sp:]
+    if not spatial:
+        return
+    sch.reorder(n, ob, *spatial[:-1], *reduce, spatial[-1], vec)
+    sch.vectorize(vec)
+    obe = _extent(sch, ob)
+    work = 1
+    for lp in sch.get_loops(block):
+        e = _extent(sch, lp)
+        work *= e if e is not None else S.PARALLEL_MIN_WORK
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and obe is not None and obe >= 2:
+        sch.parallel(sch.fuse(n, ob))
+
+
+def _conv_block(sch, block, target):
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
+    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
+    if n_sp < 3 or not reduce:
+        return
+    outer_sp, width = spatial[:-1], spatial[-1]
+    lanes = _lanes(sch, block, target)
+    w_outer, vec = _vector_split(sch, width, lanes)
+    order = outer_sp + reduce + w_outer + ([vec] if vec is not None else [])
+    if vec is None:
+        return  # nothing to vectorize: the unscheduled order (reductions innermost) is better
+    sch.reorder(*order)
+    sch.vectorize(vec)
+    exts = [_extent(sch, lp) for lp in spatial[:2]]
+    work = 1
+    for lp in sch.get_loops(block):
+        e = _extent(sch, lp)
+        work *= e if e is not None else S.PARALLEL_MIN_WORK
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts and exts[0] * exts[1] >= 2:
+        sch.parallel(sch.fuse(spatial[0], spatial[1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul-like
+# ---------------------------------------------------------------------------------------------
+def schedule_matmul(sch, ctx):
+    """(batch..., i_outer, j_outer, k, i_inner, j_inner): a tile of C per k step (see module doc)."""
+    out = ctx.block
+    block = None
+    for cand in (out + "_acc", out):
+        try:
+            b = sch.get_block(cand)
+        except ScheduleError:
+            continue
+        if _is_reduce(sch, b):
+            block = (b, cand)
+            break
+    done = set()
+    if block is not None:
+        try:
+            _matmul_block(sch, block[0], ctx.target)
+            done.add(block[1])
+        except ScheduleError:
+            pass
+    _other_blocks(sch, ctx, done)
+
+
+def _pick_tile(ext, candidates):
+    for c in candidates:
+        if ext is not None and ext % c == 0 and ext >= c:
+            return c
+    return None
+
+
+def _matmul_block(sch, block, target):
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
+    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
+    if len(reduce) != 1 or not spatial:
+        return
+    lanes = _lanes(sch, block, target)
+    j = spatial[-1]
+    j_ext = _extent(sch, j)
+    tj = _pick_tile(j_ext, [4 * lanes, 2 * lanes, lanes])
+    if tj is None:
+        return
+    jo, ji = sch.split(j, factors=[None, tj])
+    rest = spatial[:-1]
+    if rest:
+        i = rest[-1]
+        ti = _pick_tile(_extent(sch, i), [4, 2])
+        batch = rest[:-1]
+        if ti is not None:
+            io, ii = sch.split(i, factors=[None, ti])
+            sch.reorder(*batch, io, jo, reduce[0], ii, ji)
+            outer = batch + [io]
+        else:
+            sch.reorder(*batch, i, jo, reduce[0], ji)
+            outer = batch + [i]
+    else:
+        sch.reorder(jo, reduce[0], ji)
+        outer = [jo]
+    sch.vectorize(ji)
+    work = 1
+    for lp in sch.get_loops(block):
+        e = _extent(sch, lp)
+        work *= e if e is not None else S.PARALLEL_MIN_WORK
+    exts = [_extent(sch, lp) for lp in outer]
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts:
+        n_out = 1
+        for e in exts:
+            n_out *= e
+        if n_out >= 2:
+            sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
