@@ -7,8 +7,9 @@ work. Direct form (grouped, integer): every output row is accumulated in place, 
 while the loops over input channels and kernel taps run outside it (the output-width loop is
 vectorized: split by the vector lanes when it divides, whole when it is short).
 
-Matmul (B row-major (K, N)): a (rows x columns) register-sized tile of C is updated for every k,
-columns vectorized: (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
+Matmul (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
+see dense.py's k_unroll) k step, columns vectorized, rows unrolled:
+(batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
 transposed operands of matmul/batch_matmul take the same tiling; their column loads are gathers,
 which is why the ONNX converters hand constant weights to nn.matmul as (K, N).
 
@@ -186,7 +187,7 @@ def _matmul_block(sch, block, target):
     lanes = _lanes(sch, block, target)
     j = spatial[-1]
     j_ext = _extent(sch, j)
-    tj = _pick_tile(j_ext, [4 * lanes, 2 * lanes, lanes])
+    tj = _pick_tile(j_ext, [2 * lanes, lanes])
     if tj is None:
         return
     jo, ji = sch.split(j, factors=[None, tj])
@@ -198,6 +199,7 @@ def _matmul_block(sch, block, target):
         if ti is not None:
             io, ii = sch.split(i, factors=[None, ti])
             sch.reorder(*batch, io, jo, reduce[0], ii, ji)
+            sch.unroll(ii)
             outer = batch + [io]
         else:
             sch.reorder(*batch, i, jo, reduce[0], ji)

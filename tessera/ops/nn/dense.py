@@ -9,6 +9,7 @@ from __future__ import annotations
 from ... import te
 from ...errors import DTypeError, ShapeError
 from ...graph.ir import TensorType
+from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from . import _util as U
 from ._cpu_schedule import schedule_matmul
@@ -43,23 +44,33 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
     return tuple(batch) + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
 
 
+def k_unroll(K) -> int:
+    """How many k steps one reduction step takes (unrolled in the expression, so that each update
+    of a tile of C in memory carries several multiply-adds): 4 when it divides a static K."""
+    if not isinstance(K, E.IntImm):
+        return 1
+    return next(u for u in (4, 2, 1) if K.value % u == 0)
+
+
 def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
                    a_zero_point=None, b_zero_point=None):
-    """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics)."""
+    """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics); k is
+    reduced `k_unroll(K)` steps at a time."""
     odt = U.out_dtype(name, out_dtype, a.dtype)
     acc = U.accum_dtype(odt) if odt.is_float() else odt
     shape = U.shape_exprs(matmul_shape(name, U.ttype(a), U.ttype(b), transpose_a, transpose_b), a, b)
     K = a.shape[0] if a.ndim == 1 else (a.shape[-2] if transpose_a else a.shape[-1])
-    k = te.reduce_axis((0, K), "k")
+    unroll = k_unroll(K)
+    k = te.reduce_axis((0, K // unroll if unroll > 1 else K), "k")
     nbatch = len(shape) - (a.ndim >= 2) - (b.ndim >= 2)
     names = [f"b{q}" for q in range(nbatch)] + (["i"] if a.ndim >= 2 else []) + (["j"] if b.ndim >= 2 else [])
 
-    def operand(t, batch, row, transpose, zp, zp_row):
+    def operand(t, batch, row, transpose, zp, zp_row, kk):
         if t.ndim == 1:
-            idx = (k,)
+            idx = (kk,)
         else:
             tb = U.broadcast_index_batch(t, batch)
-            idx = tb + ((k, row) if transpose else (row, k))
+            idx = tb + ((kk, row) if transpose else (row, kk))
         v = U.cast(t[idx], acc)
         if zp is not None:
             per_row = zp.ndim == 1 and U.dims_of(zp)[0] != 1
@@ -72,9 +83,13 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         rest = idx[nbatch:]
         i = rest[0] if a.ndim >= 2 else None
         j = rest[-1] if b.ndim >= 2 else None
-        va = operand(a, batch, i, transpose_a, a_zero_point, i)
-        vb = operand(b, batch, j, not transpose_b, b_zero_point, j)
-        return te.sum(va * vb, axis=k)
+        total = None
+        for u in range(unroll):
+            kk = k * unroll + u if unroll > 1 else k
+            term = operand(a, batch, i, transpose_a, a_zero_point, i, kk) * \
+                operand(b, batch, j, not transpose_b, b_zero_point, j, kk)
+            total = term if total is None else total + term
+        return te.sum(total, axis=k)
 
     if acc == odt:
         return U.compute(shape, names, body, name)
@@ -144,13 +159,20 @@ def _dense_compute(tensors, attrs):
     odt = U.out_dtype("nn.dense", attrs["out_dtype"], data.dtype)
     acc = U.accum_dtype(odt) if odt.is_float() else odt
     shape = tuple(data.shape[:-1]) + (weight.shape[0],)
-    k = te.reduce_axis((0, data.shape[-1]), "k")
+    K = data.shape[-1]
+    unroll = k_unroll(K)
+    k = te.reduce_axis((0, K // unroll if unroll > 1 else K), "k")
     names = [f"i{q}" for q in range(data.ndim - 1)] + ["j"]
     if data.ndim == 2:
         names = ["i", "j"]
 
     def body(*idx):
-        return te.sum(U.cast(data[idx[:-1] + (k,)], acc) * U.cast(weight[idx[-1], k], acc), axis=k)
+        total = None
+        for u in range(unroll):
+            kk = k * unroll + u if unroll > 1 else k
+            term = U.cast(data[idx[:-1] + (kk,)], acc) * U.cast(weight[idx[-1], kk], acc)
+            total = term if total is None else total + term
+        return te.sum(total, axis=k)
 
     if acc == odt:
         return [U.compute(shape, names, body, "dense")]
