@@ -1,4 +1,5 @@
-"""Ops of no larger family: reinterpret (ONNX BitCast) and det (ONNX Det).
+"""Ops of no larger family: reinterpret (ONNX BitCast), det (ONNX Det) and tensor_scatter (ONNX
+TensorScatter, a KV-cache write).
 
 reinterpret reads each element's bits as another dtype of the same width (a `reinterpret` call the
 C backend renders with memcpy); bool counts as an 8-bit type holding 0 or 1.
@@ -153,3 +154,73 @@ def _det_compute(tensors, attrs):
         return v.astype(x.dtype)
 
     return [te.compute(batch, product, name="det")]
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor_scatter
+# ---------------------------------------------------------------------------------------------
+tensor_scatter = register_op(
+    "tensor_scatter", inputs=("past", "update", "write_indices*"), pattern=OpPattern.INJECTIVE,
+    attrs={"axis": -2, "mode": "linear"},
+    doc="A KV-cache write (ONNX TensorScatter): past with update's sequence written along `axis` from "
+        "write_indices[batch] (0 without them); mode 'circular' wraps around the cache length.")
+tensor_scatter.def_schedule(schedule_injective)
+
+
+def _ts_check(types, attrs):
+    op = "tensor_scatter"
+    past, upd = types[0], types[1]
+    if len(types) > 3:
+        raise ShapeError(f"{op}: takes past, update and optional write_indices, got {len(types)} inputs")
+    if attrs["mode"] not in ("linear", "circular"):
+        raise ShapeError(f"{op}: mode must be 'linear' or 'circular', got {attrs['mode']!r}")
+    if past.dtype != upd.dtype:
+        raise DTypeError(f"{op}: update is {upd.dtype} but past is {past.dtype}")
+    if past.ndim < 2 or upd.ndim != past.ndim:
+        raise ShapeError(f"{op}: past {fmt_shape(past.shape)} and update {fmt_shape(upd.shape)} must have one rank >= 2")
+    from ._common import normalize_axis
+
+    axis = normalize_axis(op, attrs["axis"], past.ndim)
+    if axis == 0:
+        raise ShapeError(f"{op}: axis 0 is the batch axis; the sequence axis must come after it")
+    for k, (a, b) in enumerate(zip(past.shape, upd.shape)):
+        if k != axis and a != b and isinstance(a, int) == isinstance(b, int):
+            raise ShapeError(f"{op}: update {fmt_shape(upd.shape)} differs from past {fmt_shape(past.shape)} in axis {k}")
+        if k == axis and isinstance(a, int) and isinstance(b, int) and b > a:
+            raise ShapeError(f"{op}: update's sequence ({b}) is longer than the cache ({a})")
+    if len(types) == 3:
+        w = types[2]
+        check_dtype(op, w.dtype, ("int32", "int64"), "write_indices")
+        if w.ndim != 1:
+            raise ShapeError(f"{op}: write_indices must be (batch,), got {fmt_shape(w.shape)}")
+    return axis
+
+
+@tensor_scatter.def_infer
+def _ts_infer(types, attrs):
+    _ts_check(types, attrs)
+    return [types[0]]
+
+
+@tensor_scatter.def_compute
+def _ts_compute(tensors, attrs):
+    past, upd = tensors[0], tensors[1]
+    w = tensors[2] if len(tensors) == 3 else None
+    axis = _ts_check([TensorType([int(s.value) if isinstance(s, E.IntImm) else s.name for s in t.shape], t.dtype)
+                      for t in tensors], attrs)
+    cache, seq = past.shape[axis], upd.shape[axis]
+
+    def as64(e):
+        return E.const(e.value, "int64") if isinstance(e, E.IntImm) else E.convert(e).astype("int64")
+
+    def body(*i):
+        start = w[i[0]].astype("int64") if w is not None else E.const(0, "int64")
+        rel = i[axis].astype("int64") - start
+        if attrs["mode"] == "circular":
+            rel = te.floormod(rel, as64(cache))
+        hit = E.And(rel >= E.const(0, "int64"), rel < as64(seq))
+        safe = te.max(te.min(rel, as64(seq) - E.const(1, "int64")), E.const(0, "int64")).astype(i[axis].dtype)
+        v = upd[tuple(safe if k == axis else x for k, x in enumerate(i))]
+        return E.Select(hit, v, past[i])
+
+    return [te.compute(past.shape, body, name="tensor_scatter")]

@@ -53,3 +53,38 @@ def test_nonzero_folds_constants_and_refuses_runtime_inputs():
     scores = np.zeros((1, 1, 2), np.float32)
     with pytest.raises(UnsupportedOpError, match="NonMaxSuppression.*how many boxes"):
         from_onnx(one_node("NonMaxSuppression", {"b": boxes, "s": scores}, opset=11))
+
+
+def test_swiglu_tensor_scatter_causal_conv_match_the_reference():
+    a = RNG.standard_normal((2, 3, 8)).astype(np.float16)
+    b = RNG.standard_normal((2, 3, 8)).astype(np.float16)
+    m = one_node("SwiGLU", {"a": a, "b": b}, dict(alpha=1.7), opset=28)
+    check(m, {"a": a, "b": b}, want=ReferenceEvaluator(m).run(None, {"a": a, "b": b}), rtol=2e-3, atol=2e-3)
+
+    past = RNG.standard_normal((2, 3, 6, 4)).astype(np.float32)
+    upd = RNG.standard_normal((2, 3, 3, 4)).astype(np.float32)
+    w = np.array([4, 1], np.int64)
+    for mode in ("circular", "linear"):
+        feeds = {"past": past, "upd": upd, "w": w if mode == "circular" else np.array([3, 0], np.int64)}
+        m = one_node("TensorScatter", feeds, dict(axis=2, mode=mode), opset=24)
+        check(m, feeds, want=ReferenceEvaluator(m).run(None, feeds))
+
+    x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    wt = RNG.standard_normal((3, 1, 4)).astype(np.float32)
+    feeds = {"x": x, "w": wt, "b": RNG.standard_normal(3).astype(np.float32),
+             "s": RNG.standard_normal((2, 3, 3)).astype(np.float32)}
+    m = one_node("CausalConvWithState", feeds, dict(activation="silu"), opset=27, outputs=("y", "state"))
+    check(m, feeds, want=ReferenceEvaluator(m).run(None, feeds), rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_scatter_symbolic_batch_and_refusals():
+    past = RNG.standard_normal((3, 5, 2)).astype(np.float32)
+    upd = RNG.standard_normal((3, 2, 2)).astype(np.float32)
+    w = np.array([0, 3, 2], np.int32)
+    feeds = {"past": past, "upd": upd, "w": w}
+    m = one_node("TensorScatter", feeds, dict(axis=1), opset=24,
+                 shapes={"past": ("B", 5, 2), "upd": ("B", 2, 2), "w": ("B",)})
+    check(m, feeds, want=ReferenceEvaluator(m).run(None, feeds))
+    bad = one_node("TensorScatter", {"past": past, "upd": upd}, dict(axis=0), opset=24)
+    with pytest.raises(Exception, match="axis 0 is the batch axis"):
+        from_onnx(bad)

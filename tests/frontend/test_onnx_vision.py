@@ -51,3 +51,27 @@ def test_grid_sample_opset16_names_and_refusals():
                                   inits={"size": np.array([1, 1, 2, 2], np.int64)}, outputs=("grid",)),
                          {"theta": np.eye(2, 3, dtype=np.float32)[None]})
     np.testing.assert_allclose(got[0][0, :, :, 0], [[-0.5, 0.5], [-0.5, 0.5]])
+
+
+def test_roi_align_adaptive_sampling_needs_constant_rois():
+    x = RNG.standard_normal((1, 2, 8, 8)).astype(np.float32)
+    rois = np.array([[0, 0, 5, 6], [1, 2, 7, 7.5]], np.float32)
+    idx = np.zeros(2, np.int64)
+    m = one_node("RoiAlign", {"x": x, "rois": rois, "idx": idx}, dict(output_height=2, output_width=3), opset=16)
+    with pytest.raises(UnsupportedOpError, match="must be a constant") as e:
+        from_onnx(m)
+    assert e.value.needs_constant == "rois"
+    check(m, {"x": x, "rois": rois, "idx": idx}, rtol=1e-5, atol=1e-5, const_inputs={"rois": rois})
+
+
+def test_col2im_and_deform_conv_converters():
+    x = RNG.standard_normal((1, 8, 4)).astype(np.float32)
+    m = one_node("Col2Im", {"x": x}, dict(strides=[1, 2]), inits={"img": np.array([3, 5], np.int64),
+                                                                  "blk": np.array([2, 2], np.int64)}, opset=18)
+    check(m, {"x": x}, want=ReferenceEvaluator(m).run(None, {"x": x}), rtol=1e-6)
+    xd = RNG.standard_normal((1, 1, 4, 4)).astype(np.float32)
+    w = RNG.standard_normal((2, 1, 2, 2)).astype(np.float32)
+    off = RNG.standard_normal((1, 8, 3, 3)).astype(np.float32)
+    feeds = {"x": xd, "w": w, "off": off, "b": np.array([0.5, -1], np.float32)}
+    md = one_node("DeformConv", feeds, opset=19)
+    check(md, feeds, want=ReferenceEvaluator(md).run(None, feeds), rtol=1e-5, atol=1e-5)

@@ -54,3 +54,41 @@ def test_det_refusals():
         infer("det", (("n", "n"), "float32"))
     with pytest.raises(DTypeError):
         infer("det", ((2, 2), "int32"))
+
+
+def _scatter_numpy(past, upd, w, axis, circular):
+    out = past.copy()
+    m, s = past.shape[axis], upd.shape[axis]
+    for b in range(past.shape[0]):
+        for k in range(s):
+            pos = w[b] + k
+            if circular:
+                pos %= m
+            if 0 <= pos < m:
+                dst = [slice(None)] * past.ndim
+                src = [slice(None)] * past.ndim
+                dst[0] = src[0] = b
+                dst[axis], src[axis] = pos, k
+                out[tuple(dst)] = upd[tuple(src)]
+    return out
+
+
+@pytest.mark.parametrize("circular", [False, True])
+def test_tensor_scatter_writes_each_batch_entry_at_its_index(circular):
+    past = RNG.standard_normal((3, 2, 7, 4)).astype(np.float32)
+    upd = RNG.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    w = np.array([0, 5, 6], np.int64)      # linear: the writes past the end are dropped
+    (got,) = run_op("tensor_scatter", past, upd, w, axis=2, mode="circular" if circular else "linear")
+    np.testing.assert_array_equal(got, _scatter_numpy(past, upd, w, 2, circular))
+    (got0,) = run_op("tensor_scatter", past, upd, axis=-2)
+    np.testing.assert_array_equal(got0, _scatter_numpy(past, upd, np.zeros(3, np.int64), 2, False))
+
+
+def test_tensor_scatter_refusals():
+    f = "float32"
+    with pytest.raises(ShapeError, match="longer than the cache"):
+        infer("tensor_scatter", ((2, 3, 4), f), ((2, 5, 4), f), axis=1)
+    with pytest.raises(ShapeError, match="differs from past"):
+        infer("tensor_scatter", ((2, 3, 4), f), ((2, 2, 5), f), axis=1)
+    with pytest.raises(DTypeError):
+        infer("tensor_scatter", ((2, 3, 4), f), ((2, 2, 4), "float16"), axis=1)

@@ -75,3 +75,65 @@ def test_grid_sample_refusals():
         infer("image.grid_sample", ((1, 1, 4, 4), f), ((1, 3, 3, 2), "int32"))
     with pytest.raises(TesseraError, match="padding_mode"):
         infer("image.grid_sample", ((1, 1, 4, 4), f), ((1, 3, 3, 2), f), padding_mode="wrap")
+
+
+# ---------------------------------------------------------------------------------------------
+# col2im, roi_align, deform_conv2d
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("image,block,attrs", [
+    ((9,), (3,), dict(dilation=(2,), padding=(1, 2), strides=(2,))),
+    ((4, 5, 3), (2, 3, 2), dict(padding=(1, 0, 1, 0, 1, 1), strides=(1, 2, 1))),
+])
+def test_col2im_1d_and_3d_match_the_reference(image, block, attrs):
+    r = len(image)
+    dil, pads, strides = attrs.get("dilation", (1,) * r), attrs["padding"], attrs["strides"]
+    blocks = [(image[d] + pads[d] + pads[r + d] - dil[d] * (block[d] - 1) - 1) // strides[d] + 1 for d in range(r)]
+    x = RNG.standard_normal((2, 3 * int(np.prod(block)), int(np.prod(blocks)))).astype(np.float32)
+    (got,) = run_op("image.col2im", x, image_shape=image, block_shape=block, **attrs)
+    (want,) = reference_run("Col2Im", [x, np.array(image, np.int64), np.array(block, np.int64)],
+                            dict(dilations=list(dil), pads=list(pads), strides=list(strides)), opset=18)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_col2im_refuses_a_wrong_block_count():
+    with pytest.raises(ShapeError, match="makes"):
+        infer("image.col2im", ((1, 4, 7), "float32"), image_shape=(3, 3), block_shape=(2, 2))
+
+
+@pytest.mark.parametrize("mode,ct", [("avg", "half_pixel"), ("max", "output_half_pixel")])
+def test_roi_align_adaptive_grid_matches_the_reference(mode, ct):
+    x = RNG.standard_normal((2, 3, 12, 10)).astype(np.float32)
+    rois = np.array([[0.5, 1.0, 7.5, 9.0], [2.0, 2.0, 3.0, 2.5], [-3.0, -2.0, 15.0, 20.0], [1, 1, 1, 1]], np.float32)
+    bidx = np.array([1, 0, 1, 0], np.int64)
+    # sampling_ratio 0: the grid adapts per ROI; max_grid is the bound the converter derives from the ROIs
+    (got,) = run_op("image.roi_align", x, rois, bidx, output_size=(3, 4), spatial_scale=0.8, sampling_ratio=0,
+                    max_grid=(8, 8), mode=mode, half_pixel=ct == "half_pixel")
+    (want,) = reference_run("RoiAlign", [x, rois, bidx], dict(output_height=3, output_width=4, spatial_scale=0.8,
+                                                             sampling_ratio=0, mode=mode,
+                                                             coordinate_transformation_mode=ct), opset=16)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["groups", "mask_bias_dilation"])
+def test_deform_conv_matches_the_reference(case):
+    if case == "groups":
+        x = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
+        w = RNG.standard_normal((6, 2, 2, 3)).astype(np.float32)
+        attrs, onnx_attrs = dict(groups=2, offset_groups=2, strides=(1, 2), padding=(1, 0, 0, 1)), \
+            dict(group=2, offset_group=2, strides=[1, 2], pads=[1, 0, 0, 1])
+        oh, ow = (5 + 1 - 2) // 1 + 1, (6 + 1 - 3) // 2 + 1
+        extra, flags = [], {}
+        og = 2
+    else:
+        x = RNG.standard_normal((1, 2, 6, 6)).astype(np.float32)
+        w = RNG.standard_normal((3, 2, 2, 2)).astype(np.float32)
+        attrs, onnx_attrs = dict(dilation=(2, 1)), dict(dilations=[2, 1])
+        oh, ow = 6 - 2, 6 - 1
+        og = 1
+        extra = [RNG.standard_normal(3).astype(np.float32), RNG.uniform(0, 1, (1, og * 4, oh, ow)).astype(np.float32)]
+        flags = dict(has_bias=True, has_mask=True)
+    kh, kw = w.shape[2:]
+    off = (RNG.standard_normal((x.shape[0], og * kh * kw * 2, oh, ow)) * 1.5).astype(np.float32)
+    (got,) = run_op("image.deform_conv2d", x, w, off, *extra, **attrs, **flags)
+    (want,) = reference_run("DeformConv", [x, w, off] + extra, onnx_attrs, opset=19)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

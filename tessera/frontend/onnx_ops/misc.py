@@ -1,5 +1,6 @@
 """ONNX converters of the remaining small ops: BitCast (reinterpret), Det, CenterCropPad (slice and
-pad), MaxUnpool (a scatter into zeros), NonZero of a constant (folded), and the refusals of the ops
+pad), MaxUnpool (a scatter into zeros), NonZero of a constant (folded), SwiGLU, TensorScatter,
+CausalConvWithState (concat + depthwise conv1d + SiLU), and the refusals of the ops
 whose output shape depends on the data (NonMaxSuppression, Unique, NonZero of a runtime tensor):
 tessera compiles static shapes, so their results cannot be laid out ahead of the run.
 """
@@ -124,3 +125,66 @@ def _data_dependent(what):
 
 converter("NonMaxSuppression", since=10)(_data_dependent("how many boxes are selected"))
 converter("Unique", since=11)(_data_dependent("how many distinct values there are"))
+
+
+# ---------------------------------------------------------------------------------------------
+# SwiGLU, TensorScatter, CausalConvWithState (the LLM building blocks of recent opsets)
+# ---------------------------------------------------------------------------------------------
+@converter("SwiGLU", since=28)
+def _swiglu(ctx):
+    """Swish_alpha(A) * B = A * sigmoid(alpha * A) * B, as the reference rounds it."""
+    a, b = ctx.input(0), ctx.input(1)
+    if a.type != b.type:
+        ctx.unsupported(f"A {a.type} and B {b.type} must have one shape and dtype (SwiGLU does not broadcast)")
+    alpha = float(ctx.attr("alpha", 1.0))
+    scaled = a if alpha == 1.0 else ctx.op("multiply", a, ctx.const(np.array(alpha, numpy_dtype(a.type.dtype)), "alpha"))
+    return ctx.op("multiply", ctx.op("multiply", a, ctx.op("sigmoid", scaled)), b)
+
+
+@converter("TensorScatter", since=24)
+def _tensor_scatter(ctx):
+    past, upd = ctx.input(0), ctx.input(1)
+    w = ctx.input(2, optional=True)
+    mode = ctx.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        ctx.unsupported(f"mode={mode!r}")
+    ins = [past, upd] + ([w] if w is not None else [])
+    return ctx.op("tensor_scatter", *ins, axis=int(ctx.attr("axis", -2)), mode=mode)
+
+
+@converter("CausalConvWithState", since=27)
+def _causal_conv_with_state(ctx):
+    """concat(past_state or zeros, input) along time, a depthwise valid conv1d (+ bias), SiLU when
+    asked; present_state is the last k-1 steps of the concatenation."""
+    x, w = ctx.input(0), ctx.input(1)
+    bias, past = ctx.input(2, optional=True), ctx.input(3, optional=True)
+    act = ctx.attr("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        ctx.unsupported(f"activation={act!r} (ONNX defines none, silu and swish)")
+    if x.type.ndim != 3 or w.type.ndim != 3 or w.type.shape[1] != 1:
+        ctx.unsupported(f"input {x.type} must be (B, C, L) and weight {w.type} (C, 1, k)")
+    batch, ch, _ = x.type.shape
+    k = w.type.shape[2]
+    if not isinstance(k, int) or not isinstance(ch, int) or w.type.shape[0] != ch:
+        ctx.unsupported(f"weight {w.type} must be ({ch}, 1, k) with a static k")
+    dt = numpy_dtype(x.type.dtype)
+    if past is None:
+        if not isinstance(batch, int):
+            ctx.unsupported("a symbolic batch without past_state (the zero state needs the batch size)")
+        past = ctx.const(np.zeros((batch, ch, k - 1), dt), "zero_state")
+    padded = ctx.op("concatenate", past, x, axis=2) if k > 1 else x
+    y = ctx.op("nn.conv1d", padded, w, groups=ch)
+    if bias is not None:
+        y = ctx.op("add", y, ctx.op("reshape", bias, newshape=(ch, 1)))
+    if act in ("silu", "swish"):
+        y = ctx.op("multiply", y, ctx.op("sigmoid", y))
+    if not ctx.has_output(1):
+        return (y,)
+    total = padded.type.shape[2]
+    if k == 1:                                  # no state to carry: an empty one
+        if not isinstance(batch, int):
+            ctx.unsupported("an empty present_state of a symbolic batch")
+        return y, ctx.const(np.zeros((batch, ch, 0), dt), "present_state")
+    state = ctx.op("strided_slice", padded, begin=(-(k - 1),), end=(total if isinstance(total, int) else 2**62,),
+                   axes=(2,))
+    return y, state

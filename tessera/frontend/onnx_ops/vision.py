@@ -1,5 +1,6 @@
 """ONNX converters of the vision ops: GridSample (image.grid_sample), AffineGrid (a constant base grid
-times theta, one nn.matmul)."""
+times theta, one nn.matmul), Col2Im, RoiAlign and DeformConv (image.col2im / roi_align /
+deform_conv2d)."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,3 +67,62 @@ def _affine_grid(ctx):
     base = ctx.const(base.reshape(-1, r + 1).astype(numpy_dtype(theta.type.dtype)), "base_grid")
     g = ctx.op("nn.matmul", base, theta, transpose_b=True)          # (N, D*H*W, r)
     return ctx.op("reshape", g, newshape=(n if isinstance(n, int) else 0, *spatial, r))
+
+
+@converter("Col2Im", since=18)
+def _col2im(ctx):
+    x = ctx.input(0)
+    image = _ints(ctx.const_input(1))
+    block = _ints(ctx.const_input(2))
+    r = len(image)
+    return ctx.op("image.col2im", x, image_shape=tuple(image), block_shape=tuple(block),
+                  dilation=tuple(ctx.attr("dilations") or (1,) * r), padding=tuple(ctx.attr("pads") or (0,) * (2 * r)),
+                  strides=tuple(ctx.attr("strides") or (1,) * r))
+
+
+@converter("RoiAlign", since=10)
+def _roi_align(ctx):
+    x, rois, idx = ctx.input(0), ctx.input(1), ctx.input(2)
+    mode = ctx.attr("mode", "avg")
+    default_ct = "half_pixel" if ctx.opset >= 16 else "output_half_pixel"
+    ct = ctx.attr("coordinate_transformation_mode", default_ct)
+    if ct not in ("half_pixel", "output_half_pixel"):
+        ctx.unsupported(f"coordinate_transformation_mode={ct!r}")
+    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    scale = float(ctx.attr("spatial_scale", 1.0))
+    grid = (1, 1)
+    if ratio == 0:
+        # an adaptive grid: its size comes from the ROIs, so they must be known to bound the loops
+        boxes = np.asarray(ctx.const_input(1), np.float64)
+        off = 0.5 if ct == "half_pixel" else 0.0
+        b = boxes * scale - off
+        hgt, wid = b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]
+        if ct != "half_pixel":
+            hgt, wid = np.maximum(hgt, 1.0), np.maximum(wid, 1.0)
+        gh = int(np.ceil(hgt / oh).max(initial=1))
+        gw = int(np.ceil(wid / ow).max(initial=1))
+        grid = (max(gh, 1), max(gw, 1))
+    if str(idx.type.dtype) not in ("int32", "int64"):
+        idx = ctx.op("cast", idx, dtype="int64")
+    return ctx.op("image.roi_align", x, rois, idx, output_size=(oh, ow), spatial_scale=scale, sampling_ratio=ratio,
+                  max_grid=grid, mode=mode, half_pixel=ct == "half_pixel")
+
+
+@converter("DeformConv", since=19)
+def _deform_conv(ctx):
+    x, w, off = ctx.input(0), ctx.input(1), ctx.input(2)
+    if x.type.ndim != 4:
+        ctx.unsupported(f"{x.type.ndim - 2}-d deformable convolution (tessera has 2-d)")
+    nd = 2
+    strides = tuple(int(s) for s in (ctx.attr("strides") or [1] * nd))
+    dil = tuple(int(d) for d in (ctx.attr("dilations") or [1] * nd))
+    pads = tuple(int(p) for p in (ctx.attr("pads") or [0] * (2 * nd)))
+    kernel = ctx.attr("kernel_shape")
+    if kernel is not None and tuple(int(k) for k in kernel) != tuple(w.type.shape[2:]):
+        ctx.unsupported(f"kernel_shape {kernel} differs from the weight's {w.type.shape[2:]}")
+    b, m = ctx.input(3, optional=True), ctx.input(4, optional=True)
+    extra = [v for v in (b, m) if v is not None]
+    return ctx.op("image.deform_conv2d", x, w, off, *extra, strides=strides, padding=pads, dilation=dil,
+                  groups=int(ctx.attr("group", 1)), offset_groups=int(ctx.attr("offset_group", 1)),
+                  has_bias=b is not None, has_mask=m is not None)
