@@ -73,9 +73,7 @@ def test_transformer_with_shape_subgraphs_matches_onnxruntime(name):
 
 @pytest.mark.parametrize("name,dynamic", [
     ("resnet18", False), ("gpt2_block", False), ("bert_base", False),
-    pytest.param("bert_base", True, marks=pytest.mark.xfail(
-        strict=True, reason="the Reshape converter takes its target only as a constant (const_input), not the "
-                            "symbolic shape value ctx.shape_input gives for Concat(Shape(x)[0], ...) with batch N")),
+    ("bert_base", True), ("gpt2_block", True),
 ])
 def test_symbolic_batch_model_matches_onnxruntime_at_two_batch_sizes(name, dynamic):
     kw = dict(SMALL[name])

@@ -31,8 +31,13 @@ def _ndim(v):
 # ---------------------------------------------------------------------------------------------
 # Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand
 # ---------------------------------------------------------------------------------------------
+def _shape_arg(ctx, i) -> list:
+    """A shape input: constant ints, or symbolic names where a shape subgraph reads a symbolic dim."""
+    return [s if isinstance(s, str) else int(s) for s in ctx.shape_input(i)]
+
+
 def _reshape_to(ctx, x, shape, allowzero=False):
-    shape = [int(s) for s in shape]
+    shape = [s if isinstance(s, str) else int(s) for s in shape]
     if allowzero and 0 in shape:
         return _reshape_literal(ctx, x, shape)
     return ctx.op("reshape", x, newshape=tuple(shape))
@@ -60,7 +65,7 @@ def _reshape_v1(ctx):
 
 @converter("Reshape", since=5)
 def _reshape_v5(ctx):
-    return _reshape_to(ctx, ctx.input(0), _ints(ctx.const_input(1)), bool(ctx.attr("allowzero", 0)))
+    return _reshape_to(ctx, ctx.input(0), _shape_arg(ctx, 1), bool(ctx.attr("allowzero", 0)))
 
 
 @converter("Flatten")
@@ -131,7 +136,7 @@ def _transpose(ctx):
 def _expand(ctx):
     """Bidirectional broadcast of the input against the given shape."""
     x = ctx.input(0)
-    shape = tuple(_ints(ctx.const_input(1)))
+    shape = tuple(_shape_arg(ctx, 1))
     target = broadcast_shapes("Expand", x.type.shape, shape)
     if target == x.type.shape:
         return x
