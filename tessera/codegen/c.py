@@ -51,9 +51,10 @@ class CodeGenC(CodeGenCBase):
     """The C backend: GCC vector extensions, OpenMP loops, stack/heap allocation."""
 
     def __init__(self, helpers: HelperRegistry, reserved=frozenset(), num_threads: int = 0,
-                 max_vector_bytes: int = 32):
+                 max_vector_bytes: int = 32, target=None):
         super().__init__(helpers, reserved)
         self.num_threads = num_threads
+        self.target = target  # the Target (its CPU features decide which tensor intrinsics build)
         # a C vector is at most one machine register: wider ones would cross function
         # boundaries in a non-native ABI (GCC notes it); those statements go lane by lane
         self.max_vector_bytes = max_vector_bytes
@@ -615,6 +616,47 @@ class CodeGenC(CodeGenCBase):
                 f"  for (int k = 0; k < {lanes}; ++k) r[k] = {lane};\n  return r;\n}}"))
         return f"{name}({', '.join(self.text(a) for a in args)})", P_PRIMARY
 
+    # -- tensor intrinsics: imported C source, required CPU features ------------------------
+    def stmt_AttrStmt(self, s):
+        key = s.attr_key
+        if key == "pragma_import_c":
+            # TVM's pragma_import_c: C source (a micro-kernel) emitted once into the unit; node
+            # names the functions it defines (comma separated), which then need no extern declaration
+            if type(s.value) is not E.StringImm or type(s.node) is not E.StringImm:
+                raise TesseraError(f"pragma_import_c in {self.func_name}: expected the function names and "
+                                   f"the C source as strings")
+            names = [n.strip() for n in s.node.value.split(",") if n.strip()]
+            self.helpers.import_c(names, s.value.value)
+            self.reserve_extern_names(names)
+            self.stmt(s.body)
+            return
+        if key == "tensor_intrin":
+            # node: the intrinsic's name; value: the CPU features it needs, comma separated
+            name = s.node.value if type(s.node) is E.StringImm else str(s.node)
+            from ..target import Target, _canon_feature
+
+            needs = [_canon_feature(f) for f in s.value.value.split(",") if f] if type(s.value) is E.StringImm else []
+            target = self.target if self.target is not None else Target("c")
+            if needs:
+                missing = [f for f in needs if not target.has_feature(f)]
+                if missing:
+                    from ..errors import UnsupportedOpError
+
+                    raise UnsupportedOpError(
+                        name, None, f"tensor intrinsic {name!r} in {self.func_name} needs the CPU "
+                        f"feature{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which target "
+                        f"{str(target)!r} lacks (its features: {_x86_summary(target)}); build for a target "
+                        f"that has {'them' if len(missing) > 1 else 'it'} (e.g. -mattr=+{',+'.join(missing)}) "
+                        f"or tensorize with an intrinsic of this target")
+            self.emit(f"/* tensor intrinsic {name} */")
+            self.stmt(s.body)
+            return
+        super().stmt_AttrStmt(s)
+
+    def reserve_extern_names(self, names):
+        for n in names:
+            self.on_extern(n)
+
     # -- loops and allocation ---------------------------------------------------------------
     def loop_header(self, s, body_has_checks):
         kind = s.kind
@@ -681,6 +723,11 @@ class CodeGenC(CodeGenCBase):
 _CMP_SYMBOL = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
 
 
+def _x86_summary(target) -> str:
+    feats = sorted(f for f in target.features if f.startswith(("avx", "fma", "sse4", "amx")))
+    return ", ".join(feats) or "none of the SIMD extensions"
+
+
 def _fmt(text: str) -> str:
     """text for use inside a printf format."""
     return text.replace("%", "%%")
@@ -742,7 +789,7 @@ def generate_module(funcs, target=None) -> str:
             mark = helpers.mark()
             try:
                 text, m = _FunctionWriter(f, name, cname, helpers, frozenset(reserved), num_threads,
-                                          max_vector_bytes).write()
+                                          max_vector_bytes, target).write()
                 break
             except _Restart as r:
                 helpers.rollback(mark)
@@ -908,10 +955,10 @@ class _FunctionWriter:
     """Kernel, argument struct, unpacking checks, entry, timer and metadata of one PrimFunc."""
 
     def __init__(self, func: PrimFunc, name: str, cname: str, helpers, reserved, num_threads,
-                 max_vector_bytes=32):
+                 max_vector_bytes=32, target=None):
         self.func, self.name, self.cname = func, name, cname
         self.helpers = helpers
-        self.gen = CodeGenC(helpers, reserved | {"err", "err_len"}, num_threads, max_vector_bytes)
+        self.gen = CodeGenC(helpers, reserved | {"err", "err_len"}, num_threads, max_vector_bytes, target)
         self.gen.func_name = name
 
     def write(self):

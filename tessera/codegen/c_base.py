@@ -732,7 +732,24 @@ class CodeGenCBase:
             return self._reinterpret(e)
         if op in _MATH or op in ("rsqrt", "sigmoid", "exp10"):
             return self._math_call(e)
+        if op == "address_of":
+            return self.address_of(e)
         return self.extern_call(e)
+
+    def address_of(self, e):
+        """`T.address_of(A[i])`: the address of a buffer element (a pointer argument of an extern
+        call, e.g. a tensor intrinsic's micro-kernel). The buffer counts as written (not const)."""
+        self._arity(e, 1)
+        load = e.args[0]
+        if type(load) is not E.BufferLoad or load.dtype.lanes != 1:
+            raise TesseraError(f"address_of in {self.func_name} takes one scalar buffer element "
+                               f"(T.address_of(A[i])), got {load.script()}")
+        name = self.buffer_name(load.buffer, len(load.indices))
+        self.stored.add(load.buffer)
+        idx = load.indices[0]
+        if type(idx) is E.IntImm and idx.value == 0:
+            return name, P_PRIMARY
+        return f"&{name}[{self.text(idx)}]", P_UNARY
 
     def _arity(self, e, n):
         if len(e.args) != n:
@@ -858,8 +875,7 @@ class CodeGenCBase:
         if not _IDENT.match(op) or op in C_KEYWORDS or op.startswith(_RESERVED_PREFIXES):
             raise UnsupportedOpError(op, None, f"in {self.func_name}: not an intrinsic the C backend "
                                      f"knows, and not a valid C function name for an extern call")
-        arg_types = tuple("const char*" if type(a) is E.StringImm else self.value_type(a.dtype)
-                          for a in e.args)
+        arg_types = tuple(self.extern_arg_type(a) for a in e.args)
         ret = "void" if e.dtype.is_handle() else self.value_type(e.dtype)
         self.helpers.extern(op, ret, arg_types)
         self.on_extern(op)
@@ -867,6 +883,16 @@ class CodeGenCBase:
         if e.dtype in _HALF:
             return self._round_result(e.dtype, s, P_PRIMARY)
         return s, P_PRIMARY
+
+    def extern_arg_type(self, a) -> str:
+        """C type of an argument in an extern function's prototype."""
+        if type(a) is E.StringImm:
+            return "const char*"
+        if a.dtype.is_handle():
+            if type(a) is E.Call and a.op == "address_of" and a.args:
+                return self.storage_type(a.args[0].dtype) + "*"
+            return "void*"
+        return self.value_type(a.dtype)
 
     def on_extern(self, name: str):
         """Hook: an extern function name is used (the C backend checks it shadows no local)."""
@@ -1127,15 +1153,32 @@ class HelperRegistry:
         self.typedefs: dict[str, str] = {}
         self.functions: dict[str, str] = {}
         self.externs: dict[str, tuple] = {}
+        self.imported: dict[str, str] = {}  # C function name -> key of the imported source defining it
 
     def mark(self):
         """A snapshot to roll back to (a function regenerated from scratch)."""
-        return len(self.typedefs), len(self.functions), len(self.externs)
+        return len(self.typedefs), len(self.functions), len(self.externs), len(self.imported)
 
     def rollback(self, mark):
-        for d, n in zip((self.typedefs, self.functions, self.externs), mark):
+        for d, n in zip((self.typedefs, self.functions, self.externs, self.imported), mark):
             for key in list(d)[n:]:
                 del d[key]
+
+    def import_c(self, names, code: str) -> None:
+        """C source defining the functions `names` (a tensor intrinsic's micro-kernel), emitted
+        once among the helpers; calls of those functions then get no extern declaration. One name
+        defined by two different sources is an error."""
+        import hashlib
+
+        key = "import_c:" + hashlib.sha1(code.encode("utf-8")).hexdigest()
+        for name in names:
+            prev = self.imported.get(name)
+            if prev is not None and prev != key:
+                raise TesseraError(f"C function {name} is defined by two different imported sources "
+                                   f"(pragma_import_c); give the tensor intrinsics' functions distinct names")
+        self.require(key, code)
+        for name in names:
+            self.imported.setdefault(name, key)
 
     def require(self, name: str, code: str) -> str:
         if name not in self.functions:
@@ -1158,4 +1201,4 @@ class HelperRegistry:
 
     def extern_decls(self) -> list[str]:
         return [f"extern {ret} {name}({', '.join(args) or 'void'});"
-                for name, (ret, args) in self.externs.items()]
+                for name, (ret, args) in self.externs.items() if name not in self.imported]

@@ -4,5 +4,6 @@ from ..ir import (Block, BlockRealize, Broadcast, Buffer, BufferLoad, BufferStor
                   call_intrin, const, floordiv, floormod, truncdiv, truncmod)
 from ..ir import max_expr as max  # noqa: A001 - TVM's tir.max
 from ..ir import min_expr as min  # noqa: A001 - TVM's tir.min
-from . import schedule, transform
+from . import schedule, tensor_intrin, transform
 from .schedule import BlockRV, ExprRV, LoopRV, Schedule
+from .tensor_intrin import TensorIntrin

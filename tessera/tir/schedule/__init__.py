@@ -17,6 +17,7 @@ from .trace import Trace
 
 # primitive families: importing a file adds its methods to Schedule and its instruction kinds
 from . import lookup, loops, annotate, sampling  # noqa: E402,F401  (order: the trace kinds' registry)
+from . import blockize, tensorize  # noqa: E402,F401
 
 from ...errors import ScheduleError  # noqa: E402
 

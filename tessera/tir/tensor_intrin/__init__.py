@@ -1,0 +1,12 @@
+"""Tensor intrinsics: TensorIntrin (desc + impl + C source, registered by name) and the x86 ones.
+
+    from tessera.tir import TensorIntrin
+    TensorIntrin.list()                       # registered names
+    TensorIntrin.get("x86_avx2_fma_gemm_6x16_f32")
+    sch.tensorize(loop, "x86_avx2_fma_gemm_6x16_f32")
+    x86.gemm_intrin_for("c", "float32")       # the best micro-kernel this machine has
+"""
+from .intrin import TensorIntrin
+from . import x86  # noqa: E402,F401  (registers the x86 intrinsics)
+
+__all__ = ["TensorIntrin", "x86"]

@@ -1,0 +1,376 @@
+"""x86 tensor intrinsics: register-tiled GEMM micro-kernels and int8 dot products, in C.
+
+fp32 GEMM tiles `C[MR, NR] += A[MR, K] * B[K, NR]` (the BLIS/GotoBLAS micro-kernel: MR x NR
+accumulators stay in vector registers for the whole K loop; per k, NR/lanes vector loads of B, MR
+broadcasts of A and MR*NR/lanes FMAs):
+
+    x86_avx2_fma_gemm_{6x16, 4x16, 8x8, 4x24, 14x8}_f32  AVX2 + FMA (16 ymm registers)
+    x86_avx512_fma_gemm_{6x64, 14x32, 8x32}_f32         AVX-512F (32 zmm registers)
+
+each also as `..._f32_a_kmajor`, whose A is addressed A[k, i] (a packed A panel, k-major). A is read
+with any strides, B rows and C rows need unit column stride (their leading dimension is free).
+
+int8 GEMM tiles `C[MR, NR] += i32(A[MR, K]) * i32(B[K, NR])` with A uint8 (row-major, any row
+stride), B int8 packed in groups of four k: `B[k // 4, j, k % 4]` (the layout vpdpbusd reads), C int32:
+
+    x86_avx512_vnni_gemm_{6x64, 8x32, 4x64}_u8s8s32  AVX512-VNNI vpdpbusd: 64 u8 x s8 products
+                                        into 16 int32 lanes
+    x86_avx2_gemm_{6x8, 4x8}_u8s8s32    AVX2, exact: u8 and s8 widened to int16, vpmaddwd (int16
+                                        pairs into int32; no saturation, unlike vpmaddubsw)
+
+and TVM's single dot-product intrinsic `C[16] += sum_k i32(A[4]) * i32(B[16, 4])`:
+
+    x86_avx512_vnni_dot_16x4_u8s8s32    (also registered as TVM's name "dot_16x4_vnni")
+    x86_avx2_dot_16x4_u8s8s32
+
+Each C function starts with an `#error` guard, so the source refuses to compile without its ISA
+even outside tessera's own check. `gemm_intrin_for(target, dtype)` picks the best one a target has.
+"""
+from __future__ import annotations
+
+from ...errors import TesseraError
+from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For,
+                   IterVar, PrimFunc, Range, Var, const)
+from .intrin import TensorIntrin
+
+AVX2 = ("avx2", "fma")
+AVX512 = ("avx512f",)
+VNNI = ("avx512f", "avx512bw", "avx512vnni")
+
+
+def _addr(load):
+    return Call("handle", "address_of", [load])
+
+
+def _rng(n):
+    return Range.from_min_extent(0, n)
+
+
+def _guard(fn: str, macros, features) -> str:
+    cond = " || ".join(f"!defined({m})" for m in macros)
+    return (f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(features)} "
+            f"(a target with -mattr=+{',+'.join(features)})\"\n#endif")
+
+
+# ---------------------------------------------------------------------------------------------
+# descriptions: one GEMM tile, the loops in (i, j, k) order
+# ---------------------------------------------------------------------------------------------
+def gemm_desc(mr: int, nr: int, a_dtype="float32", b_dtype="float32", c_dtype="float32",
+              a_kmajor=False, b_quads=False) -> PrimFunc:
+    """`C[i, j] = C[i, j] + A[i, k] * B[k, j]` over an mr x nr x K tile (K symbolic); casts to
+    c_dtype when the inputs are narrower. a_kmajor: A is (K, mr) read A[k, i]; b_quads: B is
+    (K/4, nr, 4) read B[k // 4, j, k % 4]."""
+    K = Var("K")
+    A = Buffer((K, mr) if a_kmajor else (mr, K), a_dtype, "A")
+    B = Buffer((Var("K4"), nr, 4) if b_quads else (K, nr), b_dtype, "B")
+    C = Buffer((mr, nr), c_dtype, "C")
+    i, j, k = Var("i"), Var("j"), Var("k")
+    vi, vj, vk = IterVar(_rng(mr), "vi"), IterVar(_rng(nr), "vj"), IterVar(_rng(K), "vk", "reduce")
+    a = A[vk.var, vi.var] if a_kmajor else A[vi.var, vk.var]
+    b = B[vk.var // 4, vj.var, vk.var % 4] if b_quads else B[vk.var, vj.var]
+    if a_dtype != c_dtype:
+        a, b = Cast(c_dtype, a), Cast(c_dtype, b)
+    value = C[vi.var, vj.var] + a * b
+    reads = [BufferRegion(A, [Range.from_min_extent(0, x) for x in A.shape]),
+             BufferRegion(B, [Range.from_min_extent(0, x) for x in B.shape])]
+    writes = [BufferRegion(C, [_rng(mr), _rng(nr)])]
+    block = Block([vi, vj, vk], reads, writes, "update", BufferStore(C, value, [vi.var, vj.var]))
+    body = For(i, 0, mr, "serial", For(j, 0, nr, "serial", For(k, 0, K, "serial",
+                                                                  BlockRealize([i, j, k], True, block))))
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+
+
+def dot_desc(lanes=16, group=4) -> PrimFunc:
+    """TVM's dot_16x4: `C[i] = C[i] + i32(A[k]) * i32(B[i, k])`, i < 16, k < 4 (u8 A, s8 B)."""
+    A = Buffer((group,), "uint8", "A")
+    B = Buffer((lanes, group), "int8", "B")
+    C = Buffer((lanes,), "int32", "C")
+    i, k = Var("i"), Var("k")
+    vi, vk = IterVar(_rng(lanes), "vi"), IterVar(_rng(group), "vk", "reduce")
+    value = C[vi.var] + Cast("int32", A[vk.var]) * Cast("int32", B[vi.var, vk.var])
+    reads = [BufferRegion(A, [_rng(group)]), BufferRegion(B, [_rng(lanes), _rng(group)])]
+    writes = [BufferRegion(C, [_rng(lanes)])]
+    block = Block([vi, vk], reads, writes, "update", BufferStore(C, value, [vi.var]))
+    body = For(i, 0, lanes, "serial", For(k, 0, group, "serial", BlockRealize([i, k], True, block)))
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+
+
+# ---------------------------------------------------------------------------------------------
+# implementations: a call of the micro-kernel with the regions' addresses and strides
+# ---------------------------------------------------------------------------------------------
+def gemm_impl(fn: str, mr: int, nr: int, a_dtype="float32", b_dtype="float32", c_dtype="float32",
+              a_kmajor=False, b_quads=False) -> PrimFunc:
+    K = Var("K")
+    rsa, csa, ldb, ldc = Var("rsa"), Var("csa"), Var("ldb"), Var("ldc")
+    if a_kmajor:
+        A = Buffer((K, mr), a_dtype, "A", strides=(csa, rsa))
+    else:
+        A = Buffer((mr, K), a_dtype, "A", strides=(rsa, csa))
+    if b_quads:
+        B = Buffer((Var("K4"), nr, 4), b_dtype, "B", strides=(ldb, 4, 1))
+    else:
+        B = Buffer((K, nr), b_dtype, "B", strides=(ldb, 1))
+    C = Buffer((mr, nr), c_dtype, "C", strides=(ldc, 1))
+    zero_a = [0, 0]
+    b0 = [0, 0, 0] if b_quads else [0, 0]
+    call = Call("handle", fn, [K, _addr(A[tuple(zero_a)]), rsa, csa, _addr(B[tuple(b0)]), ldb,
+                               _addr(C[0, 0]), ldc])
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(call))))
+
+
+def dot_impl(fn: str, lanes=16, group=4) -> PrimFunc:
+    A = Buffer((group,), "uint8", "A")
+    B = Buffer((lanes, group), "int8", "B")
+    C = Buffer((lanes,), "int32", "C")
+    call = Call("handle", fn, [_addr(A[0]), _addr(B[0, 0]), _addr(C[0])])
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(call))))
+
+
+# ---------------------------------------------------------------------------------------------
+# C sources
+# ---------------------------------------------------------------------------------------------
+_ISA = {  # name -> (vector type, lanes, load, store, broadcast, fma, macros, features)
+    "avx2": ("__m256", 8, "_mm256_loadu_ps", "_mm256_storeu_ps", "_mm256_broadcast_ss", "_mm256_fmadd_ps",
+             ("__AVX2__", "__FMA__"), AVX2),
+    "avx512": ("__m512", 16, "_mm512_loadu_ps", "_mm512_storeu_ps", "_mm512_set1_ps", "_mm512_fmadd_ps",
+               ("__AVX512F__",), AVX512),
+}
+
+
+def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
+    """C source of an mr x nr fp32 micro-kernel (see the module docstring)."""
+    vt, lanes, load, store, bcast, fma, macros, feats = _ISA[isa]
+    if nr % lanes:
+        raise TesseraError(f"{fn}: NR={nr} is not a multiple of the {lanes} lanes of {isa}")
+    nv = nr // lanes
+    accs = [[f"c{i}_{v}" for v in range(nv)] for i in range(mr)]
+    L = ["#include <immintrin.h>", _guard(fn, macros, feats),
+         f"/* C[{mr} x {nr}] += A[{mr} x K] * B[K x {nr}], fp32 ({isa}): {mr * nv} accumulators in registers",
+         f"   for the whole K loop; per k: {nv} loads of B, {mr} broadcasts of A, {mr * nv} FMAs.",
+         "   A is a[i * rsa + k * csa] (row-major: csa == 1; packed k-major panel: rsa == 1), row k",
+         "   of B is b + k * ldb, row i of C is c + i * ldc (columns of B and C contiguous). */",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
+         f"int64_t rsa, int64_t csa,",
+         f"    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {{"]
+    for i in range(mr):
+        L.append("  " + " ".join(f"{vt} {accs[i][v]} = {load}(c + {i} * ldc + {v * lanes});" for v in range(nv)))
+
+    def step(a_expr):
+        out = ["      " + " ".join(f"const {vt} b{v} = {load}(b + {v * lanes});" for v in range(nv)),
+               f"      {vt} av;"]
+        for i in range(mr):
+            out.append(f"      av = {bcast}({a_expr(i)}); " +
+                       " ".join(f"{accs[i][v]} = {fma}(av, b{v}, {accs[i][v]});" for v in range(nv)))
+        return out
+    # _mm256_broadcast_ss takes a pointer, _mm512_set1_ps a value
+    deref = (lambda p: p) if isa == "avx2" else (lambda p: f"*({p})")
+    L.append("  if (csa == 1) {  /* row-major A: one pointer per row, indexed by k */")
+    L.append("    " + " ".join(f"const float* restrict a{i} = a + {i} * rsa;" for i in range(mr)))
+    L.append("    #pragma GCC unroll 4")
+    L.append("    for (int32_t k = 0; k < K; ++k, b += ldb) {")
+    L += step(lambda i: deref(f"a{i} + k"))
+    L.append("    }")
+    L.append("  } else if (rsa == 1) {  /* packed A: the rows of one k next to each other */")
+    L.append("    #pragma GCC unroll 4")
+    L.append("    for (int32_t k = 0; k < K; ++k, a += csa, b += ldb) {")
+    L += step(lambda i: deref(f"a + {i}"))
+    L.append("    }")
+    L.append("  } else {")
+    L.append("    for (int32_t k = 0; k < K; ++k, a += csa, b += ldb) {")
+    L += step(lambda i: deref(f"a + {i} * rsa"))
+    L.append("    }")
+    L.append("  }")
+    for i in range(mr):
+        L.append("  " + " ".join(f"{store}(c + {i} * ldc + {v * lanes}, {accs[i][v]});" for v in range(nv)))
+    L.append("}")
+    return "\n".join(L)
+
+
+def vnni_gemm_source(fn: str, mr: int, nr: int) -> str:
+    """C source of an mr x nr int8 micro-kernel with AVX512-VNNI (vpdpbusd)."""
+    nv = nr // 16
+    accs = [[f"c{i}_{v}" for v in range(nv)] for i in range(mr)]
+    L = ["#include <immintrin.h>", "#include <string.h>", _guard(fn, ("__AVX512F__", "__AVX512VNNI__"), VNNI),
+         f"/* C[{mr} x {nr}] (int32) += A[{mr} x K] (uint8) * B[K x {nr}] (int8) with AVX512-VNNI: B packed",
+         "   as B[k / 4][j][k % 4] (one 64-byte row of quads per 4 k: 16 columns a register), A row i at",
+         "   a + i * rsa (k contiguous), C row i at c + i * ldc. vpdpbusd adds four u8 x s8 products into",
+         "   each int32 lane, exactly (the products of one lane cannot saturate int32). A tail of K % 4",
+         "   is added in scalar code. */",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
+         f"int64_t rsa, int64_t csa,",
+         f"    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {{",
+         "  (void)csa;"]
+    for i in range(mr):
+        L.append("  " + " ".join(f"__m512i {accs[i][v]} = _mm512_loadu_si512(c + {i} * ldc + {v * 16});"
+                                 for v in range(nv)))
+    L.append("  const int32_t K4 = K / 4;")
+    L.append("  for (int32_t q = 0; q < K4; ++q) {")
+    L.append("    const int8_t* bq = b + q * ldb;")
+    L.append("    " + " ".join(f"const __m512i b{v} = _mm512_loadu_si512(bq + {v * 64});" for v in range(nv)))
+    L.append("    int32_t w;")
+    for i in range(mr):
+        L.append(f"    memcpy(&w, a + {i} * rsa + 4 * q, 4);")
+        L.append("    { const __m512i av = _mm512_set1_epi32(w); " +
+                 " ".join(f"{accs[i][v]} = _mm512_dpbusd_epi32({accs[i][v]}, av, b{v});" for v in range(nv)) + " }")
+    L.append("  }")
+    for i in range(mr):
+        L.append("  " + " ".join(f"_mm512_storeu_si512(c + {i} * ldc + {v * 16}, {accs[i][v]});" for v in range(nv)))
+    L += _int8_tail(mr, nr)
+    L.append("}")
+    return "\n".join(L)
+
+
+def _int8_tail(mr, nr):
+    return ["  for (int32_t k = K4 * 4; k < K; ++k)  /* K % 4 leftover products */",
+            f"    for (int32_t i = 0; i < {mr}; ++i)",
+            f"      for (int32_t j = 0; j < {nr}; ++j)",
+            "        c[i * ldc + j] += (int32_t)a[i * rsa + k] * (int32_t)b[(k / 4) * ldb + j * 4 + k % 4];"]
+
+
+def avx2_int8_gemm_source(fn: str, mr: int, nr: int) -> str:
+    """C source of an exact mr x nr int8 micro-kernel with AVX2 (widen to int16, vpmaddwd)."""
+    if nr % 8:
+        raise TesseraError(f"{fn}: NR={nr} must be a multiple of 8")
+    if mr > 6:
+        raise TesseraError(f"{fn}: MR={mr} needs more than the 16 ymm registers (at most 6 rows)")
+    ng = nr // 8
+    L = ["#include <immintrin.h>", "#include <string.h>", _guard(fn, ("__AVX2__",), ("avx2",)),
+         f"/* C[{mr} x {nr}] (int32) += A[{mr} x K] (uint8) * B[K x {nr}] (int8) with AVX2, exactly: B packed",
+         "   as B[k / 4][j][k % 4]. Per 4 k and 8 columns, the 32 bytes of B are sign-extended to int16",
+         "   (vpmovsxbw, two registers of 4 columns x 4 k) and A's 4 bytes zero-extended and repeated;",
+         "   vpmaddwd multiplies int16 pairs and adds each pair into an int32 lane, which cannot saturate",
+         "   (255 * 128 * 2 < 2^31) -- vpmaddubsw would (255 * 127 * 2 > 2^15). Lane pairs (k 0-1, k 2-3)",
+         "   of a column are added at the end (vphaddd). A tail of K % 4 is added in scalar code. */",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
+         f"int64_t rsa, int64_t csa,",
+         f"    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {{",
+         "  (void)csa;",
+         "  const int32_t K4 = K / 4;"]
+    for g in range(ng):
+        L.append(f"  {{  /* columns {g * 8}..{g * 8 + 7} */")
+        rows = mr
+        for r in range(rows):
+            L.append(f"    __m256i lo{r} = _mm256_setzero_si256(), hi{r} = _mm256_setzero_si256();")
+        L.append("    for (int32_t q = 0; q < K4; ++q) {")
+        L.append(f"      const int8_t* bq = b + q * ldb + {g * 32};")
+        L.append("      const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)bq));")
+        L.append("      const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(bq + 16)));")
+        L.append("      int32_t w;")
+        for r in range(rows):
+            L.append(f"      memcpy(&w, a + {r} * rsa + 4 * q, 4);")
+            L.append(f"      {{ const __m256i av = _mm256_cvtepu8_epi16(_mm_set1_epi32(w));"
+                     f" lo{r} = _mm256_add_epi32(lo{r}, _mm256_madd_epi16(av, b0));"
+                     f" hi{r} = _mm256_add_epi32(hi{r}, _mm256_madd_epi16(av, b1)); }}")
+        L.append("    }")
+        for r in range(rows):
+            L.append(f"    {{ int32_t* cr = c + {r} * ldc + {g * 8};"
+                     f" const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo{r}, hi{r}), 0xD8);"
+                     f" _mm256_storeu_si256((__m256i*)cr, _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)cr), s)); }}")
+        L.append("  }")
+    L += _int8_tail(mr, nr)
+    L.append("}")
+    return "\n".join(L)
+
+
+def dot_source(fn: str, isa: str) -> str:
+    if isa == "vnni":
+        return "\n".join([
+            "#include <immintrin.h>", "#include <string.h>", _guard(fn, ("__AVX512F__", "__AVX512VNNI__"), VNNI),
+            "/* C[16] (int32) += sum over k < 4 of A[k] (uint8) * B[i][k] (int8): one vpdpbusd. */",
+            f"static inline __attribute__((always_inline)) void {fn}(const uint8_t* restrict a, "
+            f"const int8_t* restrict b, int32_t* restrict c) {{",
+            "  int32_t w;", "  memcpy(&w, a, 4);",
+            "  _mm512_storeu_si512(c, _mm512_dpbusd_epi32(_mm512_loadu_si512(c), _mm512_set1_epi32(w), "
+            "_mm512_loadu_si512(b)));",
+            "}"])
+    return "\n".join([
+        "#include <immintrin.h>", "#include <string.h>", _guard(fn, ("__AVX2__",), ("avx2",)),
+        "/* C[16] (int32) += sum over k < 4 of A[k] (uint8) * B[i][k] (int8) with AVX2, exactly: int16",
+        "   products summed in pairs by vpmaddwd, the pairs of a lane added by vphaddd. */",
+        f"static inline __attribute__((always_inline)) void {fn}(const uint8_t* restrict a, "
+        f"const int8_t* restrict b, int32_t* restrict c) {{",
+        "  int32_t w;", "  memcpy(&w, a, 4);",
+        "  const __m256i av = _mm256_cvtepu8_epi16(_mm_set1_epi32(w));",
+        "  for (int h = 0; h < 2; ++h) {  /* 8 lanes of C at a time */",
+        "    const __m256i p0 = _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(b + 32 * h))));",
+        "    const __m256i p1 = _mm256_madd_epi16(av, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(b + 32 * h + 16))));",
+        "    const __m256i s = _mm256_permute4x64_epi64(_mm256_hadd_epi32(p0, p1), 0xD8);",
+        "    _mm256_storeu_si256((__m256i*)(c + 8 * h), _mm256_add_epi32(_mm256_loadu_si256((const __m256i*)(c + 8 * h)), s));",
+        "  }",
+        "}"])
+
+
+# ---------------------------------------------------------------------------------------------
+# registration
+# ---------------------------------------------------------------------------------------------
+FP32_GEMM = {"avx2": [(6, 16), (4, 16), (8, 8), (4, 24), (14, 8)], "avx512": [(6, 64), (14, 32), (8, 32)]}
+INT8_GEMM = {"vnni": [(6, 64), (8, 32), (4, 64)], "avx2": [(6, 8), (4, 8)]}
+
+
+def fp32_gemm_name(isa, mr, nr, a_kmajor=False):
+    pre = "x86_avx2_fma" if isa == "avx2" else "x86_avx512_fma"
+    return f"{pre}_gemm_{mr}x{nr}_f32" + ("_a_kmajor" if a_kmajor else "")
+
+
+def int8_gemm_name(isa, mr, nr):
+    return f"x86_{'avx512_vnni' if isa == 'vnni' else 'avx2'}_gemm_{mr}x{nr}_u8s8s32"
+
+
+def _register_all():
+    for isa, tiles in FP32_GEMM.items():
+        feats = AVX2 if isa == "avx2" else AVX512
+        for mr, nr in tiles:
+            fn = f"tintrin_{isa}_gemm_{mr}x{nr}_f32"
+            src = fp32_gemm_source(fn, mr, nr, isa)
+            for km in (False, True):
+                TensorIntrin.register(fp32_gemm_name(isa, mr, nr, km), gemm_desc(mr, nr, a_kmajor=km),
+                                      gemm_impl(fn, mr, nr, a_kmajor=km), override=True, c_source=src,
+                                      features=feats, doc=f"fp32 {mr}x{nr} GEMM micro-kernel ({isa})")
+    for isa, tiles in INT8_GEMM.items():
+        feats = VNNI if isa == "vnni" else ("avx2",)
+        for mr, nr in tiles:
+            fn = f"tintrin_{isa}_gemm_{mr}x{nr}_u8s8s32"
+            src = vnni_gemm_source(fn, mr, nr) if isa == "vnni" else avx2_int8_gemm_source(fn, mr, nr)
+            args = ("uint8", "int8", "int32")
+            TensorIntrin.register(int8_gemm_name(isa, mr, nr), gemm_desc(mr, nr, *args, b_quads=True),
+                                  gemm_impl(fn, mr, nr, *args, b_quads=True), override=True, c_source=src,
+                                  features=feats, doc=f"int8 {mr}x{nr} GEMM micro-kernel ({isa})")
+    for isa, name in (("vnni", "x86_avx512_vnni_dot_16x4_u8s8s32"), ("avx2", "x86_avx2_dot_16x4_u8s8s32")):
+        fn = f"tintrin_{isa}_dot_16x4_u8s8s32"
+        feats = VNNI if isa == "vnni" else ("avx2",)
+        for n in (name, "dot_16x4_vnni") if isa == "vnni" else (name,):
+            TensorIntrin.register(n, dot_desc(), dot_impl(fn), override=True, c_source=dot_source(fn, isa),
+                                  features=feats, doc="u8 x s8 -> s32 dot product of 16 lanes x 4")
+
+
+_register_all()
+
+
+def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
+    """The name of the best GEMM micro-kernel intrinsic `target` supports for dtype "float32" or
+    "int8" (u8 x s8 -> s32): AVX-512 (VNNI) where available, else AVX2. tiles: allowed (mr, nr)
+    pairs (e.g. those dividing the problem), in preference order."""
+    from ...target import Target
+
+    t = Target(target)
+    if dtype == "float32":
+        order = [("avx512", AVX512), ("avx2", AVX2)]
+        for isa, feats in order:
+            if all(t.has_feature(f) for f in feats):
+                for mr, nr in (tiles or FP32_GEMM[isa]):
+                    if (mr, nr) in FP32_GEMM[isa]:
+                        return fp32_gemm_name(isa, mr, nr, a_kmajor)
+    elif dtype in ("int8", "uint8"):
+        for isa, feats in (("vnni", VNNI), ("avx2", ("avx2",))):
+            if all(t.has_feature(f) for f in feats):
+                for mr, nr in (tiles or INT8_GEMM[isa]):
+                    if (mr, nr) in INT8_GEMM[isa]:
+                        return int8_gemm_name(isa, mr, nr)
+    else:
+        raise TesseraError(f"gemm_intrin_for: dtype must be 'float32' or 'int8', got {dtype!r}")
+    raise TesseraError(f"target {str(t)!r} has no x86 GEMM intrinsic for {dtype}"
+                       + (f" with tiles {tiles}" if tiles else "") + " (needs AVX2+FMA or AVX-512)")
+
+
+__all__ = ["gemm_desc", "gemm_impl", "dot_desc", "dot_impl", "gemm_intrin_for", "fp32_gemm_name",
+           "int8_gemm_name", "FP32_GEMM", "INT8_GEMM"]
