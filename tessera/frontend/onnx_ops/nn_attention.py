@@ -1,4 +1,4 @@
-"""ONNX converters of the attention family: Attention (opsets 23-25), RotaryEmbedding (23)."""
+"""ONNX converters of the attention family: Attention (opsets 23-25), RotaryEmbedding (23), and Einsum."""
 from __future__ import annotations
 
 from . import converter
@@ -42,3 +42,9 @@ def _rotary_embedding(ctx):
     return ctx.op("nn.rotary_embedding", *ins, interleaved=bool(ctx.attr("interleaved", 0)),
                   num_heads=int(ctx.attr("num_heads", 0)),
                   rotary_embedding_dim=int(ctx.attr("rotary_embedding_dim", 0)))
+
+
+@converter("Einsum", since=12)
+def _einsum(ctx):
+    ins = [ctx.input(i) for i in range(ctx.num_inputs)]
+    return ctx.op("einsum", *ins, equation=str(ctx.attr("equation")))
