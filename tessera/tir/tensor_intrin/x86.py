@@ -152,8 +152,14 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
          f"int64_t rsa, int64_t csa,",
          f"    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {{"]
+    # the accumulators start at zero and C is added at the end: the tile of C is prefetched now
+    # and arrives while the k loop runs (loading it first would stall on a cache miss)
+    zero = "_mm256_setzero_ps()" if isa == "avx2" else "_mm512_setzero_ps()"
     for i in range(mr):
-        L.append("  " + " ".join(f"{vt} {accs[i][v]} = {load}(c + {i} * ldc + {v * lanes});" for v in range(nv)))
+        L.append("  " + " ".join(f"_mm_prefetch((const char*)(c + {i} * ldc + {v * 16}), _MM_HINT_T0);"
+                                 for v in range((nr + 15) // 16)))
+    for i in range(mr):
+        L.append("  " + " ".join(f"{vt} {accs[i][v]} = {zero};" for v in range(nv)))
 
     def step(a_expr):
         out = ["      " + " ".join(f"const {vt} b{v} = {load}(b + {v * lanes});" for v in range(nv)),
@@ -180,8 +186,10 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
     L += step(lambda i: deref(f"a + {i} * rsa"))
     L.append("    }")
     L.append("  }")
+    add = "_mm256_add_ps" if isa == "avx2" else "_mm512_add_ps"
     for i in range(mr):
-        L.append("  " + " ".join(f"{store}(c + {i} * ldc + {v * lanes}, {accs[i][v]});" for v in range(nv)))
+        L.append("  " + " ".join(f"{store}(c + {i} * ldc + {v * lanes}, {add}({load}(c + {i} * ldc + {v * lanes}), "
+                                 f"{accs[i][v]}));" for v in range(nv)))
     L.append("}")
     return "\n".join(L)
 
