@@ -7,7 +7,9 @@ work. Direct form (grouped, integer): every output row is accumulated in place, 
 while the loops over input channels and kernel taps run outside it (the output-width loop is
 vectorized: split by the vector lanes when it divides, whole when it is short).
 
-Matmul (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
+Matmul, float32 with tiles that fit (dense.py's gemm_tileable): the GotoBLAS loop structure around
+the target's x86 GEMM micro-kernel (tensorize; C tile in registers for the whole k slice).
+Otherwise (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
 see dense.py's k_unroll) k step, columns vectorized, rows unrolled:
 (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
 transposed operands of matmul/batch_matmul take the same tiling; their column loads are gathers,
@@ -177,7 +179,72 @@ def _pick_tile(ext, candidates):
     return None
 
 
+def _divisor_at_most(n, limit, multiple_of=1):
+    best = multiple_of
+    for d in range(multiple_of, min(n, limit) + 1, multiple_of):
+        if n % d == 0:
+            best = d
+    return best
+
+
+def _has_block(sch, name) -> bool:
+    try:
+        sch.get_block(name)
+        return True
+    except ScheduleError:
+        return False
+
+
+def _tensorized_matmul(sch, block, target) -> bool:
+    """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py):
+    (batch, k_0, i_0, j_0, i_1 | i_2, j_1, k_1) with the mr x nr x kc tile tensorized and i_0
+    parallel. False (nothing changed) when the block is not the plain float32 form or the target
+    has no kernel for a tile dividing it."""
+    from ...errors import TesseraError
+    from ...tir.tensor_intrin import x86
+
+    blk = sch.get(block)
+    if str(blk.writes[0].buffer.dtype) != "float32":
+        return False
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
+    if n_sp < 2 or len(loops) != n_sp + 1:
+        return False
+    *batch, i, j = loops[:n_sp]
+    k = loops[n_sp]
+    M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
+    if None in (M, N, K):
+        return False
+    packed = _has_block(sch, "b_pack")
+    tiles = [(mr, nr) for isa in ("avx512", "avx2") for mr, nr in x86.FP32_GEMM[isa]
+             if M % mr == 0 and N % nr == 0 and (not packed or nr == 16)]
+    if not tiles:
+        return False
+    try:
+        name = x86.gemm_intrin_for(target, "float32", tiles=tiles)
+    except TesseraError:
+        return False
+    mr, nr = (int(v) for v in name.split("_gemm_")[1].split("_")[0].split("x"))
+    mc = _divisor_at_most(M, 64, mr)
+    kc = _divisor_at_most(K, 256)
+    i0, i1, i2 = sch.split(i, [None, mc // mr, mr])
+    j0, j1 = sch.split(j, [None, nr])
+    k0, k1 = sch.split(k, [None, kc])
+    sch.reorder(*batch, k0, i0, j0, i1, i2, j1, k1)
+    if S._threads(target) > 1 and M // mc >= 2:
+        sch.parallel(i0)
+    sch.tensorize(i2, name)
+    return True
+
+
 def _matmul_block(sch, block, target):
+    try:  # a dry run on a copy first: the steps before tensorize must not stay if it refuses
+        fits = _tensorized_matmul(sch.copy(), block, target)
+    except ScheduleError:
+        fits = False
+    if fits:
+        _tensorized_matmul(sch, block, target)
+        return
     blk = sch.get(block)
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")

@@ -44,12 +44,33 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
     return tuple(batch) + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
 
 
+PANEL = 16  # columns of a packed B panel: the micro-kernels' nr on AVX2 (two 8-float vectors)
+
+
 def k_unroll(K) -> int:
     """How many k steps one reduction step takes (unrolled in the expression, so that each update
     of a tile of C in memory carries several multiply-adds): 4 when it divides a static K."""
     if not isinstance(K, E.IntImm):
         return 1
     return next(u for u in (4, 2, 1) if K.value % u == 0)
+
+
+def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
+    """Whether a float32 matmul fits the x86 GEMM micro-kernels (tessera.tir.tensor_intrin.x86):
+    static M, N, K, B read row-major, and a supported (rows, columns) tile dividing (M, N). Such a
+    matmul keeps the plain one-step reduction, the form the micro-kernel's description matches
+    (its default schedule tensorizes it; targets without AVX2 take the loop schedule)."""
+    from ...tir.tensor_intrin.x86 import FP32_GEMM
+
+    if acc != "float32" or a.dtype != "float32" or a.ndim < 2 or b.ndim < 2 or transpose_b:
+        return False
+    dims = [a.shape[-2], a.shape[-1], b.shape[-1]]
+    if not all(isinstance(d, E.IntImm) for d in dims):
+        return False
+    M, N = dims[0].value, dims[2].value
+    if transpose_a and M > 1:
+        return False
+    return any(M % mr == 0 and N % nr == 0 for tiles in FP32_GEMM.values() for mr, nr in tiles)
 
 
 def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
@@ -60,7 +81,8 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     acc = U.accum_dtype(odt) if odt.is_float() else odt
     shape = U.shape_exprs(matmul_shape(name, U.ttype(a), U.ttype(b), transpose_a, transpose_b), a, b)
     K = a.shape[0] if a.ndim == 1 else (a.shape[-2] if transpose_a else a.shape[-1])
-    unroll = k_unroll(K)
+    plain = a_zero_point is None and gemm_tileable(a, b, transpose_a, transpose_b, acc)
+    unroll = 1 if plain else k_unroll(K)
     k = te.reduce_axis((0, K // unroll if unroll > 1 else K), "k")
     nbatch = len(shape) - (a.ndim >= 2) - (b.ndim >= 2)
     names = [f"b{q}" for q in range(nbatch)] + (["i"] if a.ndim >= 2 else []) + (["j"] if b.ndim >= 2 else [])
@@ -78,6 +100,22 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
             v = v - U.cast(z, acc)
         return v
 
+    M = a.shape[-1] if transpose_a else a.shape[-2] if a.ndim >= 2 else None
+    if plain and M is not None and M.value >= 64 and b.shape[-1].value % PANEL == 0:
+        # B repacked in PANEL-column panels (each contiguous over k): what the micro-kernel streams
+        N = b.shape[-1].value
+        bb = tuple(b.shape[:-2])
+        b_packed = U.compute(bb + (N // PANEL, K, PANEL), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
+                             lambda *x: b[tuple(x[:-3]) + (x[-2], x[-3] * PANEL + x[-1])], "b_pack")
+    else:
+        b_packed = None
+
+    def b_load(batch, j, kk):
+        if b_packed is None:
+            return operand(b, batch, j, not transpose_b, b_zero_point, j, kk)
+        tb = U.broadcast_index_batch(b, batch)
+        return U.cast(b_packed[tb + (j // PANEL, kk, j % PANEL)], acc)
+
     def body(*idx):
         batch = idx[:nbatch]
         rest = idx[nbatch:]
@@ -86,8 +124,7 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         total = None
         for u in range(unroll):
             kk = k * unroll + u if unroll > 1 else k
-            term = operand(a, batch, i, transpose_a, a_zero_point, i, kk) * \
-                operand(b, batch, j, not transpose_b, b_zero_point, j, kk)
+            term = operand(a, batch, i, transpose_a, a_zero_point, i, kk) * b_load(batch, j, kk)
             total = term if total is None else total + term
         return te.sum(total, axis=k)
 

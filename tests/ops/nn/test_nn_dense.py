@@ -104,3 +104,20 @@ def test_matmul_integer_subtracts_zero_points(zp_shape):
 def test_matmul_infer_refuses_bad_input(op, types, attrs, error, match):
     with pytest.raises(error, match=match):
         infer(op, *types, **attrs)
+
+
+@pytest.mark.parametrize("sa,sb", [((64, 32), (32, 48)), ((2, 12, 16), (16, 32))], ids=["packed_b", "batched"])
+def test_matmul_on_gemm_micro_kernel_when_tiles_fit(sa, sb):
+    from tessera.graph.executor import get_kernel
+    from tessera.graph.ir import TensorType
+    from tessera.ops import get_op
+
+    a, b = rand(*sa), rand(*sb)
+    (y,) = run_op("nn.matmul", a, b)
+    np.testing.assert_allclose(y, a @ b, rtol=1e-5, atol=1e-5)
+    target = tessera.Target("c")
+    if target.has_feature("avx2") and target.has_feature("fma"):
+        out = TensorType(np.broadcast_shapes(sa[:-2], sb[:-2]) + (sa[-2], sb[-1]), "float32")
+        k = get_kernel("nn.matmul", get_op("nn.matmul").normalize_attrs({}), (TensorType.of(a), TensorType.of(b)),
+                       (out,), target)
+        assert "_gemm_" in k.module.get_source()   # the tile runs on the micro-kernel
