@@ -382,8 +382,12 @@ def blockize(self, target, preserve_unit_iters=True):
 
     # 3. the inner block: the old one over the inner iterators, its indices simplified
     ana = rw
+    inner_set = {iv.var for iv in inner_ivs}
     for v, (lo, ext) in ranges.items():
-        bind_range(ana, v, lo, ext)  # a unit iterator is its start: indices simplify without it
+        if v in inner_set:           # the tile's iterators stay variables (tensorize matches them)
+            ana.bind(v, Range.from_min_extent(lo, ext))
+        else:                        # a unit outer iterator is its start: indices simplify without it
+            bind_range(ana, v, lo, ext)
     sub = _Subst(vmap, ana)
     body = sub.visit(block.body)
     reads = [subst_region(r, sub) for r in block.reads]

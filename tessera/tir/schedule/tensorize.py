@@ -106,17 +106,21 @@ class _Matcher:
             raise _Mismatch(f"block {tb.name_hint!r} runs under the predicate {t.predicate.script()} (a split "
                             f"that does not divide its loop); an intrinsic computes whole tiles, so make the "
                             f"tile sizes divide the extents")
-        if len(db.iter_vars) != len(tb.iter_vars):
-            self.fail("the number of block iterators differs", len(db.iter_vars), len(tb.iter_vars))
-        for k, (a, b) in enumerate(zip(db.iter_vars, tb.iter_vars)):
+        for k, (a, av, b, bv) in enumerate(self._pair_iterators(d, t)):
+            if b is None:       # a unit iterator of the tile that blockize left out: it is 0
+                self.expr(a.dom.min, const(0, a.var.dtype), f"the domain start of iterator {a.var.name!r}")
+                self.expr(a.dom.extent, const(1, a.var.dtype), f"the domain of the intrinsic's iterator "
+                                                               f"{a.var.name!r} (absent from the block: extent 1)")
+                self.expr(av, const(0, av.dtype), f"the binding of the intrinsic's iterator {a.var.name!r}")
+                self.vmap[a.var] = const(0, a.var.dtype)
+                continue
             if a.iter_type != b.iter_type:
                 self.fail(f"iterator {k} ({b.var.name}) is of another kind", a.iter_type, b.iter_type)
             self.expr(a.dom.min, b.dom.min, f"the domain start of iterator {b.var.name!r}")
             self.expr(a.dom.extent, b.dom.extent, f"the domain of iterator {b.var.name!r}")
             self.vmap[a.var] = b.var
             self.inner.add(b.var)
-        for k, (a, b) in enumerate(zip(d.iter_values, t.iter_values)):
-            self.expr(a, b, f"the binding of iterator {tb.iter_vars[k].var.name!r}")
+            self.expr(av, bv, f"the binding of iterator {b.var.name!r}")
         if (db.init is None) != (tb.init is None):
             if tb.init is not None:
                 raise _Mismatch(f"block {tb.name_hint!r} has an init (the reduction's initial value) but the "
@@ -132,6 +136,26 @@ class _Matcher:
                             f"block does not")
         self.stmt(db.body, tb.body)
         self.where.pop()
+
+    def _pair_iterators(self, d, t):
+        """(desc iterator, its binding, block iterator or None, its binding): in order, where a
+        desc iterator with no counterpart of its kind left in the block is an extent-1 one that
+        blockize dropped (its loops of extent 1 then bind it to 0)."""
+        dv, tv = list(zip(d.block.iter_vars, d.iter_values)), list(zip(t.block.iter_vars, t.iter_values))
+        if len(dv) < len(tv):
+            self.fail("the number of block iterators differs", len(dv), len(tv))
+        out, k = [], 0
+        for n, (a, av) in enumerate(dv):
+            left_d = len(dv) - n
+            left_t = len(tv) - k
+            if k < len(tv) and (tv[k][0].iter_type == a.iter_type or left_d == left_t):
+                out.append((a, av, tv[k][0], tv[k][1]))
+                k += 1
+            elif left_d > left_t:
+                out.append((a, av, None, None))
+            else:
+                self.fail("the number of block iterators differs", len(dv), len(tv))
+        return out
 
     # expressions --------------------------------------------------------------------------
     def expr(self, d, t, what="an expression"):

@@ -229,3 +229,63 @@ def test_blockize_refuses_a_loop_over_two_blocks():
     (lp,) = sch.get_loops(sch.get_block("X"))
     _refused(sch, lambda: sch.blockize(lp), r"blockize: loop 'i' must hold exactly one block to be blockized, "
                                             r"it holds 2 \('X', 'Y'\)")
+
+
+# ---------------------------------------------------------------------------------------------
+# property: blockize of any loop of a randomly tiled and reordered program keeps its results
+# ---------------------------------------------------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera.tir.schedule import Trace  # noqa: E402
+
+from interp_lowered import run as interp  # noqa: E402
+
+
+@st.composite
+def _tiled(draw):
+    kind = draw(st.sampled_from(["gemm", "elementwise"]))
+    if kind == "gemm":
+        n, m, K = (draw(st.integers(1, 10)) for _ in range(3))
+        f = gemm(n=n, m=m, K=K)
+        shapes, out, ref = [(n, K), (K, m)], (n, m), (lambda a, b: a @ b)
+    else:
+        n, m = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+        A = te.placeholder((n, m), name="A")
+        B = te.compute((n, m), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+        f = te.create_prim_func([A, B])
+        shapes, out, ref = [(n, m)], (n, m), (lambda a: a * 2 + 1)
+    sch = schedule(f)
+    blk = sch.get_block(f.body.block.body.body.body.block.name_hint if kind == "elementwise" else "C")
+    loops = []
+    for lp in sch.get_loops(blk):
+        ext = sch.get(lp).extent.value
+        factor = draw(st.integers(1, max(1, ext)))
+        loops += sch.split(lp, [None, factor])
+    order = draw(st.permutations(loops))
+    sch.reorder(*order)
+    target = draw(st.sampled_from(order))
+    return sch, f, target, shapes, out, ref
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_tiled(), st.booleans(), st.integers(0, 2 ** 16))
+def test_random_blockize_keeps_results(case, preserve, seed):
+    sch, f, target, shapes, out, ref = case
+    before, trace = sch.mod["main"], str(sch.trace)
+    try:
+        sch.blockize(target, preserve_unit_iters=preserve)
+    except ScheduleError as e:
+        assert "blockize:" in str(e)
+        assert sch.mod["main"] is before and str(sch.trace) == trace   # refused, unchanged
+        return
+    rng = np.random.default_rng(seed)
+    ins = [rng.uniform(-1, 1, s).astype("float32") for s in shapes]
+    for func in (sch.mod["main"], tessera.lower(sch)):
+        got = np.full(out, np.nan, "float32")
+        interp(func, [x.copy() for x in ins] + [got])
+        np.testing.assert_allclose(got, ref(*ins), rtol=1e-5, atol=1e-5)
+    fresh = tir.Schedule(f)
+    Trace.apply_json_to_schedule(sch.trace.as_json(), fresh)
+    assert structural_equal(fresh.mod, sch.mod)

@@ -286,3 +286,45 @@ def test_building_for_a_target_without_the_feature_is_refused():
     t = Target("c -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vnni")
     path = compile_source(generate(lower(sch.mod["main"], t), t), t)
     assert path.endswith(".so")
+
+
+# property: tensorizing randomly sized tiles of random GEMMs computes what numpy computes
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 20), st.integers(1, 20), st.booleans(), st.booleans(),
+       st.booleans())
+def test_random_tensorized_gemms_keep_results(a, b, K, kc, pack_b, pack_a, k_outer):
+    M, N = 4 * a, 8 * b
+    kc = min(kc, K)
+    sch = schedule(_gemm_prog(M, N, K, pack_b=8 if pack_b else 0, pack_a=4 if pack_a else 0))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 4])
+    j0, j1 = sch.split(j, [None, 8])
+    k0, k1 = sch.split(k, [None, kc])
+    sch.reorder(*((k0, i0, j0) if k_outer else (i0, j0, k0)), i1, j1, k1)
+    name = "test_scalar_gemm_4x8_kmajor" if pack_a else "test_scalar_gemm_4x8"
+    if K % kc:
+        with pytest.raises(ScheduleError, match=r"runs under the predicate"):
+            sch.tensorize(i1, name)
+        return
+    sch.tensorize(i1, name)
+    _run(sch, M, N, K)
+
+
+def test_tensorize_a_reduction_of_one_step():
+    # K = 1: the tile's reduction iterator has extent 1 (or is gone once simplified); desc's K is 1
+    for K, kc in ((1, 1), (3, 1)):
+        sch = schedule(_gemm_prog(4, 8, K))
+        c = sch.get_block("C")
+        i, j, k = sch.get_loops(c)
+        i0, i1 = sch.split(i, [None, 4])
+        j0, j1 = sch.split(j, [None, 8])
+        k0, k1 = sch.split(k, [None, kc])
+        sch.reorder(k0, i0, j0, i1, j1, k1)
+        sch.tensorize(i1, "test_scalar_gemm_4x8")
+        assert "test_ukr_4x8(1, " in tessera.build(sch).get_source()
+        _run(sch, 4, 8, K)
