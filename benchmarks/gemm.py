@@ -39,7 +39,7 @@ from _common import parser, report  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import te, tir  # noqa: E402
-from tessera.tir.schedule.examples.gemm import gemm_program, schedule_gemm  # noqa: E402
+from tessera.tir.schedule.examples.gemm import gemm_program, plain_gemm_program, schedule_gemm  # noqa: E402
 from tessera.tir.tensor_intrin import x86  # noqa: E402
 
 PEAK_SRC = r"""
@@ -179,6 +179,9 @@ def main():
     p.add_argument("--nr", type=int, default=None)
     p.add_argument("--kc", type=int, default=256)
     p.add_argument("--mc", type=int, default=64)
+    p.add_argument("--pack", choices=("te", "cache_read"), default=None,
+                   help="pack B in the tensor expression, or by the schedule (cache_read + compute_at + "
+                        "transform_layout; the default where those primitives exist)")
     p.add_argument("--steps", action="store_true", help="also print the optimization-steps table")
     p.add_argument("--no-int8", action="store_true")
     args = p.parse_args()
@@ -195,7 +198,9 @@ def main():
         mr, nr = args.mr or 8, args.nr or 32
     else:
         mr, nr = args.mr or 4, args.nr or 16
-    sch = schedule_gemm(gemm_program(n, n, n, nr=nr), mr=mr, nr=nr, kc=args.kc, mc=args.mc, target=target)
+    pack = args.pack or ("cache_read" if hasattr(tir.Schedule, "cache_read") else "te")
+    prog = plain_gemm_program(n, n, n) if pack == "cache_read" else gemm_program(n, n, n, nr=nr)
+    sch = schedule_gemm(prog, mr=mr, nr=nr, kc=args.kc, mc=args.mc, target=target, pack=pack)
     lib = tessera.build(sch, target=target)
     c = np.zeros((n, n), np.float32)
     lib(a, b, c)
@@ -214,15 +219,16 @@ def main():
         {"kernel": f"fp32 FMA peak ({threads} threads)", "GFLOPS best": peak, "GFLOPS median": "",
          "vs numpy": peak / g_n, "% of FMA peak": 100.0},
     ]
-    extra = {"load_average": load, "intrinsic": intrin, "size": n, "threads": threads,
+    extra = {"load_average": load, "intrinsic": intrin, "size": n, "threads": threads, "pack": pack,
              "goal_vs_numpy": 0.8, "met": bool(g_t / g_n >= 0.8)}
     if not args.no_int8:
         isa = "vnni" if all(target.has_feature(f) for f in x86.VNNI) else "avx2"
         tiles = [t for t in x86.INT8_GEMM[isa] if n % t[0] == 0 and n % t[1] == 0]
         i8 = x86.gemm_intrin_for(target, "int8", tiles=tiles)
         mr8, nr8 = next((t for t in tiles if x86.int8_gemm_name(isa, *t) == i8))
-        sch8 = schedule_gemm(gemm_program(n, n, n, nr=nr8, dtype="int8"), mr=mr8, nr=nr8, kc=args.kc,
-                             mc=args.mc, intrin=i8, target=target)
+        prog8 = plain_gemm_program(n, n, n, "int8") if pack == "cache_read" else \
+            gemm_program(n, n, n, nr=nr8, dtype="int8")
+        sch8 = schedule_gemm(prog8, mr=mr8, nr=nr8, kc=args.kc, mc=args.mc, intrin=i8, target=target, pack=pack)
         lib8 = tessera.build(sch8, target=target)
         a8 = rng.integers(0, 256, (n, n), dtype=np.uint8)
         b8 = rng.integers(-128, 128, (n, n), dtype=np.int8)
@@ -234,7 +240,8 @@ def main():
         rows.append({"kernel": f"tessera int8 {mr8}x{nr8} (u8 x s8 -> s32)", "GOPS best": ops8,
                      "vs tessera fp32": ops8 / g_t})
         extra.update({"int8_intrinsic": i8, "int8_gops": ops8, "int8_vs_fp32": ops8 / g_t, "int8_goal": 2.0})
-    print(f"# fp32 GEMM {n}^3, {threads} threads, micro-kernel {intrin}; load average before the run: {load:.2f}")
+    print(f"# fp32 GEMM {n}^3, {threads} threads, micro-kernel {intrin}, B packed by {pack}; load average before "
+          f"the run: {load:.2f}")
     report("gemm", rows, args.json, extra)
     if args.steps:
         print()

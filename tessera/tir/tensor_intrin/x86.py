@@ -5,7 +5,7 @@ accumulators stay in vector registers for the whole K loop; per k, NR/lanes vect
 broadcasts of A and MR*NR/lanes FMAs):
 
     x86_avx2_fma_gemm_{6x16, 4x16, 8x8, 4x24, 14x8}_f32  AVX2 + FMA (16 ymm registers)
-    x86_avx512_fma_gemm_{6x64, 14x32, 8x32}_f32         AVX-512F (32 zmm registers)
+    x86_avx512_fma_gemm_{6x64, 14x32, 8x32, 4x64}_f32   AVX-512F (32 zmm registers)
 
 each also as `..._f32_a_kmajor`, whose A is addressed A[k, i] (a packed A panel, k-major). A is read
 with any strides, B rows and C rows need unit column stride (their leading dimension is free).
@@ -311,7 +311,7 @@ def dot_source(fn: str, isa: str) -> str:
 # ---------------------------------------------------------------------------------------------
 # registration
 # ---------------------------------------------------------------------------------------------
-FP32_GEMM = {"avx2": [(6, 16), (4, 16), (8, 8), (4, 24), (14, 8)], "avx512": [(6, 64), (14, 32), (8, 32)]}
+FP32_GEMM = {"avx2": [(6, 16), (4, 16), (8, 8), (4, 24), (14, 8)], "avx512": [(6, 64), (14, 32), (8, 32), (4, 64)]}
 INT8_GEMM = {"vnni": [(6, 64), (8, 32), (4, 64)], "avx2": [(6, 8), (4, 8)]}
 
 

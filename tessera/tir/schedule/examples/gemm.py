@@ -54,6 +54,23 @@ def gemm_program(M: int, N: int, K: int, nr: int = 16, dtype: str = "float32", p
     return te.create_prim_func([A, B, C])
 
 
+def plain_gemm_program(M: int, N: int, K: int, dtype: str = "float32"):
+    """`C[i, j] = sum_k A[i, k] * B[k, j]` as written (for packing by the schedule: pack="cache_read");
+    int8: A uint8, B int8, C int32."""
+    from .... import te
+
+    i8 = dtype in ("int8", "uint8")
+    A = te.placeholder((M, K), name="A", dtype="uint8" if i8 else dtype)
+    B = te.placeholder((K, N), name="B", dtype="int8" if i8 else dtype)
+    k = te.reduce_axis((0, K), name="k")
+    if i8:
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[k, j].astype("int32"), axis=k),
+                       name="C")
+    else:
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return te.create_prim_func([A, B, C])
+
+
 def schedule_packing(sch: Schedule, name: str, vector: bool = True) -> None:
     """Pack in parallel over panels; the innermost (within-panel) loop vectorized."""
     loops = sch.get_loops(sch.get_block(name))
@@ -63,20 +80,42 @@ def schedule_packing(sch: Schedule, name: str, vector: bool = True) -> None:
 
 
 def schedule_gemm(func_or_sch, *, mr: int, nr: int, kc: int, mc: int, intrin: str | None = None,
-                  target="c", pack_a: bool = False, parallel: bool = True) -> Schedule:
+                  target="c", pack_a: bool = False, parallel: bool = True, pack: str = "te") -> Schedule:
     """The schedule of the module docstring on gemm_program's function (or a Schedule of it).
-    intrin: the micro-kernel (default: the best one `target` has for this tile)."""
+    intrin: the micro-kernel (default: the best one `target` has for this tile).
+    pack="cache_read": the function is plain_gemm_program's; B is packed by the schedule --
+    `cache_read` of B, the copy computed at k_0 (one kc-deep slice of B at a time), and
+    `transform_layout` of the copy into nr-column panels."""
     sch = func_or_sch if isinstance(func_or_sch, Schedule) else Schedule(func_or_sch)
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
-    dtype = sch.get(sch.get_block("C")).writes[0].buffer.dtype
+    dtype = sch.get(c).writes[0].buffer.dtype
     is_int8 = str(dtype) == "int32"
     if intrin is None:
         intrin = x86.gemm_intrin_for(target, "int8" if is_int8 else "float32", a_kmajor=pack_a, tiles=[(mr, nr)])
+    if pack not in ("te", "cache_read"):
+        raise ScheduleError(f"schedule_gemm: pack must be 'te' or 'cache_read', got {pack!r}")
+    packed = None
+    if pack == "cache_read":
+        if not hasattr(sch, "cache_read") or not hasattr(sch, "transform_layout"):
+            raise ScheduleError("schedule_gemm: pack='cache_read' needs the cache_read and transform_layout "
+                                "primitives")
+        packed = sch.cache_read(c, 1, "global")
     i0, i1, i2 = sch.split(i, [None, mc // mr, mr])
     j0, j1 = sch.split(j, [None, nr])
     k0, k1 = sch.split(k, [None, kc])
     sch.reorder(k0, i0, j0, i1, i2, j1, k1)
+    if packed is not None:
+        sch.compute_at(packed, k0)
+        if is_int8:
+            sch.transform_layout(packed, ("write", 0), lambda kk, jj: (jj // nr, kk // 4, jj % nr, kk % 4))
+        else:
+            sch.transform_layout(packed, ("write", 0), lambda kk, jj: (jj // nr, kk, jj % nr))
+        pk, pj = sch.get_loops(packed)[-2:]
+        sch.parallel(pk)
+        if not is_int8:
+            pj0, pj1 = sch.split(pj, [None, 8])
+            sch.vectorize(pj1)
     if parallel:
         sch.parallel(i0)
     sch.tensorize(i2, intrin)
@@ -89,4 +128,4 @@ def schedule_gemm(func_or_sch, *, mr: int, nr: int, kc: int, mc: int, intrin: st
     return sch
 
 
-__all__ = ["gemm_program", "schedule_gemm", "schedule_packing"]
+__all__ = ["gemm_program", "plain_gemm_program", "schedule_gemm", "schedule_packing"]
