@@ -22,13 +22,13 @@ import tessera  # noqa: E402
 from tessera import te, tir  # noqa: E402
 
 
-def _median_time(fn, repeat=7, number=1):
+def _median_time(fn, repeat=7, number=1, clock=time.perf_counter):
     ts = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(number):
             fn()
-        ts.append((time.perf_counter() - t0) / number)
+        ts.append((clock() - t0) / number)
     return statistics.median(ts)
 
 
@@ -106,8 +106,11 @@ def main():
     n_prims = len(schedule_12(packed).trace)
     sched_side = _median_time(sched_to_c, repeat=15)
     apply_only = _median_time(lambda: schedule_12(packed), repeat=15)
+    sched_cpu = _median_time(sched_to_c, repeat=15, clock=time.thread_time)
     rows.append({"figure": f"{n_prims}-primitive GEMM schedule + lower + C source", "value": sched_side * 1e3,
                  "unit": "ms", "goal": "< 30", "met": sched_side * 1e3 < 30})
+    rows.append({"figure": "  the same, CPU time of this thread (load-independent)", "value": sched_cpu * 1e3,
+                 "unit": "ms", "goal": "< 30", "met": sched_cpu * 1e3 < 30})
     rows.append({"figure": "  of which applying the schedule", "value": apply_only * 1e3, "unit": "ms",
                  "goal": "-", "met": ""})
 

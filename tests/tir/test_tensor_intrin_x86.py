@@ -92,8 +92,8 @@ def test_avx2_int8_gemm_is_exact_at_the_extremes(K, kc):
         np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
 
 
-@pytest.mark.skipif(not HAS_AVX2, reason="needs AVX2")
-def test_avx2_dot_16x4():
+@pytest.mark.parametrize("intrin", ["x86_avx2_dot_16x4_u8s8s32", "dot_16x4_vnni"])
+def test_dot_16x4(intrin):
     # C[i, j] = sum_k A[i, k] * B[j, k] with j in lanes of 16 and k in groups of 4 (TVM's dot_16x4),
     # B packed as [N / 16][K / 4][16][4]
     M, N, K = 3, 32, 8
@@ -108,7 +108,11 @@ def test_avx2_dot_16x4():
     j0, j1 = sch.split(j, [None, 16])
     k0, k1 = sch.split(kk, [None, 4])
     sch.reorder(i, j0, k0, j1, k1)
-    sch.tensorize(j1, "x86_avx2_dot_16x4_u8s8s32")
+    sch.tensorize(j1, intrin)
+    runs = HAS_VNNI if "vnni" in intrin else HAS_AVX2
+    if not runs:                       # compile for a target that has the features, do not run
+        assert _compile_for(sch, AVX512_TARGET if "vnni" in intrin else "c -mcpu=haswell -mattr=+avx2").endswith(".so")
+        return
     a = RNG.integers(0, 256, (M, K), dtype=np.uint8)
     b = RNG.integers(-128, 128, (N, K), dtype=np.int8)
     c = np.zeros((M, N), np.int32)
