@@ -1,5 +1,5 @@
-"""Ops of no larger family: reinterpret (ONNX BitCast), det (ONNX Det) and tensor_scatter (ONNX
-TensorScatter, a KV-cache write).
+"""Ops of no larger family: reinterpret (ONNX BitCast), det (ONNX Det), tensor_scatter (ONNX
+TensorScatter, a KV-cache write) and tfidf_vectorizer (ONNX TfIdfVectorizer on integer sequences).
 
 reinterpret reads each element's bits as another dtype of the same width (a `reinterpret` call the
 C backend renders with memcpy); bool counts as an 8-bit type holding 0 or 1.
@@ -13,7 +13,7 @@ once to the input dtype.
 from __future__ import annotations
 
 from .. import te
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, TesseraError
 from ..graph.ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
@@ -224,3 +224,98 @@ def _ts_compute(tensors, attrs):
         return E.Select(hit, v, past[i])
 
     return [te.compute(past.shape, body, name="tensor_scatter")]
+
+
+# ---------------------------------------------------------------------------------------------
+# tfidf_vectorizer
+# ---------------------------------------------------------------------------------------------
+tfidf_vectorizer = register_op(
+    "tfidf_vectorizer", inputs=("data", "tokens", "sizes", "columns", "weights*"), pattern=OpPattern.OPAQUE,
+    attrs={"output_size": REQUIRED, "max_skip_count": 0, "mode": "TF"},
+    doc="n-gram counts of integer sequences (ONNX TfIdfVectorizer): tokens (J, max_n) lists each pool n-gram "
+        "(sizes (J,) its length), columns (J,) its output column; an n-gram of length n >= 2 matches items "
+        "d apart for every d in 1..max_skip_count+1, a unigram once per occurrence. mode TF gives the counts, "
+        "IDF weights[c] (or 1) where a count is nonzero, TFIDF weights[c] * count; float32 output.")
+tfidf_vectorizer.def_schedule(schedule_blocks)
+
+
+def _tfidf_check(types, attrs):
+    op = "tfidf_vectorizer"
+    x, tok, sizes, cols = types[:4]
+    check_dtype(op, x.dtype, ("int32", "int64"), "data")
+    if x.ndim not in (1, 2):
+        raise ShapeError(f"{op}: data must be (L,) or (B, L), got {fmt_shape(x.shape)}")
+    if tok.dtype != "int64" or tok.ndim != 2 or sizes.shape != (tok.shape[0],) or cols.shape != (tok.shape[0],):
+        raise ShapeError(f"{op}: tokens (J, max_n) int64, sizes (J,) and columns (J,) expected, got {tok}, {sizes}, "
+                         f"{cols}")
+    if attrs["mode"] not in ("TF", "IDF", "TFIDF"):
+        raise TesseraError(f"{op}: mode must be TF, IDF or TFIDF, got {attrs['mode']!r}")
+    n_out = int(attrs["output_size"])
+    if len(types) > 5:
+        raise ShapeError(f"{op}: takes at most one weights input")
+    if len(types) == 5 and (types[4].shape != (n_out,) or types[4].dtype != "float32"):
+        raise ShapeError(f"{op}: weights must be float32 ({n_out},), got {types[4]}")
+    if int(attrs["max_skip_count"]) < 0:
+        raise ShapeError(f"{op}: max_skip_count must be >= 0")
+    return n_out
+
+
+@tfidf_vectorizer.def_infer
+def _tfidf_infer(types, attrs):
+    n_out = _tfidf_check(types, attrs)
+    x = types[0]
+    return [TensorType((n_out,) if x.ndim == 1 else (x.shape[0], n_out), "float32")]
+
+
+@tfidf_vectorizer.def_compute
+def _tfidf_compute(tensors, attrs):
+    n_out = _tfidf_check([TensorType([int(s.value) if isinstance(s, E.IntImm) else s.name for s in t.shape], t.dtype)
+                          for t in tensors], attrs)
+    x, tok, sizes, cols = tensors[:4]
+    weights = tensors[4] if len(tensors) == 5 else None
+    vector = len(x.shape) == 1
+    length = x.shape[-1]
+    max_n = int(tok.shape[1].value)
+    n_grams = tok.shape[0]
+    skips = int(attrs["max_skip_count"]) + 1
+    i64 = "int64"
+    f = DataType("float32")
+
+    def item(b, pos):
+        return x[pos] if vector else x[b, pos]
+
+    rd = te.reduce_axis((1, skips + 1), name="d")
+    rp = te.reduce_axis((0, length), name="p")
+
+    def count(b, j):
+        d, p = rd.var.astype(i64), rp.var.astype(i64)
+        n = sizes[j].astype(i64)
+        ok = [E.Or(n > E.const(1, i64), d == E.const(1, i64)),                 # unigrams: once
+              p + (n - E.const(1, i64)) * d < (E.const(length.value, i64) if isinstance(length, E.IntImm)
+                                               else E.convert(length).astype(i64))]
+        for k in range(max_n):
+            pos = p + E.const(k, i64) * d
+            safe = te.min(pos, (E.const(length.value, i64) if isinstance(length, E.IntImm)
+                                else E.convert(length).astype(i64)) - E.const(1, i64)).astype(rp.var.dtype)
+            ok.append(E.Or(E.const(k, i64) >= n, item(b, safe).astype(i64) == tok[j, k]))
+        return te.sum(E.Select(te.all(*ok), E.const(1.0, f), E.const(0.0, f)), axis=[rd, rp])
+
+    batch = E.const(1, "int32") if vector else x.shape[0]
+    counts = te.compute((batch, n_grams), count, name="ngram_counts")
+    rj = te.reduce_axis((0, n_grams), name="j")
+    freq = te.compute((batch, n_out), lambda b, c: te.sum(
+        E.Select(cols[rj].astype(i64) == c.astype(i64), counts[b, rj], E.const(0.0, f)), axis=rj), name="frequencies")
+    mode = attrs["mode"]
+
+    def weigh(b, c):
+        v = freq[b, c]
+        w = weights[c] if weights is not None else E.const(1.0, f)
+        if mode == "IDF":
+            return E.Select(v > E.const(0.0, f), w, E.const(0.0, f))
+        if mode == "TFIDF" and weights is not None:
+            return w * v
+        return v
+
+    if vector:
+        return [te.compute((n_out,), lambda c: weigh(E.const(0, "int32"), c), name="tfidf")]
+    return [te.compute((batch, n_out), weigh, name="tfidf")]

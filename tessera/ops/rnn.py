@@ -1,5 +1,6 @@
 """Recurrent cells and sequence ops: rnn.rnn_cell, rnn.gru_cell, rnn.lstm_cell (one time step each,
-ONNX RNN/GRU/LSTM semantics) and reverse_sequence (ONNX ReverseSequence).
+ONNX RNN/GRU/LSTM semantics), rnn.linear_attention_cell (one step of ONNX LinearAttention) and
+reverse_sequence (ONNX ReverseSequence).
 
 A recurrent layer is unrolled over its static sequence length by the frontend: the input
 projection X @ W^T + biases is one dense op for all steps (`xw`, (T, B, gates*H)); each step is one
@@ -20,7 +21,7 @@ from ..graph.ir import TensorType
 from ..ir import expr as E
 from ._common import FLOATS, INDEX, accum_dtype, check_dtype, fmt_shape, normalize_axis
 from ._schedule import schedule_blocks, schedule_injective
-from .registry import OpPattern, register_op
+from .registry import REQUIRED, OpPattern, register_op
 
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "affine", "leakyrelu", "thresholdedrelu", "scaledtanh",
                "hardsigmoid", "elu", "softsign", "softplus")
@@ -363,3 +364,112 @@ def _rs_compute(tensors, attrs):
         return data[tuple(src if k == sa else v for k, v in enumerate(i))]
 
     return [te.compute(data.shape, body, name="reverse_sequence")]
+
+
+# ---------------------------------------------------------------------------------------------
+# rnn.linear_attention_cell: one step of ONNX LinearAttention (linear / gated / delta / gated_delta)
+# ---------------------------------------------------------------------------------------------
+linear_attention_cell = register_op(
+    "rnn.linear_attention_cell", inputs=("query", "key", "value", "step", "state", "extra*"),
+    pattern=OpPattern.OPAQUE, num_outputs=2,
+    attrs={"q_num_heads": REQUIRED, "kv_num_heads": REQUIRED, "scale": 0.0, "has_decay": False,
+           "has_beta": False},
+    doc="One step of ONNX LinearAttention on (B, T, heads*d) query/key/value at `step`: the float32 state "
+        "(B, kv_heads, d_k, d_v) is decayed by exp(decay) (gated rules), corrected by beta * (v - state^T k) "
+        "(delta rules) and grown by k v^T; outputs the new state and the step's output (B, 1, q_heads*d_v) "
+        "= scale * q^T state, in float32. extra: decay then beta, when flagged.")
+linear_attention_cell.def_schedule(schedule_blocks)
+
+
+def _la_check(types, attrs):
+    op = "rnn.linear_attention_cell"
+    q, k, v, step, state = types[:5]
+    names = (["decay"] if attrs["has_decay"] else []) + (["beta"] if attrs["has_beta"] else [])
+    if len(types) != 5 + len(names):
+        raise ShapeError(f"{op}: takes query, key, value, step, state{''.join(', ' + n for n in names)}; got "
+                         f"{len(types)} inputs")
+    hq, hk = int(attrs["q_num_heads"]), int(attrs["kv_num_heads"])
+    if hq < 1 or hk < 1 or hq % hk:
+        raise ShapeError(f"{op}: q_num_heads {hq} must be a positive multiple of kv_num_heads {hk}")
+    for t, what in ((q, "query"), (k, "key"), (v, "value")):
+        check_dtype(op, t.dtype, FLOATS, what)
+        if t.ndim != 3 or not isinstance(t.shape[2], int):
+            raise ShapeError(f"{op}: {what} must be (B, T, heads*d) with a static last axis, got {fmt_shape(t.shape)}")
+    check_dtype(op, step.dtype, INDEX, "step")
+    if q.shape[2] % hq or k.shape[2] % hk or v.shape[2] % hk:
+        raise ShapeError(f"{op}: query {fmt_shape(q.shape)}, key {fmt_shape(k.shape)}, value {fmt_shape(v.shape)} do "
+                         f"not split into {hq} / {hk} heads")
+    dk, dv = q.shape[2] // hq, v.shape[2] // hk
+    if k.shape[2] != hk * dk:
+        raise ShapeError(f"{op}: key {fmt_shape(k.shape)} must hold {hk} heads of d_k = {dk}")
+    if state.ndim != 4 or state.shape[1:] != (hk, dk, dv) or state.dtype != "float32":
+        raise ShapeError(f"{op}: state must be float32 (B, {hk}, {dk}, {dv}), got {state}")
+    extra = dict(zip(names, types[5:]))
+    if "decay" in extra and (extra["decay"].ndim != 3 or extra["decay"].shape[2] not in (hk, hk * dk)):
+        raise ShapeError(f"{op}: decay must be (B, T, {hk}) or (B, T, {hk * dk}), got {fmt_shape(extra['decay'].shape)}")
+    if "beta" in extra and (extra["beta"].ndim != 3 or extra["beta"].shape[2] not in (hk, 1)):
+        raise ShapeError(f"{op}: beta must be (B, T, {hk}) or (B, T, 1), got {fmt_shape(extra['beta'].shape)}")
+    return hq, hk, dk, dv, extra
+
+
+@linear_attention_cell.def_infer
+def _la_infer(types, attrs):
+    hq, hk, dk, dv, _ = _la_check(types, attrs)
+    b = types[0].shape[0]
+    return [TensorType((b, hk, dk, dv), "float32"), TensorType((b, 1, hq * dv), "float32")]
+
+
+@linear_attention_cell.def_compute
+def _la_compute(tensors, attrs):
+    hq, hk, dk, dv, _ = _la_check([_tt(t) for t in tensors], attrs)
+    q, k, v, step, state = tensors[:5]
+    rest = list(tensors[5:])
+    decay = rest.pop(0) if attrs["has_decay"] else None
+    beta = rest.pop(0) if attrs["has_beta"] else None
+    f = "float32"
+    group = hq // hk
+    scale = float(attrs["scale"]) or 1.0 / float(dk) ** 0.5
+    s = step[()]
+    b_ext = q.shape[0]
+
+    def c(v_, like):
+        return E.const(v_, like.dtype)
+
+    def kv(t, b, h, d, width):
+        return t[b, s, h * c(width, h) + d].astype(f)
+
+    cur = state
+    if decay is not None:
+        per_dim = int(decay.shape[2].value) == hk * dk
+
+        def decayed(b, h, d, m):
+            g = decay[b, s, h * c(dk, h) + d] if per_dim else decay[b, s, h]
+            return state[b, h, d, m] * te.exp(g.astype(f))
+
+        cur = te.compute(state.shape, decayed, name="state_decayed")
+    if beta is not None:
+        kd = te.reduce_axis((0, dk), name="kd")
+        retrieved = te.compute((b_ext, hk, dv), lambda b, h, m: te.sum(
+            cur[b, h, kd, m] * kv(k, b, h, kd.var, dk), axis=kd), name="retrieved")
+        scalar_beta = int(beta.shape[2].value) == 1
+
+        def corrected(b, h, m):
+            bt = beta[b, s, E.const(0, h.dtype) if scalar_beta else h].astype(f)
+            return bt * (kv(v, b, h, m, dv) - retrieved[b, h, m])
+
+        vt = te.compute((b_ext, hk, dv), corrected, name="v_corrected")
+        v_at = lambda b, h, m: vt[b, h, m]  # noqa: E731
+    else:
+        v_at = lambda b, h, m: kv(v, b, h, m, dv)  # noqa: E731
+    new = te.compute(state.shape, lambda b, h, d, m: cur[b, h, d, m] + kv(k, b, h, d, dk) * v_at(b, h, m),
+                     name="state_next")
+    rd = te.reduce_axis((0, dk), name="rd")
+
+    def read(b, o, j):
+        hh = te.floordiv(j, c(dv, j))
+        m = te.floormod(j, c(dv, j))
+        return te.sum(kv(q, b, hh, rd.var, dk) * new[b, te.floordiv(hh, c(group, hh)), rd, m], axis=rd)
+
+    qs = te.compute((b_ext, 1, hq * dv), read, name="q_state")
+    out = te.compute(qs.shape, lambda b, o, j: E.const(scale, f) * qs[b, o, j], name="attention_step")
+    return [new, out]

@@ -9,7 +9,9 @@ output stage gathers the taps of every axis (1 for nearest, 2 for linear, 4 for 
 a = -0.75) and sums them one axis at a time, innermost first, in the order of the ONNX reference.
 Taps outside the input read 0 (padding_mode "zeros"), the edge ("border") or their mirror
 ("reflection"). Arithmetic is float32 (float64 for float64 data or grid); integer data is
-computed in float64 and truncated on store, as the reference's numpy assignment does.
+interpolated in float64 and truncated toward zero on store, saturating (ONNX Runtime takes float
+data only; the ONNX reference rounds its interpolation weights to the data's integer type, which
+makes integer linear/cubic results meaningless and is not imitated).
 """
 from __future__ import annotations
 

@@ -88,3 +88,44 @@ def test_tensor_scatter_symbolic_batch_and_refusals():
     bad = one_node("TensorScatter", {"past": past, "upd": upd}, dict(axis=0), opset=24)
     with pytest.raises(Exception, match="axis 0 is the batch axis"):
         from_onnx(bad)
+
+
+@pytest.mark.parametrize("mode,weights", [("IDF", True), ("TFIDF", True), ("IDF", False), ("TF", False)])
+def test_tfidf_vectorizer_modes_and_trigrams_match_onnxruntime(mode, weights):
+    x = RNG.integers(1, 6, (3, 9)).astype(np.int32)
+    attrs = dict(mode=mode, min_gram_length=1, max_gram_length=3, max_skip_count=2,
+                 ngram_counts=[0, 3, 7], ngram_indexes=[0, 1, 2, 3, 4, 5, 1],
+                 pool_int64s=[1, 2, 3, 1, 2, 4, 5, 1, 2, 3])          # unigrams 1 2 3, bigrams (1 2) (4 5), trigram
+    if weights:
+        attrs["weights"] = [0.5, 2.0, 1.5, 3.0, 0.25, 1.0, 7.0]   # one per ngram_indexes entry
+    check(one_node("TfIdfVectorizer", {"x": x}, attrs, opset=9), {"x": x})
+    v = x[0].astype(np.int64)
+    check(one_node("TfIdfVectorizer", {"v": v}, attrs, opset=9), {"v": v})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_flex_attention_gqa_with_score_and_prob_modifiers(dtype):
+    from onnx import helper
+
+    b, hq, hk, lq, s, e = 2, 4, 2, 3, 5, 4
+    feeds = {"q": RNG.standard_normal((b, hq, lq, e)).astype(dtype),
+             "k": RNG.standard_normal((b, hk, s, e)).astype(dtype),
+             "v": RNG.standard_normal((b, hk, s, 3)).astype(dtype)}
+    cap = helper.make_tensor("cap", TensorProto.FLOAT, [], [2.0])
+    score_mod = helper.make_graph(   # soft capping: cap * tanh(s / cap)
+        [helper.make_node("Div", ["s", "cap"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]),
+         helper.make_node("Mul", ["t", "cap"], ["o"])], "score_mod",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)], initializer=[cap])
+    prob_mod = helper.make_graph(
+        [helper.make_node("Sqrt", ["p"], ["o"])], "prob_mod",
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", scale=0.3,
+                            score_mod=score_mod, prob_mod=prob_mod)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                                      a.shape) for n, a in feeds.items()],
+                          [helper.make_empty_tensor_value_info("y")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid("ai.onnx.preview", 1)])
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    check(m, feeds, want=ReferenceEvaluator(m).run(None, feeds), rtol=tol, atol=tol)

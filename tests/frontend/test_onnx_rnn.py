@@ -106,3 +106,36 @@ def test_reverse_sequence_both_layouts(time_axis):
     lens = np.array([1, 4, 0, 2], np.int64)
     feeds = {"x": x, "lens": lens}
     check(one_node("ReverseSequence", feeds, dict(time_axis=time_axis, batch_axis=1 - time_axis), opset=10), feeds)
+
+
+@pytest.mark.parametrize("rule", ["gated_delta", "delta", "gated", "linear"])
+def test_linear_attention_gqa_with_past_state_matches_the_reference(rule):
+    from onnx.reference import ReferenceEvaluator
+
+    b, t, hq, hk, dk, dv = 2, 3, 4, 2, 3, 2
+    feeds = {"q": RNG.standard_normal((b, t, hq * dk)).astype(np.float32),
+             "k": RNG.standard_normal((b, t, hk * dk)).astype(np.float32) * 0.5,
+             "v": RNG.standard_normal((b, t, hk * dv)).astype(np.float32),
+             "past": RNG.standard_normal((b, hk, dk, dv)).astype(np.float32)}
+    names = ["q", "k", "v", "past"]
+    if rule in ("gated", "gated_delta"):
+        feeds["decay"] = -RNG.uniform(0, 1, (b, t, hk * dk if rule == "gated" else hk)).astype(np.float32)
+        names.append("decay")
+    else:
+        names.append("")
+    if rule in ("delta", "gated_delta"):
+        feeds["beta"] = RNG.uniform(0, 1, (b, t, 1)).astype(np.float32)
+        names.append("beta")
+    m = one_node("LinearAttention", feeds, dict(q_num_heads=hq, kv_num_heads=hk, update_rule=rule, scale=0.7),
+                 opset=27, outputs=("y", "state"), shapes={"q": ("B", t, hq * dk), "k": ("B", t, hk * dk),
+                                                          "v": ("B", t, hk * dv), "past": ("B", hk, dk, dv)})
+    m.graph.node[0].input[:] = names
+    check(m, feeds, want=ReferenceEvaluator(m).run(None, feeds), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_attention_refuses_a_rule_without_its_input():
+    q = np.zeros((1, 2, 4), np.float32)
+    m = one_node("LinearAttention", {"q": q, "k": q, "v": q}, dict(q_num_heads=1, kv_num_heads=1), opset=27,
+                 outputs=("y",))
+    with pytest.raises(UnsupportedOpError, match="needs the decay input"):
+        from_onnx(m)

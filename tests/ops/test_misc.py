@@ -92,3 +92,15 @@ def test_tensor_scatter_refusals():
         infer("tensor_scatter", ((2, 3, 4), f), ((2, 2, 5), f), axis=1)
     with pytest.raises(DTypeError):
         infer("tensor_scatter", ((2, 3, 4), f), ((2, 2, 4), "float16"), axis=1)
+
+
+def test_tfidf_vectorizer_refusals():
+    i, f = "int64", "float32"
+    tables = (((3, 2), i), ((3,), "int32"), ((3,), i))
+    with pytest.raises(DTypeError):
+        infer("tfidf_vectorizer", ((4, 5), f), *tables, output_size=3)
+    with pytest.raises(ShapeError, match="weights must be"):
+        infer("tfidf_vectorizer", ((4, 5), i), *tables, ((2,), f), output_size=3)
+    with pytest.raises(ShapeError, match="tokens"):
+        infer("tfidf_vectorizer", ((4, 5), i), ((3, 2), i), ((2,), "int32"), ((3,), i), output_size=3)
+    assert infer("tfidf_vectorizer", ((7,), i), *tables, output_size=3)[0].shape == (3,)

@@ -81,3 +81,18 @@ def test_cell_and_reverse_sequence_refusals():
         infer("reverse_sequence", ((2, 3), f), ((3,), "int64"), seq_axis=1, batch_axis=-1)
     with pytest.raises(ShapeError, match=r"seq_lengths must be \(batch,\)"):
         infer("reverse_sequence", ((2, 3), f), ((2,), "int64"))
+
+
+def test_linear_attention_cell_refusals():
+    f = "float32"
+    q = ((2, 3, 8), f)
+    step = ((), "int64")
+    with pytest.raises(ShapeError, match="multiple of kv_num_heads"):
+        infer("rnn.linear_attention_cell", q, q, q, step, ((2, 3, 8, 8), f), q_num_heads=3, kv_num_heads=2)
+    with pytest.raises(ShapeError, match=r"state must be float32 \(B, 2, 4, 4\)"):
+        infer("rnn.linear_attention_cell", q, q, q, step, ((2, 2, 4, 4), "float16"), q_num_heads=2, kv_num_heads=2)
+    with pytest.raises(ShapeError, match="beta must be"):
+        infer("rnn.linear_attention_cell", q, q, q, step, ((2, 2, 4, 4), f), ((2, 3, 3), f), q_num_heads=2,
+              kv_num_heads=2, has_beta=True)
+    t = infer("rnn.linear_attention_cell", q, q, q, step, ((2, 2, 4, 4), f), q_num_heads=2, kv_num_heads=2)
+    assert [x.shape for x in t] == [(2, 2, 4, 4), (2, 1, 8)]

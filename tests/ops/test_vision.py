@@ -137,3 +137,15 @@ def test_deform_conv_matches_the_reference(case):
     (got,) = run_op("image.deform_conv2d", x, w, off, *extra, **attrs, **flags)
     (want,) = reference_run("DeformConv", [x, w, off] + extra, onnx_attrs, opset=19)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_grid_sample_integer_data_interpolates_in_float_and_truncates():
+    x = RNG.integers(-50, 50, (1, 2, 4, 5)).astype(np.int32)
+    g = _grid((1, 3, 3, 2))
+    (near,) = run_op("image.grid_sample", x, g, mode="nearest", padding_mode="border")
+    np.testing.assert_array_equal(near, reference_run("GridSample", [x, g], dict(mode="nearest", padding_mode="border"),
+                                                      opset=20)[0])
+    (lin,) = run_op("image.grid_sample", x, g, mode="linear")
+    want = reference_run("GridSample", [x.astype(np.float64), g.astype(np.float64)], dict(mode="linear"), opset=20)[0]
+    assert lin.dtype == np.int32
+    np.testing.assert_array_equal(lin, np.trunc(want).astype(np.int32))

@@ -188,3 +188,98 @@ def _causal_conv_with_state(ctx):
     state = ctx.op("strided_slice", padded, begin=(-(k - 1),), end=(total if isinstance(total, int) else 2**62,),
                    axes=(2,))
     return y, state
+
+
+@converter("TfIdfVectorizer", since=9)
+def _tfidf_vectorizer(ctx):
+    """The pool's n-grams (those of min..max_gram_length) as constant token/size/column tables; the
+    counting is tfidf_vectorizer's. A repeated n-gram counts for its last entry, as the reference's trie."""
+    x = ctx.input(0)
+    if ctx.attr("pool_strings") is not None:
+        ctx.unsupported("string pools (tessera has no string tensors)")
+    pool = [int(v) for v in (ctx.attr("pool_int64s") or [])]
+    counts = [int(v) for v in (ctx.attr("ngram_counts") or [])]
+    indexes = [int(v) for v in (ctx.attr("ngram_indexes") or [])]
+    lo, hi = int(ctx.attr("min_gram_length", 1)), int(ctx.attr("max_gram_length", 1))
+    mode = ctx.attr("mode", "TF")
+    if not pool or not counts or not indexes or lo < 1 or hi < lo:
+        ctx.unsupported(f"pool {len(pool)} items, ngram_counts {counts}, gram lengths {lo}..{hi} define no n-grams")
+    grams, ngram_id = {}, 0
+    for level, start in enumerate(counts):
+        n = level + 1
+        end = counts[level + 1] if level + 1 < len(counts) else len(pool)
+        for k in range((end - start) // n):
+            if lo <= n <= hi:
+                if ngram_id >= len(indexes):
+                    ctx.unsupported(f"ngram_indexes ({len(indexes)} entries) does not cover n-gram {ngram_id}")
+                grams[tuple(pool[start + k * n:start + (k + 1) * n])] = indexes[ngram_id]
+            ngram_id += 1
+    if not grams:
+        ctx.unsupported(f"no pool n-gram has a length in {lo}..{hi}")
+    max_n = max(len(g) for g in grams)
+    tokens = np.zeros((len(grams), max_n), np.int64)
+    for j, g in enumerate(grams):
+        tokens[j, :len(g)] = g
+    sizes = np.array([len(g) for g in grams], np.int32)
+    cols = np.array(list(grams.values()), np.int64)
+    ins = [x, ctx.const(tokens, "tokens"), ctx.const(sizes, "sizes"), ctx.const(cols, "columns")]
+    w = ctx.attr("weights")
+    out_size = max(indexes) + 1
+    if w is not None and len(w):
+        # one weight per ngram_indexes entry (the spec), read by output column (the reference and
+        # onnxruntime): the first output_size of them are used
+        if len(w) < out_size:
+            ctx.unsupported(f"{len(w)} weights for {out_size} output columns")
+        ins.append(ctx.const(np.asarray(w[:out_size], np.float32), "weights"))
+    if str(x.type.dtype) not in ("int32", "int64"):
+        ctx.unsupported(f"input of dtype {x.type.dtype} (tessera counts int32/int64 tokens)")
+    return ctx.op("tfidf_vectorizer", *ins, output_size=out_size, max_skip_count=int(ctx.attr("max_skip_count", 0)),
+                  mode=mode)
+
+
+@converter("FlexAttention", domain="ai.onnx.preview")
+def _flex_attention(ctx):
+    """softmax(score_mod(Q K^T * scale)) then prob_mod, times V, as the ONNX reference computes it:
+    Q and K each scaled by sqrt(scale) in their dtype, K/V heads repeated for grouped queries, the
+    softmax (and the modifier subgraphs, converted inline) in softmax_precision (float32 for
+    halves), the result cast to V's dtype."""
+    q, k, v = ctx.input(0), ctx.input(1), ctx.input(2)
+    if q.type.ndim != 4 or k.type.ndim != 4 or v.type.ndim != 4:
+        ctx.unsupported(f"Q {q.type}, K {k.type} and V {v.type} must be rank 4")
+    hq, hk = q.type.shape[1], k.type.shape[1]
+    if not isinstance(hq, int) or not isinstance(hk, int) or hk < 1 or hq % hk or v.type.shape[1] != hk:
+        ctx.unsupported(f"query heads {hq} must be a static multiple of the key/value heads {hk} ({v.type})")
+    head = q.type.shape[3]
+    if not isinstance(head, int):
+        ctx.unsupported(f"the head size of Q {q.type} must be static")
+    dt = numpy_dtype(q.type.dtype)
+    scale = ctx.attr("scale")
+    scale = 1.0 / np.sqrt(head) if scale is None else float(scale)
+    root = ctx.const(np.array(np.sqrt(np.float32(scale)), dtype=dt), "sqrt_scale")
+    if hq != hk:
+        heads = ctx.const(np.repeat(np.arange(hk, dtype=np.int64), hq // hk), "kv_heads")
+        k = ctx.op("take", k, heads, axis=1)
+        v = ctx.op("take", v, heads, axis=1)
+    scores = ctx.op("nn.matmul", ctx.op("multiply", q, root), ctx.op("multiply", k, root), transpose_b=True)
+    prec = ctx.attr("softmax_precision")
+    if prec is not None:
+        compute = ctx.dtype(int(prec))
+    else:
+        compute = "float64" if str(q.type.dtype) == "float64" else "float32"
+    if str(scores.type.dtype) != compute:
+        scores = ctx.op("cast", scores, dtype=compute)
+
+    def modify(name, x):
+        g = ctx.attr(name)
+        if g is None:
+            return x
+        outs = ctx.subgraph(g, [x])
+        if len(outs) != 1 or outs[0].type.shape != x.type.shape:
+            ctx.unsupported(f"{name} must map one {x.type} tensor to one of the same shape")
+        y = outs[0]
+        return y if str(y.type.dtype) == compute else ctx.op("cast", y, dtype=compute)
+
+    probs = modify("prob_mod", ctx.op("nn.softmax", modify("score_mod", scores), axis=-1))
+    vc = v if str(v.type.dtype) == compute else ctx.op("cast", v, dtype=compute)
+    y = ctx.op("nn.matmul", probs, vc)
+    return y if str(y.type.dtype) == str(v.type.dtype) else ctx.op("cast", y, dtype=str(v.type.dtype))

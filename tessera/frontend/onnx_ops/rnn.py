@@ -191,3 +191,50 @@ def _reverse_sequence(ctx):
         ctx.unsupported(f"sequence_lens of dtype {lens.type.dtype}")
     return ctx.op("reverse_sequence", x, lens, seq_axis=int(ctx.attr("time_axis", 0)),
                   batch_axis=int(ctx.attr("batch_axis", 1)))
+
+
+@converter("LinearAttention", since=27)
+def _linear_attention(ctx):
+    """Unrolled over the static sequence length: one rnn.linear_attention_cell per step (a float32
+    state), the steps' outputs concatenated and cast to the query's dtype."""
+    q, k, v = ctx.input(0), ctx.input(1), ctx.input(2)
+    past, decay, beta = (ctx.input(i, optional=True) for i in (3, 4, 5))
+    rule = ctx.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        ctx.unsupported(f"update_rule={rule!r}")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    for needed, val, name in ((gating, decay, "decay"), (delta, beta, "beta")):
+        if needed != (val is not None):
+            ctx.unsupported(f"update_rule {rule!r} {'needs' if needed else 'forbids'} the {name} input")
+    hq, hk = ctx.attr("q_num_heads"), ctx.attr("kv_num_heads")
+    if hq is None or hk is None:
+        ctx.unsupported("q_num_heads and kv_num_heads are required")
+    hq, hk = int(hq), int(hk)
+    if q.type.ndim != 3 or not isinstance(q.type.shape[1], int):
+        ctx.unsupported(f"query {q.type} must be (B, T, heads*d) with a static T: the steps are unrolled")
+    if hq < 1 or hk < 1 or q.type.shape[2] % hq or v.type.shape[2] % hk:
+        ctx.unsupported(f"query {q.type} / value {v.type} do not split into {hq} / {hk} heads")
+    batch, steps = q.type.shape[0], q.type.shape[1]
+    dk, dv = q.type.shape[2] // hq, v.type.shape[2] // hk
+    if past is not None:
+        state = past if str(past.type.dtype) == "float32" else ctx.op("cast", past, dtype="float32")
+        state_dtype = str(past.type.dtype)
+    else:
+        if not isinstance(batch, int):
+            ctx.unsupported("a symbolic batch without past_state (the zero state needs the batch size)")
+        state = ctx.const(np.zeros((batch, hk, dk, dv), np.float32), "zero_state")
+        state_dtype = str(q.type.dtype)
+    extra = [t for t in (decay, beta) if t is not None]
+    attrs = dict(q_num_heads=hq, kv_num_heads=hk, scale=float(ctx.attr("scale", 0.0) or 0.0),
+                 has_decay=decay is not None, has_beta=beta is not None)
+    outs = []
+    for t in range(steps):
+        step = ctx.const(np.array(t, np.int64), "step")
+        state, o = ctx.op("rnn.linear_attention_cell", q, k, v, step, state, *extra, **attrs)
+        outs.append(o)
+    y = outs[0] if len(outs) == 1 else ctx.op("concatenate", *outs, axis=1)
+    if str(q.type.dtype) != "float32":
+        y = ctx.op("cast", y, dtype=str(q.type.dtype))
+    if state_dtype != "float32":
+        state = ctx.op("cast", state, dtype=state_dtype)
+    return y, state
