@@ -54,7 +54,8 @@ def model_of(op, inputs, inits, attrs):
         [node], op.lower(), [helper.make_tensor_value_info(n, 1, a.shape) for n, a in inputs.items()],
         [helper.make_empty_tensor_value_info("y")],
         initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # the IR version that matches the opset: older onnxruntime builds refuse newer ones
+    return helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def time_tessera(model, feeds, threads, repeat):

@@ -14,7 +14,8 @@ def node_model(op_type, inputs, attrs=None, num_outputs=1, opset=19, input_names
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
                     for n, a in zip(names, inputs) if a is not None]
     graph = helper.make_graph([node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # the IR version that matches the opset (not the newest): older onnxruntime builds refuse newer ones
+    model = helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", opset)])
     feeds = {n: a for n, a in zip(names, inputs) if a is not None}
     return model, feeds
 

@@ -215,9 +215,11 @@ def _tensorized_matmul(sch, block, target) -> bool:
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     if None in (M, N, K):
         return False
-    packed = _has_block(sch, "b_pack")
+    panel = None
+    if _has_block(sch, "b_pack"):  # B packed in panels: the tile is exactly one panel wide
+        panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
     tiles = [(mr, nr) for isa in ("avx512", "avx2") for mr, nr in x86.FP32_GEMM[isa]
-             if M % mr == 0 and N % nr == 0 and (not packed or nr == 16)]
+             if M % mr == 0 and N % nr == 0 and (panel is None or nr == panel)]
     if not tiles:
         return False
     try:

@@ -44,7 +44,19 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
     return tuple(batch) + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
 
 
-PANEL = 16  # columns of a packed B panel: the micro-kernels' nr on AVX2 (two 8-float vectors)
+def _panel(M, N):
+    """Columns of a packed B panel: the nr of the host's preferred micro-kernel tile that divides
+    (M, N) (AVX-512 tiles first), or None."""
+    from ...target import Target
+    from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
+
+    host = Target.host()
+    for isa, feats in (("avx512", AVX512), ("avx2", AVX2)):
+        if all(host.has_feature(f) for f in feats):
+            for mr, nr in FP32_GEMM[isa]:
+                if M % mr == 0 and N % nr == 0:
+                    return nr
+    return None
 
 
 def k_unroll(K) -> int:
@@ -101,12 +113,13 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         return v
 
     M = a.shape[-1] if transpose_a else a.shape[-2] if a.ndim >= 2 else None
-    if plain and M is not None and M.value >= 64 and b.shape[-1].value % PANEL == 0:
-        # B repacked in PANEL-column panels (each contiguous over k): what the micro-kernel streams
+    panel = _panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64 else None
+    if panel:
+        # B repacked in panel-column panels (each contiguous over k): what the micro-kernel streams
         N = b.shape[-1].value
         bb = tuple(b.shape[:-2])
-        b_packed = U.compute(bb + (N // PANEL, K, PANEL), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
-                             lambda *x: b[tuple(x[:-3]) + (x[-2], x[-3] * PANEL + x[-1])], "b_pack")
+        b_packed = U.compute(bb + (N // panel, K, panel), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
+                             lambda *x: b[tuple(x[:-3]) + (x[-2], x[-3] * panel + x[-1])], "b_pack")
     else:
         b_packed = None
 
@@ -114,7 +127,7 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         if b_packed is None:
             return operand(b, batch, j, not transpose_b, b_zero_point, j, kk)
         tb = U.broadcast_index_batch(b, batch)
-        return U.cast(b_packed[tb + (j // PANEL, kk, j % PANEL)], acc)
+        return U.cast(b_packed[tb + (j // panel, kk, j % panel)], acc)
 
     def body(*idx):
         batch = idx[:nbatch]
