@@ -103,7 +103,8 @@ def test_dump_sees_every_pass_in_order():
     seen = []
     lower(matmul(), dump=lambda name, func: seen.append((name, isinstance(func, PrimFunc))))
     assert seen == [(name, True) for name, _ in PIPELINE]
-    assert [name for name, _ in PIPELINE] == ["lower_vthread", "lower_blocks", "flatten_buffer", "simplify",
+    assert [name for name, _ in PIPELINE] == ["lower_vthread", "plan_buffer_allocation", "lower_blocks",
+                                             "compact_buffer_allocation", "flatten_buffer", "simplify",
                                              "vectorize_loop", "unroll_loop", "simplify"]
 
 

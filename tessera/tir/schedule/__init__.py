@@ -17,9 +17,11 @@ from .trace import Trace
 
 # primitive families: importing a file adds its methods to Schedule and its instruction kinds
 from . import lookup, loops, annotate, sampling  # noqa: E402,F401  (order: the trace kinds' registry)
+from . import placement, memory, reduction, layout  # noqa: E402,F401
+from .layout import IndexMap  # noqa: E402
 from . import blockize, tensorize  # noqa: E402,F401
 
 from ...errors import ScheduleError  # noqa: E402
 
 __all__ = ["Schedule", "BlockRV", "LoopRV", "ExprRV", "Trace", "Instruction", "InstructionKind",
-           "INSTRUCTION_KINDS", "ScheduleState", "ScheduleError", "primitive", "ROOT_MARK", "INLINE_MARK"]
+           "INSTRUCTION_KINDS", "ScheduleState", "ScheduleError", "primitive", "ROOT_MARK", "INLINE_MARK", "IndexMap"]

@@ -185,7 +185,11 @@ def can_compute_inline(idx: FuncIndex, realize) -> bool:
         seen.add(i)
     if any(r.buffer is store.buffer for r in b.reads):
         return False
-    return _complete_or_reduction(idx, realize) is None
+    if _complete_or_reduction(idx, realize) is not None:
+        return False
+    from .placement import compute_inline_problem  # the primitive's own checks decide
+
+    return compute_inline_problem(idx, realize) is None
 
 
 def _subtree_position(idx: FuncIndex, loop: For, realize) -> int:
@@ -227,7 +231,9 @@ def can_compute_at(idx: FuncIndex, realize, loop: For) -> str | None:
     if inside and max(_subtree_position(idx, loop, p) for p in inside) >= first_consumer:
         return (f"under loop {lname!r} a producer of block {name!r} comes after its first consumer: "
                 f"there is no place to insert it")
-    return None
+    from .placement import compute_at_problem  # the primitive's own checks (regions) decide
+
+    return compute_at_problem(idx, realize, loop)
 
 
 def _lowest_common_sref(idx: FuncIndex, nodes):

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from ...errors import TesseraError
 from ...ir import IRModule, PrimFunc
+from .compact_buffer_allocation import compact_buffer_allocation
 from .flatten_buffer import flatten_buffer
 from .lower_blocks import lower_blocks
 from .lower_vthread import lower_vthread
+from .plan_buffer_allocation import plan_buffer_allocation
 from .simplify import simplify
 from .unroll import unroll_loop
 from .vectorize import vectorize_loop
@@ -16,7 +18,9 @@ from .vectorize import vectorize_loop
 # (name, pass) in the order `lower` runs them; vectorize_loop gets the target's vector width.
 PIPELINE = (
     ("lower_vthread", lower_vthread),
+    ("plan_buffer_allocation", plan_buffer_allocation),
     ("lower_blocks", lower_blocks),
+    ("compact_buffer_allocation", compact_buffer_allocation),
     ("flatten_buffer", flatten_buffer),
     ("simplify", simplify),
     ("vectorize_loop", vectorize_loop),
@@ -38,10 +42,21 @@ def lower(func_or_mod, target=None, dump=None):
     vector_bits = _vector_bits(target)
     func = func_or_mod
     for name, fn in PIPELINE:
-        func = fn(func, vector_bits=vector_bits) if fn is vectorize_loop else fn(func)
+        if fn is vectorize_loop:
+            func = fn(func, vector_bits=vector_bits)
+        elif fn is compact_buffer_allocation:
+            func = fn(func, target=_target(target))
+        else:
+            func = fn(func)
         if dump is not None:
             dump(name, func)
     return func
+
+
+def _target(target):
+    from ...target import Target
+
+    return Target(target or "c")
 
 
 def _vector_bits(target) -> int:
@@ -50,5 +65,6 @@ def _vector_bits(target) -> int:
     return Target(target or "c").vector_bits
 
 
-__all__ = ["PIPELINE", "lower", "lower_vthread", "lower_blocks", "flatten_buffer", "simplify", "vectorize_loop",
+__all__ = ["PIPELINE", "lower", "lower_vthread", "plan_buffer_allocation", "lower_blocks",
+           "compact_buffer_allocation", "flatten_buffer", "simplify", "vectorize_loop",
            "unroll_loop"]
