@@ -1,5 +1,6 @@
 """Ops of no larger family: reinterpret (ONNX BitCast), det (ONNX Det), tensor_scatter (ONNX
-TensorScatter, a KV-cache write) and tfidf_vectorizer (ONNX TfIdfVectorizer on integer sequences).
+TensorScatter, a KV-cache write), tfidf_vectorizer (ONNX TfIdfVectorizer on integer sequences) and
+tree_ensemble (ai.onnx.ml TreeEnsemble: every tree compiled into nested selects).
 
 reinterpret reads each element's bits as another dtype of the same width (a `reinterpret` call the
 C backend renders with memcpy); bool counts as an 8-bit type holding 0 or 1.
@@ -177,7 +178,8 @@ def _ts_check(types, attrs):
     if past.dtype != upd.dtype:
         raise DTypeError(f"{op}: update is {upd.dtype} but past is {past.dtype}")
     if past.ndim < 2 or upd.ndim != past.ndim:
-        raise ShapeError(f"{op}: past {fmt_shape(past.shape)} and update {fmt_shape(upd.shape)} must have one rank >= 2")
+        raise ShapeError(f"{op}: past {fmt_shape(past.shape)} and update {fmt_shape(upd.shape)} must have one "
+                         f"rank >= 2")
     from ._common import normalize_axis
 
     axis = normalize_axis(op, attrs["axis"], past.ndim)
@@ -185,7 +187,8 @@ def _ts_check(types, attrs):
         raise ShapeError(f"{op}: axis 0 is the batch axis; the sequence axis must come after it")
     for k, (a, b) in enumerate(zip(past.shape, upd.shape)):
         if k != axis and a != b and isinstance(a, int) == isinstance(b, int):
-            raise ShapeError(f"{op}: update {fmt_shape(upd.shape)} differs from past {fmt_shape(past.shape)} in axis {k}")
+            raise ShapeError(f"{op}: update {fmt_shape(upd.shape)} differs from past {fmt_shape(past.shape)} in "
+                             f"axis {k}")
         if k == axis and isinstance(a, int) and isinstance(b, int) and b > a:
             raise ShapeError(f"{op}: update's sequence ({b}) is longer than the cache ({a})")
     if len(types) == 3:
@@ -319,3 +322,112 @@ def _tfidf_compute(tensors, attrs):
     if vector:
         return [te.compute((n_out,), lambda c: weigh(E.const(0, "int32"), c), name="tfidf")]
     return [te.compute((batch, n_out), weigh, name="tfidf")]
+
+
+# ---------------------------------------------------------------------------------------------
+# tree_ensemble
+# ---------------------------------------------------------------------------------------------
+TREE_MODES = ("LEQ", "LT", "GTE", "GT", "EQ", "NEQ", "MEMBER")
+TREE_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
+
+tree_ensemble = register_op(
+    "tree_ensemble", inputs=("data", "leaf_weights", "leaf_targets"), pattern=OpPattern.OPAQUE,
+    attrs={"n_targets": REQUIRED, "aggregate": "SUM", "roots": REQUIRED, "modes": REQUIRED, "features": REQUIRED,
+           "splits": REQUIRED, "true_ids": REQUIRED, "false_ids": REQUIRED, "true_leafs": REQUIRED,
+           "false_leafs": REQUIRED, "missing_true": REQUIRED, "members": ()},
+    doc="Decision-tree ensemble (ONNX ai.onnx.ml TreeEnsemble): every tree walks its interior nodes "
+        "(mode, feature, split, true/false child that is a node or a leaf; MEMBER tests set membership, "
+        "members[node]; missing_true sends NaN down the true branch) to a leaf, whose weight goes to its "
+        "target; the trees' values per target are summed, averaged, or min/max-ed.")
+tree_ensemble.def_schedule(schedule_blocks)
+
+
+def _tree_check(types, attrs):
+    op = "tree_ensemble"
+    x, w, t = types
+    check_dtype(op, x.dtype, FLOATS, "data")
+    if x.ndim != 2 or not isinstance(x.shape[1], int):
+        raise ShapeError(f"{op}: data must be (N, F) with a static F, got {fmt_shape(x.shape)}")
+    if w.ndim != 1 or t.shape != w.shape or t.dtype != "int64":
+        raise ShapeError(f"{op}: leaf_weights (L,) and int64 leaf_targets (L,) expected, got {w}, {t}")
+    n = len(attrs["modes"])
+    for key in ("features", "splits", "true_ids", "false_ids", "true_leafs", "false_leafs", "missing_true"):
+        if len(attrs[key]) != n:
+            raise ShapeError(f"{op}: {key} has {len(attrs[key])} entries for {n} nodes")
+    if any(m not in TREE_MODES for m in attrs["modes"]):
+        raise TesseraError(f"{op}: node modes must be among {TREE_MODES}")
+    if attrs["aggregate"] not in TREE_AGGREGATES:
+        raise TesseraError(f"{op}: aggregate must be one of {TREE_AGGREGATES}, got {attrs['aggregate']!r}")
+    if any(not 0 <= f < x.shape[1] for f in attrs["features"]):
+        raise ShapeError(f"{op}: a node reads a feature outside 0..{x.shape[1] - 1}")
+    if int(attrs["n_targets"]) < 1 or not attrs["roots"]:
+        raise ShapeError(f"{op}: n_targets must be positive and there must be a tree")
+    return n
+
+
+@tree_ensemble.def_infer
+def _tree_infer(types, attrs):
+    _tree_check(types, attrs)
+    return [TensorType((types[0].shape[0], int(attrs["n_targets"])), types[0].dtype)]
+
+
+@tree_ensemble.def_compute
+def _tree_compute(tensors, attrs):
+    x, lw, lt = tensors
+    n_nodes = _tree_check([TensorType([int(s.value) if isinstance(s, E.IntImm) else s.name for s in t.shape], t.dtype)
+                           for t in tensors], attrs)
+    f64, i64 = DataType("float64"), DataType("int64")
+    n_leaves = lw.shape[0]
+    members = dict(attrs["members"])
+
+    def walk(n, node, is_leaf, depth):
+        """The leaf index reached from `node` (an interior node, or a leaf when is_leaf)."""
+        if is_leaf:
+            return E.const(int(node), i64)
+        if depth > n_nodes:
+            raise ShapeError("tree_ensemble: a tree has a cycle (a path longer than the node count)")
+        if not 0 <= node < n_nodes:
+            raise ShapeError(f"tree_ensemble: node id {node} is out of 0..{n_nodes - 1}")
+        v = x[n, int(attrs["features"][node])].astype(f64)
+        mode = attrs["modes"][node]
+        s = E.const(float(attrs["splits"][node]), f64)
+        cond = {"LEQ": lambda: v <= s, "LT": lambda: v < s, "GTE": lambda: v >= s, "GT": lambda: v > s,
+                "EQ": lambda: v == s, "NEQ": lambda: v != s,
+                "MEMBER": lambda: te.any(*[v == E.const(float(m), f64) for m in members.get(node, ())])}[mode]()
+        if attrs["missing_true"][node]:
+            cond = E.Or(cond, te.isnan(v))
+        yes = walk(n, int(attrs["true_ids"][node]), bool(attrs["true_leafs"][node]), depth + 1)
+        no = walk(n, int(attrs["false_ids"][node]), bool(attrs["false_leafs"][node]), depth + 1)
+        return E.Select(cond, yes, no)
+
+    leaves = []
+    for k, root in enumerate(attrs["roots"]):
+        root = int(root)
+        leaf_root = (attrs["true_leafs"][root] and attrs["false_leafs"][root]
+                     and attrs["true_ids"][root] == attrs["false_ids"][root])
+        leaves.append(te.compute((x.shape[0],), lambda n, r=root, lr=leaf_root: walk(n, r, bool(lr), 0),
+                                 name=f"tree{k}_leaf"))
+    agg = attrs["aggregate"]
+    dt = x.dtype
+    last = n_leaves - 1 if isinstance(n_leaves, int) else E.const(n_leaves.value - 1, i64)
+
+    def combine(n, t):
+        if agg in ("SUM", "AVERAGE"):
+            acc = E.const(0.0, dt)
+        else:
+            acc = te.max_value(dt) if agg == "MIN" else te.min_value(dt)
+        for leaf in leaves:
+            j = te.max(te.min(leaf[n], last), E.const(0, i64))
+            hit = lt[j] == t.astype(i64)
+            w = lw[j].astype(dt)
+            if agg == "SUM":
+                acc = acc + E.Select(hit, w, E.const(0.0, dt))
+            elif agg == "AVERAGE":
+                acc = acc + E.Select(hit, w / E.const(float(len(leaves)), dt), E.const(0.0, dt))
+            elif agg == "MIN":
+                acc = E.Select(E.And(hit, w < acc), w, acc)
+            else:
+                acc = E.Select(E.And(hit, w > acc), w, acc)
+        return acc
+
+    return [te.compute((x.shape[0], int(attrs["n_targets"])), combine, name="tree_ensemble")]

@@ -47,7 +47,8 @@ def check_param(op, x: TensorType, p: TensorType, axis, block_size, what) -> str
     if block_size < 0:
         raise ShapeError(f"{op}: block_size must be positive, got {block_size}")
     if p.ndim != x.ndim:
-        raise ShapeError(f"{op}: blocked {what} {fmt_shape(p.shape)} must have x's rank {x.ndim} ({fmt_shape(x.shape)})")
+        raise ShapeError(f"{op}: blocked {what} {fmt_shape(p.shape)} must have x's rank {x.ndim} "
+                         f"({fmt_shape(x.shape)})")
     for k, (a, b) in enumerate(zip(x.shape, p.shape)):
         want = -(-a // block_size) if (k == ax and isinstance(a, int)) else a
         if isinstance(want, int) and isinstance(b, int) and want != b or (isinstance(want, str) != isinstance(b, str)):

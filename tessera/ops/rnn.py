@@ -83,7 +83,8 @@ def _check_cell(op, types, attrs, n_gates, n_acts, extra_names):
     if h.ndim != 2:
         raise ShapeError(f"{op}: h must be (B, H), got {fmt_shape(h.shape)}")
     b, hs = h.shape
-    if not _same(xw.shape[1], b) or (isinstance(hs, int) and isinstance(xw.shape[2], int) and xw.shape[2] != n_gates * hs):
+    width_ok = not (isinstance(hs, int) and isinstance(xw.shape[2], int)) or xw.shape[2] == n_gates * hs
+    if not _same(xw.shape[1], b) or not width_ok:
         raise ShapeError(f"{op}: xw {fmt_shape(xw.shape)} does not fit h {fmt_shape(h.shape)}: (T, B, {n_gates}*H) "
                          f"expected")
     names = list(extra_names) + (["seq_lens"] if attrs["has_seq_lens"] else [])
@@ -116,7 +117,8 @@ def _state_type(op, t, name, b, hs, dtype):
 
 
 def _check_r(op, r, n_gates, hs, dtype):
-    if r.ndim != 2 or (isinstance(hs, int) and r.shape != (n_gates * hs, hs) and all(isinstance(d, int) for d in r.shape)):
+    static = isinstance(hs, int) and all(isinstance(d, int) for d in r.shape)
+    if r.ndim != 2 or (static and r.shape != (n_gates * hs, hs)):
         raise ShapeError(f"{op}: r must be ({n_gates}*H, H) = ({n_gates}*{hs}, {hs}), got {fmt_shape(r.shape)}")
     if r.dtype != dtype:
         raise DTypeError(f"{op}: r is {r.dtype} but xw is {dtype}")
@@ -406,7 +408,8 @@ def _la_check(types, attrs):
         raise ShapeError(f"{op}: state must be float32 (B, {hk}, {dk}, {dv}), got {state}")
     extra = dict(zip(names, types[5:]))
     if "decay" in extra and (extra["decay"].ndim != 3 or extra["decay"].shape[2] not in (hk, hk * dk)):
-        raise ShapeError(f"{op}: decay must be (B, T, {hk}) or (B, T, {hk * dk}), got {fmt_shape(extra['decay'].shape)}")
+        raise ShapeError(f"{op}: decay must be (B, T, {hk}) or (B, T, {hk * dk}), got "
+                         f"{fmt_shape(extra['decay'].shape)}")
     if "beta" in extra and (extra["beta"].ndim != 3 or extra["beta"].shape[2] not in (hk, 1)):
         raise ShapeError(f"{op}: beta must be (B, T, {hk}) or (B, T, 1), got {fmt_shape(extra['beta'].shape)}")
     return hq, hk, dk, dv, extra

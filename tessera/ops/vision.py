@@ -316,7 +316,8 @@ def _roi_check(types, attrs):
         raise ShapeError(f"{op}: data must be (N, C, H, W), got {fmt_shape(x.shape)}")
     if rois.ndim != 2 or rois.shape[1] != 4:
         raise ShapeError(f"{op}: rois must be (num_rois, 4), got {fmt_shape(rois.shape)}")
-    if idx.ndim != 1 or (rois.shape[0] != idx.shape[0] and isinstance(rois.shape[0], int) == isinstance(idx.shape[0], int)):
+    same_kind = isinstance(rois.shape[0], int) == isinstance(idx.shape[0], int)
+    if idx.ndim != 1 or (rois.shape[0] != idx.shape[0] and same_kind):
         raise ShapeError(f"{op}: batch_indices {fmt_shape(idx.shape)} must be (num_rois,) = ({rois.shape[0]},)")
     if attrs["mode"] not in ("avg", "max"):
         raise TesseraError(f"{op}: mode must be 'avg' or 'max', got {attrs['mode']!r}")

@@ -23,7 +23,8 @@ def test_softmax_cross_entropy_with_log_prob_float64_int32_labels(reduction):
 def test_nll_loss_symbolic_batch_and_optional_weight_omitted():
     x = RNG.standard_normal((4, 3)).astype(np.float32)
     y = RNG.integers(0, 3, (4,)).astype(np.int64)
-    m = one_node("NegativeLogLikelihoodLoss", {"x": x, "y": y, "": None}, dict(reduction="sum"), opset=22, outputs=("loss",),
+    m = one_node("NegativeLogLikelihoodLoss", {"x": x, "y": y, "": None}, dict(reduction="sum"), opset=22,
+                 outputs=("loss",),
                  shapes={"x": ("N", 3), "y": ("N",)})
     g = check(m, {"x": x, "y": y})
     assert g.outputs[0].type.shape == ()

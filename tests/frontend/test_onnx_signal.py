@@ -60,7 +60,8 @@ def test_stft_with_a_runtime_window_and_a_complex_two_sided_signal():
     x = RNG.standard_normal((2, 20, 1)).astype(np.float32)
     win = np.hanning(8).astype(np.float32)
     check(one_node("STFT", {"x": x, "step": np.array(3, np.int64), "w": win}, opset=17),
-          {"x": x, "step": np.array(3, np.int64), "w": win}, rtol=1e-4, atol=1e-5, const_inputs={"step": np.array(3, np.int64)})
+          {"x": x, "step": np.array(3, np.int64), "w": win}, rtol=1e-4, atol=1e-5,
+          const_inputs={"step": np.array(3, np.int64)})
     xc = RNG.standard_normal((1, 16, 2)).astype(np.float32)
     m = one_node("STFT", {"x": xc}, dict(onesided=0), inits={"step": np.array(4, np.int64),
                                                             "len": np.array(6, np.int64)}, opset=17)

@@ -33,7 +33,8 @@ def test_grid_sample_2d_matches_onnxruntime_far_outside(mode, pad):
     # which tessera follows, moves the point inside first: they differ there, so those are not compared)
     x = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
     g = _grid((1, 5, 5, 2), lo=-4, hi=4)
-    (got,) = run_op("image.grid_sample", x, g, mode={"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode), padding_mode=pad)
+    name = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    (got,) = run_op("image.grid_sample", x, g, mode=name, padding_mode=pad)
     (want,) = ort_run("GridSample", [x, g], dict(mode=mode, padding_mode=pad), opset=16)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 

@@ -84,8 +84,8 @@ def _max_unpool(ctx):
         ctx.unsupported(f"kernel_shape {kernel} must have {nd} entries")
     strides = [int(s) for s in (ctx.attr("strides") or [1] * nd)]
     pads = [int(p) for p in (ctx.attr("pads") or [0] * (2 * nd))]
-    inferred = list(x.type.shape[:2]) + [(x.type.shape[2 + d] - 1) * strides[d] - (pads[d] + pads[nd + d]) + int(kernel[d])
-                                         for d in range(nd)]
+    inferred = list(x.type.shape[:2]) + [
+        (x.type.shape[2 + d] - 1) * strides[d] - (pads[d] + pads[nd + d]) + int(kernel[d]) for d in range(nd)]
     if any(s <= 0 for s in inferred):
         ctx.unsupported(f"kernel {list(kernel)}, strides {strides} and pads {pads} give the empty shape {inferred}")
     total = int(np.prod(inferred))
@@ -137,7 +137,10 @@ def _swiglu(ctx):
     if a.type != b.type:
         ctx.unsupported(f"A {a.type} and B {b.type} must have one shape and dtype (SwiGLU does not broadcast)")
     alpha = float(ctx.attr("alpha", 1.0))
-    scaled = a if alpha == 1.0 else ctx.op("multiply", a, ctx.const(np.array(alpha, numpy_dtype(a.type.dtype)), "alpha"))
+    if alpha != 1.0:
+        scaled = ctx.op("multiply", a, ctx.const(np.array(alpha, numpy_dtype(a.type.dtype)), "alpha"))
+    else:
+        scaled = a
     return ctx.op("multiply", ctx.op("multiply", a, ctx.op("sigmoid", scaled)), b)
 
 

@@ -116,8 +116,8 @@ def _recurrent(kind):
                 bd = _pick(ctx, b, d, "B")
                 wb, rb = _slice(ctx, bd, 0, n_gates * hidden), _slice(ctx, bd, n_gates * hidden, 2 * n_gates * hidden)
                 if lbr:
-                    bias = ctx.op("concatenate", ctx.op("add", _slice(ctx, wb, 0, 2 * hidden), _slice(ctx, rb, 0, 2 * hidden)),
-                                  _slice(ctx, wb, 2 * hidden, 3 * hidden), axis=0)
+                    zr = ctx.op("add", _slice(ctx, wb, 0, 2 * hidden), _slice(ctx, rb, 0, 2 * hidden))
+                    bias = ctx.op("concatenate", zr, _slice(ctx, wb, 2 * hidden, 3 * hidden), axis=0)
                     extra.append(_slice(ctx, rb, 2 * hidden, 3 * hidden))
                 else:
                     bias = ctx.op("add", wb, rb)
