@@ -2,7 +2,7 @@
 
     tessera demo                                   compile, run, check and time a built-in TE program
     tessera demo --model resnet18                  ... or a built-in model from tessera.zoo (no download)
-    tessera compile model.onnx -o model.so         ONNX -> one library of kernels + the graph (+ weights)
+    tessera compile model.onnx -o model.so         ONNX -> one deployable library (+ its C header model.h)
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
@@ -250,10 +250,14 @@ def _compile(args) -> int:
           f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
     print(f"inputs:  " + ", ".join(f"{v.name}: {v.type}" for v in g.inputs))
     print(f"outputs: " + ", ".join(f"{v.name}: {v.type}" for v in g.outputs))
-    from .graph.export import params_path
+    from .graph.aot import static_problem
+    from .graph.export import header_path
 
-    extra = f" and {params_path(path)}" if g.constants else ""
-    print(f"wrote {path}{extra}")
+    why = static_problem(g)
+    if why is None:
+        print(f"wrote {path} (weights embedded) and its C API {header_path(path)}")
+    else:
+        print(f"wrote {path} (weights embedded); no C API: {why} (fix the shapes with --shape NAME=D0,D1,...)")
     return 0
 
 
@@ -400,7 +404,7 @@ def main(argv=None) -> int:
             p.add_argument("--target", default="c", help='target string (default "c")')
             p.add_argument("--opt-level", type=int, default=2, help="graph optimization level (default 2)")
 
-    comp = sub.add_parser("compile", help="compile an ONNX model to a library (+ weights file)")
+    comp = sub.add_parser("compile", help="compile an ONNX model to a deployable library (+ its C header)")
     comp.add_argument("model", help="the .onnx model")
     comp.add_argument("-o", "--output", help="library path (default: the model's name with .so)")
     model_opts(comp)

@@ -4,8 +4,12 @@ from __future__ import annotations
 from .errors import TesseraError
 
 
-def compile(graph, params=None, target="c", opt_level: int = 2):  # noqa: A001 - TVM-style name
+def compile(graph, params=None, target="c", opt_level: int = 2, executor: str = "graph"):  # noqa: A001
     """Compile `graph` for `target`; returns a GraphExecutor (`exe(x)`, `exe.run({...})`).
+
+    executor: "graph" (default) runs node by node from Python (per-op profiling, symbolic shapes);
+    "aot" compiles the whole graph into one C entry point over a static memory plan and returns an
+    AotExecutor with the same interface (static shapes only; tessera.graph.aot).
 
     params: {graph input name: array} bound as constants (the weights `from_onnx` returns).
     opt_level: 0 runs the graph as given; >= 1 also evaluates constant subgraphs once, here
@@ -21,10 +25,16 @@ def compile(graph, params=None, target="c", opt_level: int = 2):  # noqa: A001 -
                            f"tessera.frontend.from_onnx), got {type(graph).__name__}")
     if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
         raise TesseraError(f"tessera.compile: opt_level must be an int from 0 to 3, got {opt_level!r}")
+    if executor not in ("graph", "aot"):
+        raise TesseraError(f"tessera.compile: executor must be 'graph' or 'aot', got {executor!r}")
     target = Target(target)
     g = bind_params(graph, params)
     if opt_level >= 1:
         g = fold_constants(g, target)
     exe = GraphExecutor(g, target)
     exe.opt_level = opt_level
+    if executor == "aot":
+        from .graph.aot import build_aot
+
+        return build_aot(exe)
     return exe

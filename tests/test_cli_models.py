@@ -51,7 +51,7 @@ def test_compile_writes_a_library_that_run_loads(model_path, capsys):
     lib = d / "model.so"
     assert main(["compile", str(p), "-o", str(lib)]) == 0
     out = capsys.readouterr().out
-    assert "wrote" in out and lib.exists() and (d / "model.params.npz").exists()
+    assert "wrote" in out and lib.exists() and (d / "model.h").exists()
     assert main(["run", str(lib), "--input", str(d / "x.npy"), "--output", str(d / "y.npy"),
                  "--output", str(d / "z.npy")]) == 0
     np.testing.assert_allclose(np.load(d / "y.npy"), x + W, rtol=1e-6)

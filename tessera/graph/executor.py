@@ -629,10 +629,12 @@ class GraphExecutor:
             print(report)
         return report
 
-    def export_library(self, path) -> str:
+    def export_library(self, path, prefix: str | None = None) -> str:
+        """Write the deployable library (weights embedded, C API) to `path` and model.h beside it
+        (tessera.graph.export); prefix names the C API (default tessera_model)."""
         from .export import export_library
 
-        return export_library(self, path)
+        return export_library(self, path, prefix)
 
     @property
     def kernels(self) -> list:

@@ -1,19 +1,23 @@
-"""Export a compiled graph to one shared library, and load it back without recompiling.
+"""Export a compiled graph as one deployable shared library, and load it back without recompiling.
 
-`exe.export_library("model.so")` writes:
-- model.so: every kernel of the graph in one C library (one function per distinct kernel), plus
-  `tessera_graph`, a JSON string describing the graph: inputs, constants, nodes (op, attrs,
-  types, the kernel function each calls), outputs, and per kernel how its output extents follow
-  from its input extents (for symbolic dimensions).
-- model.params.npz beside it when the graph has constants (weights): numpy's npz, read back with
-  allow_pickle=False (no pickles).
+`exe.export_library("model.so")` writes (tessera.graph.aot builds it):
+- model.so, self-contained: every kernel of the graph (one C function per distinct kernel, with
+  its checked entry), the weights embedded in its read-only data (`PREFIX_weights`), the model
+  entry points (`PREFIX_create/run/error/destroy`: the whole graph in one C call over the static
+  memory plan), and `tessera_graph`, a JSON string describing the graph: inputs, constants (their
+  offsets in the weights), nodes (op, attrs, types, the kernel function each calls), outputs, per
+  kernel how its output extents follow from its input extents, and the C API (`aot`).
+- model.h beside it: the C API with the inputs' and outputs' shapes and dtypes as macros.
+A graph with symbolic dimensions has no static memory plan: its library has everything but the
+model entry points (and no header), and loads back as a GraphExecutor.
 
-`tessera.runtime.load_module("model.so")` (or `load_executable`) gives a GraphExecutor again. The
-ahead-of-time module of a later stage can grow from this format: the weights move into the
-library, the node list into generated C.
+`tessera.runtime.load_module("model.so")` gives an AotExecutor (`executor="graph"`: a
+GraphExecutor over the same kernels and embedded weights, for per-op profiling). Loading needs
+neither onnx nor the compiler: only ctypes, numpy and the JSON.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -26,7 +30,7 @@ from ..ir.dtype import DataType, numpy_dtype
 from .ir import Graph, Node, TensorType, Value
 
 FORMAT = "tessera-graph"
-VERSION = 1
+VERSION = 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,6 +107,8 @@ def _attr_json(v):
         return {"tuple": [_attr_json(x) for x in v]}
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return {"float": repr(v)}
+    if hasattr(v, "to_json"):                      # a fused node's Function (graph/ir.py)
+        return {"function": v.to_json(_attr_json)}
     return v
 
 
@@ -112,64 +118,32 @@ def _attr_from_json(v):
             return tuple(_attr_from_json(x) for x in v["tuple"])
         if "float" in v:
             return float(v["float"])
+        if "function" in v:
+            from .ir import Function
+
+            return Function.from_json(v["function"], _attr_from_json)
         raise TesseraError(f"tessera graph library: malformed attribute {v!r}")
     return v
 
 
-def params_path(path: str) -> str:
+def header_path(path: str) -> str:
+    """model.so -> model.h (the C header export_library writes beside the library)."""
     root, ext = os.path.splitext(path)
-    return (root if ext in (".so", ".dylib", ".dll") else path) + ".params.npz"
+    return (root if ext in (".so", ".dylib", ".dll") else path) + ".h"
 
 
-def export_library(exe, path) -> str:
-    """Write exe's kernels and graph to `path` (+ `<stem>.params.npz` for the constants)."""
-    from ..build_module import _functions
-    from ..codegen import c as codegen_c
-    from ..runtime.compiler import compile_source
-    from ..tir.transform import lower as lower_func
-    from .executor import _ident
-
-    path = os.path.abspath(os.fspath(path))
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise TesseraError(f"export_library: folder {folder} does not exist")
+def graph_document(exe, fn_of: dict, kernels_json: dict, weight_offsets: dict, prefix: str,
+                   weights_bytes: int) -> dict:
+    """The tessera_graph JSON of exe's graph (docs/internals.md, "A graph library")."""
     g: Graph = exe.graph
-    target = exe.target
-    # one C function per distinct kernel
-    fn_of: dict = {}
-    kernels_json: dict = {}
-    lowered = []
-    for st in exe._steps:
-        k = st.kernel
-        if id(k) in fn_of:
-            continue
-        prim = getattr(k, "prim", None)
-        if prim is None:
-            raise TesseraError(f"export_library: the kernel of {k.op} was not built in this process "
-                               f"(re-export a loaded library by copying its files)")
-        funcs = _functions(prim)
-        if len(funcs) != 1:
-            raise TesseraError(f"export_library: the kernel of {k.op} has {len(funcs)} functions, expected 1")
-        name = f"{_ident(k.op)}_{len(fn_of)}"
-        fn_of[id(k)] = name
-        lowered.append(lower_func(funcs[0].replace(name=name), target))
-        kernels_json[name] = {
-            "op": k.op,
-            "in_vars": [[[d, v.name if hasattr(v, "name") else v] for d, v in dims] for dims in k.in_vars],
-            "out_shapes": [[_expr_json(e) for e in shape] for shape in k.out_shape_exprs],
-        }
     ids: dict = {}
     inputs_json, consts_json, nodes_json = [], [], []
-    arrays = {}
     for v in g.inputs:
         ids[v] = len(ids)
         inputs_json.append({"id": ids[v], "name": v.name, **_type_json(v.type)})
-    for v, arr in g.constants.items():
+    for v in g.constants:
         ids[v] = len(ids)
-        key = f"c{ids[v]}"
-        dt = DataType(v.dtype)
-        arrays[key] = arr.view(np.uint16) if dt == "bfloat16" else arr
-        consts_json.append({"id": ids[v], "name": v.name, "key": key, **_type_json(v.type)})
+        consts_json.append({"id": ids[v], "name": v.name, "offset": weight_offsets[v], **_type_json(v.type)})
     for st in exe._steps:
         n = st.node
         outs = []
@@ -178,23 +152,36 @@ def export_library(exe, path) -> str:
             outs.append({"id": ids[o], "name": o.name, **_type_json(o.type)})
         nodes_json.append({"op": n.op, "name": n.name, "attrs": {k: _attr_json(v) for k, v in n.attrs.items()},
                            "inputs": [ids[v] for v in n.inputs], "outputs": outs, "kernel": fn_of[id(st.kernel)]})
-    pfile = params_path(path) if arrays else None
-    doc = {"format": FORMAT, "version": VERSION, "name": g.name, "target": str(target),
-           "inputs": inputs_json, "constants": consts_json, "nodes": nodes_json,
-           "outputs": [ids[v] for v in g.outputs], "kernels": kernels_json,
-           "params_file": os.path.basename(pfile) if pfile else None}
-    source = codegen_c.generate_module(lowered, target) if lowered else _EMPTY_MODULE
-    source += "\n/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n" + \
-        _c_string(json.dumps(doc, separators=(",", ":"))) + ";\n"
-    lib = compile_source(source, target, name_hint=_ident(g.name))
-    _atomic_copy(lib, path)
-    if pfile:
-        _write_params(pfile, arrays)
+    return {"format": FORMAT, "version": VERSION, "name": g.name, "target": str(exe.target),
+            "inputs": inputs_json, "constants": consts_json, "nodes": nodes_json,
+            "outputs": [ids[v] for v in g.outputs], "kernels": kernels_json,
+            "weights": {"symbol": f"{prefix}_weights", "nbytes": weights_bytes}, "aot": None}
+
+
+def export_library(exe, path, prefix: str | None = None) -> str:
+    """Write exe's deployable library to `path` and, with static shapes, its C header beside it
+    (`<stem>.h`); returns the library's path. prefix: the C API's name prefix (default tessera_model)."""
+    from .aot import DEFAULT_PREFIX, build_library
+
+    path = _target_path(path)
+    lib = build_library(exe, prefix or DEFAULT_PREFIX)
+    write_library(lib.path, lib.header, path)
     return path
 
 
-_EMPTY_MODULE = ('/* a graph without kernels */\n'
-                 'const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n')
+def _target_path(path) -> str:
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise TesseraError(f"export_library: folder {folder} does not exist")
+    return path
+
+
+def write_library(src: str, header: str | None, path: str) -> None:
+    """Copy the library `src` to `path` and write `header` (when there is one) beside it."""
+    _atomic_copy(src, path)
+    if header is not None:
+        _atomic_write_text(header_path(path), header)
 
 
 def _c_string(text: str, width: int = 100) -> str:
@@ -218,18 +205,17 @@ def _atomic_copy(src: str, dst: str) -> None:
         raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
 
 
-def _write_params(pfile: str, arrays: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(pfile), prefix=".tmp-", suffix=".npz")
-    os.close(fd)
+def _atomic_write_text(dst: str, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=".h")
     try:
-        with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, pfile)
+        os.replace(tmp, dst)
     except OSError as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise TesseraError(f"export_library: cannot write {pfile}: {e}") from None
+        raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,29 +259,75 @@ def read_graph_json(path: str, module=None) -> dict | None:
         doc = json.loads(text)
     except ValueError as e:
         raise TesseraError(f"{path}: unreadable tessera_graph: {e}") from None
-    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise TesseraError(f"{path}: graph format {doc.get('format')!r} version {doc.get('version')!r}; this "
-                           f"tessera reads {FORMAT} version {VERSION}")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TesseraError(f"{path}: tessera_graph is not a {FORMAT} document")
+    if doc.get("version") != VERSION:
+        raise TesseraError(f"{path}: graph library version {doc.get('version')!r}; this tessera reads version "
+                           f"{VERSION} (re-export the model with this tessera)")
     return doc
 
 
-def load_executable(path, module=None):
-    """A GraphExecutor running the graph library at `path` (written by export_library)."""
-    from ..runtime.module import Module
-    from .executor import GraphExecutor
+EXECUTORS = ("aot", "graph")
 
+
+def load_executable(path, module=None, executor: str | None = None):
+    """The executable of the graph library at `path` (written by export_library).
+
+    executor: None gives the AotExecutor when the library has the model entry points (static
+    shapes), else a GraphExecutor; "graph" a GraphExecutor (per-op profiling); "aot" insists.
+    """
+    from ..runtime.module import Module
+
+    if executor is not None and executor not in EXECUTORS:
+        raise TesseraError(f"load_module: executor must be one of {EXECUTORS} or None, got {executor!r}")
     path = os.path.abspath(os.fspath(path))
     mod = module or Module(path)
     doc = read_graph_json(path, mod)
     if doc is None:
         raise TesseraError(f"{path} is a kernel library, not a compiled graph (it has no tessera_graph)")
     try:
-        return _rebuild(path, mod, doc, GraphExecutor)
+        if executor != "graph" and doc.get("aot"):
+            from ..runtime.aot_executor import AotExecutor
+
+            exe = AotExecutor(mod, doc)
+        elif executor == "aot":
+            raise TesseraError(f"{path} has no model entry points (its graph has symbolic shapes); load it with "
+                               f"executor='graph' or None")
+        else:
+            exe = _rebuild(path, mod, doc)
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise TesseraError(f"{path}: malformed tessera_graph ({type(e).__name__}: {e})") from None
+    exe.library_path = path
+    return exe
 
 
-def _rebuild(path, mod, doc, GraphExecutor):
+def embedded_weights(path: str, mod, doc) -> dict:
+    """constant id -> read-only numpy view of its bytes inside the loaded library (no copy)."""
+    w = doc["weights"]
+    nbytes = int(w["nbytes"])
+    if not doc["constants"]:
+        return {}
+    try:
+        base = ctypes.addressof(ctypes.c_uint8.in_dll(mod._lib, w["symbol"]))
+    except ValueError:
+        raise TesseraError(f"{path}: the weights symbol {w['symbol']} is missing from the library") from None
+    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
+    out = {}
+    for j in doc["constants"]:
+        t = TensorType(j["shape"], j["dtype"])
+        dt = numpy_dtype(DataType(t.dtype))
+        off, size = int(j["offset"]), t.nbytes()
+        if off < 0 or off + size > nbytes:
+            raise TesseraError(f"{path}: constant {j['name']!r} [{off}, {off + size}) lies outside the "
+                               f"{nbytes} bytes of embedded weights")
+        arr = np.frombuffer(buf, dtype=dt, count=t.numel(), offset=off).reshape(t.shape)
+        arr.flags.writeable = False
+        out[j["id"]] = arr
+    return out
+
+
+def rebuild_graph(path: str, mod, doc):
+    """(Graph, [(node, kernel function name)]) described by a library's tessera_graph."""
     values: dict = {}
     inputs = []
     for j in doc["inputs"]:
@@ -303,26 +335,12 @@ def _rebuild(path, mod, doc, GraphExecutor):
         values[j["id"]] = v
         inputs.append(v)
     consts = {}
-    if doc["constants"]:
-        pfile = os.path.join(os.path.dirname(path), doc["params_file"] or "")
-        if not doc["params_file"] or not os.path.isfile(pfile):
-            raise TesseraError(f"{path}: its weights file {pfile} is missing (export_library writes it beside "
-                               f"the library; keep them together)")
-        with np.load(pfile, allow_pickle=False) as z:
-            stored = {k: z[k] for k in z.files}
-        for j in doc["constants"]:
-            t = TensorType(j["shape"], j["dtype"])
-            arr = stored.get(j["key"])
-            if arr is None:
-                raise TesseraError(f"{pfile}: no array {j['key']!r} for constant {j['name']!r}")
-            if t.dtype == "bfloat16":
-                arr = arr.view(numpy_dtype("bfloat16"))
-            v = Value(j["name"], t)
-            if TensorType.of(arr) != t:
-                raise TesseraError(f"{pfile}: constant {j['name']!r} is {TensorType.of(arr)}, the graph says {t}")
-            values[j["id"]] = v
-            consts[v] = arr
-    nodes, kernels = [], []
+    arrays = embedded_weights(path, mod, doc)
+    for j in doc["constants"]:
+        v = Value(j["name"], TensorType(j["shape"], j["dtype"]))
+        values[j["id"]] = v
+        consts[v] = arrays[j["id"]]
+    nodes, fns = [], []
     for j in doc["nodes"]:
         ins = [values[i] for i in j["inputs"]]
         out_types = [TensorType(o["shape"], o["dtype"]) for o in j["outputs"]]
@@ -331,9 +349,15 @@ def _rebuild(path, mod, doc, GraphExecutor):
         for o, oj in zip(n.outputs, j["outputs"]):
             values[oj["id"]] = o
         nodes.append(n)
-        kernels.append(LoadedKernel(mod, j["kernel"], doc["kernels"][j["kernel"]],
-                                    [v.type for v in ins], out_types))
+        fns.append(j["kernel"])
     graph = Graph(inputs, [values[i] for i in doc["outputs"]], nodes, consts, doc["name"])
-    exe = GraphExecutor(graph, doc["target"], kernels=kernels)
-    exe.library_path = path
-    return exe
+    return graph, fns
+
+
+def _rebuild(path, mod, doc):
+    from .executor import GraphExecutor
+
+    graph, fns = rebuild_graph(path, mod, doc)
+    kernels = [LoadedKernel(mod, fn, doc["kernels"][fn], [v.type for v in n.inputs], [o.type for o in n.outputs])
+               for n, fn in zip(graph.nodes, fns)]
+    return GraphExecutor(graph, doc["target"], kernels=kernels)

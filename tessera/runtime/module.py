@@ -394,17 +394,21 @@ class Module:
         return f"<tessera.Module {os.path.basename(self.path)} functions={list(self._functions)}>"
 
 
-def load_module(path):
+def load_module(path, executor=None):
     """Load a library written by `export_library` (or compiled by tessera).
 
-    A compiled graph (`tessera.compile(...).export_library`) comes back as a GraphExecutor, a
-    kernel library as a Module.
+    A compiled model (`tessera.compile(...).export_library`) comes back as an AotExecutor (the
+    whole graph in one C call) or, with `executor="graph"` or symbolic shapes, a GraphExecutor
+    over the same kernels and embedded weights; a kernel library as a Module. Neither the
+    compiler nor onnx is needed.
     """
     mod = Module(path)
     if _read_cstring(mod._lib, "tessera_graph") is not None:
         from ..graph.export import load_executable
 
-        return load_executable(path, module=mod)
+        return load_executable(path, module=mod, executor=executor)
+    if executor is not None:
+        raise TesseraError(f"{mod.path} is a kernel library, not a compiled model: it has no executor")
     return mod
 
 

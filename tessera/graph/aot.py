@@ -1,0 +1,539 @@
+"""The ahead-of-time module: a whole compiled graph as one C library with one entry point.
+
+`build_library(exe)` turns a GraphExecutor (every node with one compiled kernel, fused or not)
+into ONE C translation unit:
+- every distinct kernel, as the C code generator writes it (a `static` kernel function, its
+  checked entry `tessera_call_NAME` and timer, so the graph executor can run the same library);
+- the weights, embedded in the library's read-only data (`PREFIX_weights`, one 64-byte aligned
+  blob assembled in with `.incbin`: no giant C initializer to parse, no file beside the library);
+- with static shapes, the model entry points (C API below), which call the kernel functions
+  directly, node after node, over the static memory plan (tessera.graph.passes.plan_memory):
+  intermediates live in one arena, graph inputs are read from and outputs written to the
+  caller's buffers, no per-op Python and no allocation per call;
+- `tessera_graph`, the graph as JSON (graph/export.py), for loading back from Python.
+
+The C API (PREFIX defaults to `tessera_model`; `model.h` declares it with the shapes as macros):
+
+    PREFIX_t* PREFIX_create(void);          /* allocates the arena once; NULL when out of memory */
+    int32_t   PREFIX_run(PREFIX_t*, const void* const* inputs, void* const* outputs);
+    const char* PREFIX_error(const PREFIX_t*);   /* message of the last failed run */
+    void      PREFIX_destroy(PREFIX_t*);
+    int32_t   PREFIX_run_with_workspace(void* workspace, const void* const* inputs,
+                                        void* const* outputs, char* err, int32_t err_len);
+
+inputs[i] / outputs[k] point to compact row-major buffers of the graph's input / output types
+(in graph order; they must not overlap each other). A status other than 0 is a tessera ABI status
+(codegen/abi.py) with the message naming the node that failed. One instance runs one call at a time;
+make one instance per thread. `PREFIX_run_with_workspace` takes a caller-owned arena of
+PREFIX_WORKSPACE_BYTES (64-byte aligned) instead, for programs that do not allocate.
+
+A graph with symbolic dimensions gets no model entry points (a static memory plan needs static
+shapes); its library still runs through the graph executor (`build_library(..., aot=False)`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import BuildError, TesseraError
+from ..ir.dtype import DataType
+from .ir import Graph
+
+DEFAULT_PREFIX = "tessera_model"
+WEIGHT_ALIGN = 64
+ERR_LEN = 1024
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PROTO = re.compile(r"^static int32_t (\w+)_kernel\((.*)\) \{$", re.M)
+_POINTER = re.compile(r"^((?:const )?[A-Za-z_][\w ]*?\*) restrict \w+$")
+
+
+class Library(NamedTuple):
+    """A compiled graph library: its path (in the compiler cache), the C header text (None
+    without model entry points) and the tessera_graph document."""
+
+    path: str
+    header: str | None
+    doc: dict
+
+
+def check_prefix(prefix: str) -> str:
+    if not isinstance(prefix, str) or not _IDENT.match(prefix) or prefix.startswith(("tsr_", "tessera_call",
+                                                                                          "tessera_time")):
+        raise TesseraError(f"the C API prefix must be a C identifier not starting with tsr_/tessera_call/"
+                           f"tessera_time (e.g. 'resnet18'), got {prefix!r}")
+    return prefix
+
+
+def static_problem(graph: Graph) -> str | None:
+    """Why the graph cannot have a static memory plan (a symbolic dimension), or None."""
+    for v in graph.inputs:
+        if not v.type.is_static:
+            return f"graph input %{v.name} is {v.type}"
+    for n in graph.nodes:
+        for o in n.outputs:
+            if not o.type.is_static:
+                return f"%{o.name} (output of node {n.name!r}, {n.op}) is {o.type}"
+    return None
+
+
+def _static_error(graph: Graph, why: str) -> TesseraError:
+    from ..errors import ShapeError
+
+    return ShapeError(f"the ahead-of-time module of graph {graph.name!r} needs static shapes, but {why}; fix "
+                      f"the symbolic dimensions when importing (from_onnx(model, shape_dict={{'input': (1, 3, 224, "
+                      f"224)}}), `tessera compile --shape input=1,3,224,224`), or use the graph executor")
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+def _lower_kernels(exe):
+    """One lowered PrimFunc per distinct kernel of exe, named `<op>_<k>`; (name per kernel id,
+    lowered functions, kernels JSON for the graph document)."""
+    from ..build_module import _functions
+    from ..tir.transform import lower as lower_func
+    from .executor import _ident
+    from .export import _expr_json
+
+    fn_of, lowered, kernels_json = {}, [], {}
+    for st in exe._steps:
+        k = st.kernel
+        if id(k) in fn_of:
+            continue
+        prim = getattr(k, "prim", None)
+        if prim is None:
+            raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) was not built in this "
+                               f"process, so its program is not at hand (a loaded library is exported by "
+                               f"copying it: exe.export_library on the loaded module)")
+        funcs = _functions(prim)
+        if len(funcs) != 1:
+            raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) has {len(funcs)} functions, "
+                               f"expected 1")
+        name = f"{_ident(k.op)}_{len(fn_of)}"
+        fn_of[id(k)] = name
+        lowered.append(lower_func(funcs[0].replace(name=name), exe.target))
+        kernels_json[name] = {
+            "op": k.op,
+            "in_vars": [[[d, v.name if hasattr(v, "name") else v] for d, v in dims] for dims in k.in_vars],
+            "out_shapes": [[_expr_json(e) for e in shape] for shape in k.out_shape_exprs],
+        }
+    return fn_of, lowered, kernels_json
+
+
+def _prototypes(source: str, names) -> dict:
+    """kernel name -> (C pointer type per parameter, takes (err, err_len)) read from the generated C."""
+    found = {m.group(1): m.group(2) for m in _PROTO.finditer(source)}
+    out = {}
+    for name in names:
+        sig = found.get(name)
+        if sig is None:
+            raise BuildError(f"ahead-of-time module: the generated C has no kernel function {name}_kernel "
+                             f"(the code generator's layout changed?)")
+        params = [] if sig == "void" else sig.split(", ")
+        has_err = params[-2:] == ["char* err", "int32_t err_len"]
+        if has_err:
+            params = params[:-2]
+        types = []
+        for p in params:
+            m = _POINTER.match(p)
+            if m is None:
+                raise BuildError(f"ahead-of-time module: kernel {name} takes `{p}`, not a tensor pointer; "
+                                 f"a kernel with symbolic extents cannot run from a static plan")
+            types.append(m.group(1))
+        out[name] = (types, has_err)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# weights
+# ---------------------------------------------------------------------------------------------
+def _weights_layout(graph: Graph):
+    """(constant -> byte offset, blob bytes): the constants in graph order, each 64-byte aligned."""
+    offsets, chunks, top = {}, [], 0
+    for v, arr in graph.constants.items():
+        data = np.ascontiguousarray(arr).tobytes()
+        pad = -top % WEIGHT_ALIGN
+        if pad:
+            chunks.append(b"\0" * pad)
+            top += pad
+        offsets[v] = top
+        chunks.append(data)
+        top += len(data)
+    return offsets, b"".join(chunks)
+
+
+def _weights_file(blob: bytes) -> tuple:
+    """The blob saved under the compiler cache by content (the library embeds it); (path, sha256)."""
+    from ..runtime.compiler import cache_dir
+
+    digest = hashlib.sha256(blob).hexdigest()
+    folder = os.path.join(cache_dir(), "weights")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, digest + ".bin")
+    if not (os.path.isfile(path) and os.path.getsize(path) == len(blob)):
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".bin")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(blob)
+            os.replace(tmp, path)
+        except OSError as e:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise TesseraError(f"export: cannot write the weights blob {path}: {e}") from None
+    if any(c in path for c in '"\\\n'):
+        raise TesseraError(f"export: the cache path {path} has a quote, backslash or newline; set "
+                           f"TESSERA_CACHE_DIR to a plain path")
+    return path, digest
+
+
+def _weights_c(prefix: str, blob: bytes) -> str:
+    if not blob:
+        return (f"/* the model has no weights */\n"
+                f"__attribute__((aligned({WEIGHT_ALIGN}))) const uint8_t {prefix}_weights[1] = {{0}};\n"
+                f"const uint64_t {prefix}_weights_size = 0;\n")
+    path, digest = _weights_file(blob)
+    return "\n".join([
+        f"/* the weights: {len(blob)} bytes, sha256 {digest}, embedded in the library's read-only data */",
+        "__asm__(",
+        f'  ".section .rodata.{prefix}_weights,\\"a\\",@progbits\\n"',
+        f'  ".balign {WEIGHT_ALIGN}\\n"',
+        f'  ".globl {prefix}_weights\\n"',
+        f'  ".type {prefix}_weights, @object\\n"',
+        f'  "{prefix}_weights:\\n"',
+        f'  ".incbin \\"{path}\\"\\n"',
+        f'  ".size {prefix}_weights, .-{prefix}_weights\\n"',
+        '  ".previous\\n");',
+        f"extern const uint8_t {prefix}_weights[];",
+        f"const uint64_t {prefix}_weights_size = {len(blob)}ULL;",
+        ""])
+
+
+# ---------------------------------------------------------------------------------------------
+# the model entry points
+# ---------------------------------------------------------------------------------------------
+def _comment(text: str) -> str:
+    return str(text).replace("*/", "* /")
+
+
+def _c_type_name(dt) -> str:
+    from ..codegen.c_base import _STORAGE_C
+
+    return _STORAGE_C[DataType(dt)]
+
+
+def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
+    """C of PREFIX_run_with_workspace, the instance functions and the timer."""
+    from ..codegen.c_base import c_string
+
+    g = exe.graph
+    in_index = {v: i for i, v in enumerate(g.inputs)}
+    out_index: dict = {}
+    for k, v in enumerate(g.outputs):
+        out_index.setdefault(v, k)
+
+    def ptr(v, ctype):
+        if v in in_index:
+            return f"({ctype})inputs[{in_index[v]}]"
+        if v in w_offsets:
+            return f"({ctype})(W + {w_offsets[v]})" if w_offsets[v] else f"({ctype})W"
+        if v in out_index:
+            return f"({ctype})outputs[{out_index[v]}]"
+        off = plan[v].offset
+        return f"({ctype})(ws + {off})" if off else f"({ctype})ws"
+
+    def where(v):
+        if v in in_index:
+            return f"input {in_index[v]}"
+        if v in w_offsets:
+            return f"weights +{w_offsets[v]}"
+        if v in out_index:
+            return f"output {out_index[v]}"
+        return f"arena +{plan[v].offset}"
+
+    n_in, n_out = len(g.inputs), len(g.outputs)
+    body = [f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
+            f"                                   char* err, int32_t err_len) {{",
+            "  char local_err[256];",
+            "  if (err == NULL || err_len <= 0) { err = local_err; err_len = (int32_t)sizeof local_err; }",
+            "  err[0] = 0;"]
+    if n_in:
+        body += ["  if (inputs == NULL) {",
+                 f'    snprintf(err, err_len, "{prefix}_run: inputs is NULL; the model takes {n_in} input(s)");',
+                 "    return 1;", "  }"]
+    body += ["  if (outputs == NULL) {",
+             f'    snprintf(err, err_len, "{prefix}_run: outputs is NULL; the model writes {n_out} output(s)");',
+             "    return 1;", "  }"]
+    for i, v in enumerate(g.inputs):
+        body.append(f"  if (inputs[{i}] == NULL) return tsr_aot_null(err, err_len, \"input\", {i}, "
+                    f"{c_string(v.name)});")
+    for k, v in enumerate(g.outputs):
+        body.append(f"  if (outputs[{k}] == NULL) return tsr_aot_null(err, err_len, \"output\", {k}, "
+                    f"{c_string(v.name)});")
+    if plan.arena_bytes:
+        body += ["  if (workspace == NULL) {",
+                 f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs {plan.arena_bytes} bytes");',
+                 "    return 1;", "  }"]
+    body.append("  uint8_t* const ws = (uint8_t*)workspace;")
+    body.append(f"  const uint8_t* const W = {prefix}_weights;")
+    body.append("  (void)ws; (void)W;")
+    body.append("  int32_t s;")
+    for i, st in enumerate(exe._steps):
+        n = st.node
+        name = fn_of[id(st.kernel)]
+        types, has_err = protos[name]
+        vals = list(n.inputs) + list(n.outputs)
+        if len(types) != len(vals):
+            raise BuildError(f"ahead-of-time module: kernel {name} of node {n.name!r} ({n.op}) takes {len(types)} "
+                             f"tensors, the node has {len(n.inputs)} inputs and {len(n.outputs)} outputs")
+        args = [ptr(v, t) for v, t in zip(vals, types)] + (["err", "err_len"] if has_err else [])
+        sig = ", ".join(f"%{v.name}" for v in n.inputs)
+        outs = ", ".join(f"%{o.name}: {o.type} at {where(o)}" for o in n.outputs)
+        body.append(f"  /* {i}: {_comment(n.name)} = {_comment(n.op)}({_comment(sig)}) -> {_comment(outs)} */")
+        body.append(f"  s = {name}_kernel({', '.join(args)});")
+        body.append(f"  if (s != 0) return tsr_aot_failed(s, {c_string(f'{n.name} ({n.op})')}, err, err_len);")
+    # outputs that no node writes in place: inputs, constants, repeated values
+    for k, v in enumerate(g.outputs):
+        if out_index[v] == k and v not in in_index and v not in w_offsets:
+            continue
+        src = ptr(v, "const void*") if (v in in_index or v in w_offsets) else f"(const void*)outputs[{out_index[v]}]"
+        nbytes = v.type.nbytes()
+        body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k}: %{_comment(v.name)} */")
+    body += ["  return 0;", "}"]
+
+    helpers = [
+        "/* ---- the model entry points (tessera.graph.aot) ---- */",
+        "static int32_t tsr_aot_failed(int32_t status, const char* node, char* err, int32_t err_len) {",
+        "  char msg[768];",
+        "  snprintf(msg, sizeof msg, \"%s\", err[0] ? err : \"the kernel failed\");",
+        "  snprintf(err, err_len, \"node %s: %s\", node, msg);",
+        "  return status;",
+        "}",
+        "",
+        "static int32_t tsr_aot_null(char* err, int32_t err_len, const char* what, int32_t i, const char* name) {",
+        f"  snprintf(err, err_len, \"{prefix}_run: %s %d (%s) is NULL\", what, (int)i, name);",
+        "  return 1;",
+        "}",
+        "",
+        "static double tsr_aot_now(void) {",
+        "  struct timespec ts;",
+        "  clock_gettime(CLOCK_MONOTONIC, &ts);",
+        "  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;",
+        "}",
+        ""]
+    arena = plan.arena_bytes
+    rounded = (arena + 63) // 64 * 64
+    instance = [
+        f"struct {prefix} {{",
+        "  void* arena;",
+        f"  char err[{ERR_LEN}];",
+        "};",
+        f"typedef struct {prefix} {prefix}_t;",
+        f"const uint64_t {prefix}_workspace_size = {arena}ULL;",
+        "",
+        f"{prefix}_t* {prefix}_create(void) {{",
+        f"  {prefix}_t* m = ({prefix}_t*)calloc(1, sizeof({prefix}_t));",
+        "  if (m == NULL) return NULL;",
+    ]
+    if arena:
+        instance += [f"  m->arena = aligned_alloc(64, {rounded}ULL);",
+                     "  if (m->arena == NULL) { free(m); return NULL; }"]
+    instance += [
+        "  return m;",
+        "}",
+        "",
+        f"void {prefix}_destroy({prefix}_t* m) {{",
+        "  if (m == NULL) return;",
+        "  free(m->arena);",
+        "  free(m);",
+        "}",
+        "",
+        f"const char* {prefix}_error(const {prefix}_t* m) {{",
+        f"  return m == NULL ? \"{prefix}: no model instance (create failed: out of memory?)\" : m->err;",
+        "}",
+        "",
+        f"int32_t {prefix}_run({prefix}_t* m, const void* const* inputs, void* const* outputs) {{",
+        f"  if (m == NULL) return 1;",
+        f"  return {prefix}_run_with_workspace(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err);",
+        "}",
+        "",
+        "/* the whole model timed inside the library: one warm-up run, then `repeat` measurements of `number`",
+        "   runs each (`number` grows until a measurement takes min_repeat_ms); seconds per run in results */",
+        f"int32_t {prefix}_time({prefix}_t* m, const void* const* inputs, void* const* outputs, int32_t number,",
+        "                     int32_t repeat, int32_t min_repeat_ms, double* results) {",
+        "  if (m == NULL) return 1;",
+        "  if (number < 1 || repeat < 1 || results == NULL) {",
+        f"    snprintf(m->err, sizeof m->err, \"{prefix}_time: number and repeat must be >= 1 and results not NULL\");",
+        "    return 5;",
+        "  }",
+        "  int32_t s;",
+        f"  if ((s = {prefix}_run(m, inputs, outputs)) != 0) return s;",
+        "  int64_t n = number;",
+        "  for (int32_t r = 0; r < repeat; ++r) {",
+        "    double elapsed;",
+        "    for (;;) {",
+        "      double t0 = tsr_aot_now();",
+        f"      for (int64_t k = 0; k < n; ++k) if ((s = {prefix}_run(m, inputs, outputs)) != 0) return s;",
+        "      elapsed = tsr_aot_now() - t0;",
+        "      if (min_repeat_ms <= 0 || elapsed * 1e3 >= (double)min_repeat_ms || n >= ((int64_t)1 << 40)) break;",
+        "      double grow = elapsed > 0 ? ceil((double)min_repeat_ms / (elapsed * 1e3)) : 1e9;",
+        "      n *= grow < 2 ? 2 : grow > 1e9 ? (int64_t)1000000000 : (int64_t)grow;",
+        "    }",
+        "    results[r] = elapsed / (double)n;",
+        "  }",
+        "  return 0;",
+        "}",
+        ""]
+    return "\n".join(helpers + body + [""] + instance)
+
+
+# ---------------------------------------------------------------------------------------------
+# the header
+# ---------------------------------------------------------------------------------------------
+def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> str:
+    """model.h: the C API of the library and the model's inputs and outputs as macros."""
+    from ..codegen.c_base import c_string
+
+    P = prefix.upper()
+    guard = f"{P}_H_"
+    lines = [f"/* {prefix}: graph {_comment(graph.name)!r} compiled ahead of time by tessera for target",
+             f"   {_comment(target)} (the library runs on CPUs with the same features).",
+             "",
+             f"   {prefix}_t* m = {prefix}_create();          arena of {P}_WORKSPACE_BYTES allocated once",
+             f"   const void* inputs[] = {{x}}; void* outputs[] = {{y}};",
+             f"   if ({prefix}_run(m, inputs, outputs) != 0) fprintf(stderr, \"%s\\n\", {prefix}_error(m));",
+             f"   {prefix}_destroy(m);",
+             "",
+             "   Buffers are compact row-major arrays of the types below, in graph order; they must not",
+             "   overlap. A status other than 0: 1 bad argument, 2 dtype, 3 shape, 5 runtime failure (the",
+             f"   message, from {prefix}_error, names the node). One instance runs one call at a time.",
+             "   Link: gcc main.c -L<dir> -l:<library>.so -Wl,-rpath,<dir>   (the library needs libgomp) */",
+             f"#ifndef {guard}",
+             f"#define {guard}",
+             "#include <stddef.h>",
+             "#include <stdint.h>",
+             "",
+             "#ifdef __cplusplus",
+             'extern "C" {',
+             "#endif",
+             "",
+             f"#define {P}_NUM_INPUTS {len(graph.inputs)}",
+             f"#define {P}_NUM_OUTPUTS {len(graph.outputs)}",
+             f"#define {P}_WORKSPACE_BYTES {plan.arena_bytes}ULL  /* the arena (static memory plan) */",
+             f"#define {P}_WEIGHTS_BYTES {weights_bytes}ULL  /* embedded in the library */",
+             f"#define {P}_OK 0",
+             ""]
+    for kind, values in (("INPUT", graph.inputs), ("OUTPUT", graph.outputs)):
+        for i, v in enumerate(values):
+            t = v.type
+            c = f"{P}_{kind}_{i}"
+            lines.append(f"/* {kind.lower()} {i}: %{_comment(v.name)}: {t} */")
+            lines.append(f"#define {c}_NAME {c_string(v.name)}")
+            lines.append(f"#define {c}_DTYPE \"{t.dtype}\"")
+            lines.append(f"typedef {_c_type_name(t.dtype)} {prefix}_{kind.lower()}_{i}_t;")
+            lines.append(f"#define {c}_NDIM {t.ndim}")
+            if t.ndim:
+                lines.append(f"#define {c}_SHAPE {{{', '.join(str(d) for d in t.shape)}}}")
+            lines.append(f"#define {c}_NUMEL {t.numel()}")
+            lines.append(f"#define {c}_NBYTES {t.nbytes()}")
+            lines.append("")
+    lines += [f"typedef struct {prefix} {prefix}_t;",
+              "",
+              f"/* a model instance with its arena; NULL when out of memory */",
+              f"{prefix}_t* {prefix}_create(void);",
+              f"void {prefix}_destroy({prefix}_t* model);",
+              f"/* run the model: 0, or a status with {prefix}_error(model) saying what failed */",
+              f"int32_t {prefix}_run({prefix}_t* model, const void* const* inputs, void* const* outputs);",
+              f"const char* {prefix}_error(const {prefix}_t* model);",
+              f"/* the same without an instance: workspace is the caller's arena of {P}_WORKSPACE_BYTES",
+              "   (64-byte aligned), err a buffer for the message */",
+              f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
+              "                                   char* err, int32_t err_len);",
+              "/* time the model inside the library: seconds per run of `repeat` measurements in results */",
+              f"int32_t {prefix}_time({prefix}_t* model, const void* const* inputs, void* const* outputs,",
+              "                     int32_t number, int32_t repeat, int32_t min_repeat_ms, double* results);",
+              f"extern const uint64_t {prefix}_workspace_size;",
+              f"extern const uint8_t {prefix}_weights[];",
+              f"extern const uint64_t {prefix}_weights_size;",
+              "",
+              "#ifdef __cplusplus",
+              "}",
+              "#endif",
+              f"#endif  /* {guard} */",
+              ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# the library
+# ---------------------------------------------------------------------------------------------
+def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
+                  strategy: str = "greedy_by_size") -> Library:
+    """Compile exe's graph into one library (see the module docstring).
+
+    aot: True requires the model entry points (static shapes), False leaves them out, None adds
+    them when the shapes are static. strategy: plan_memory's.
+    """
+    from ..codegen import c as codegen_c
+    from ..runtime.compiler import compile_source
+    from .executor import GraphExecutor, _ident
+    from .export import graph_document
+    from .passes.plan_memory import plan_memory
+
+    if not isinstance(exe, GraphExecutor):
+        raise TesseraError(f"build_library takes the GraphExecutor tessera.compile returns, got {type(exe).__name__}")
+    check_prefix(prefix)
+    g = exe.graph
+    if exe.target.kind != "c":
+        raise TesseraError(f"the ahead-of-time module is generated C; target {exe.target} is not a C target")
+    why = static_problem(g)
+    if aot and why:
+        raise _static_error(g, why)
+    with_entry = why is None if aot is None else bool(aot)
+    plan = plan_memory(g, strategy=strategy) if with_entry else None
+    fn_of, lowered, kernels_json = _lower_kernels(exe)
+    taken = set(kernels_json)
+    clash = [n for n in taken if n.startswith(prefix + "_") or prefix.startswith(n + "_") or n == prefix]
+    if clash:
+        raise TesseraError(f"the C API prefix {prefix!r} collides with kernel names {clash}; pick another prefix")
+    w_offsets, blob = _weights_layout(g)
+    if lowered:
+        source = codegen_c.generate_module(lowered, exe.target)
+    else:
+        source = ('/* a graph without kernels */\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
+                  '#include <string.h>\n#include <math.h>\n#include <time.h>\n'
+                  'const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n')
+    header = None
+    parts = [source, "", _weights_c(prefix, blob)]
+    if with_entry:
+        protos = _prototypes(source, kernels_json)
+        parts.append(_entry_source(exe, prefix, plan, fn_of, protos, w_offsets))
+        header = header_text(g, prefix, plan, len(blob), exe.target)
+    doc = graph_document(exe, fn_of, kernels_json, w_offsets, prefix, len(blob))
+    if with_entry:
+        doc["aot"] = {"prefix": prefix, "workspace_bytes": plan.arena_bytes, "strategy": plan.strategy,
+                      "plan": plan.as_dict(), "header": header}
+    text = json.dumps(doc, separators=(",", ":"))
+    from .export import _c_string
+
+    parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
+                 + _c_string(text) + ";\n")
+    path = compile_source("\n".join(parts), exe.target, name_hint=_ident(g.name))
+    return Library(path, header, doc)
+
+
+def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy_by_size"):
+    """The AotExecutor of a compiled graph (static shapes): `exe(x)`, `exe.run({...})`, one C call per run."""
+    from ..runtime.aot_executor import AotExecutor
+    from ..runtime.module import Module
+
+    lib = build_library(exe, prefix, aot=True, strategy=strategy)
+    out = AotExecutor(Module(lib.path), lib.doc, graph=exe.graph)
+    out._source_exe = exe
+    out.opt_level = getattr(exe, "opt_level", None)
+    return out
