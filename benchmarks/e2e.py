@@ -17,6 +17,13 @@ Ratios are tessera's time over the reference's: below 1 tessera is faster.
 
 The table has one row per (model, threads, tessera configuration); the configuration column
 (`tessera_cfg`, e.g. "O2") is where the graph-optimization levels and fusion switches go.
+
+    python benchmarks/e2e.py --models resnet18,mobilenet_v2,bert_base --opt-level 0,3 --fusion-ablation
+
+--fusion-ablation adds, for every opt level >= 2, a row with fuse_ops disabled ("O3-nofuse":
+tessera.compile(..., disabled_passes=["fuse_ops"]), every other pass as at that level) and prints a
+second table: latency without and with fusion and their ratio (the TVM paper reports 1.2-2x).
+The load average of the machine is printed with the figures (a shared machine gives noisy times).
 """
 from __future__ import annotations
 
@@ -115,28 +122,59 @@ def bench_model(name: str, args, rows: list) -> None:
                 _log(f"[{name}] warning: PyTorch's outputs differ from onnxruntime's (max |err| {terr:.2e})")
             torch_s = _time(lambda: runner(feeds), args.warmup, args.repeat, args.budget)
             _log(f"[{name}] {threads} thread(s): pytorch {torch_s * 1e3:.2f} ms")
-        for level in args.opt_level:
+        configs = [(f"O{level}", level, ()) for level in args.opt_level]
+        if args.fusion_ablation:
+            configs += [(f"O{level}-nofuse", level, ("fuse_ops",)) for level in args.opt_level if level >= 2]
+        for cfg, level, disabled in configs:
             t0 = time.perf_counter()
-            exe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level)
+            exe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level,
+                                  disabled_passes=disabled)
             out = exe.run(feeds)        # the first run also loads every kernel
             compile_s = time.perf_counter() - t0
             err = max(float(np.max(np.abs(np.asarray(g) - r))) for g, r in zip(out, ref))
             ok = all(np.allclose(g, r, rtol=1e-4, atol=1e-4) for g, r in zip(out, ref))
+            n_nodes = len(exe.graph.nodes)          # = kernel launches per run
             tess_s = _time(lambda: exe.run(feeds), args.warmup, args.repeat, args.budget)
-            _log(f"[{name}] {threads} thread(s): tessera O{level} {tess_s * 1e3:.2f} ms "
+            _log(f"[{name}] {threads} thread(s): tessera {cfg} {tess_s * 1e3:.2f} ms "
                  f"(compile {compile_s:.1f} s, max |err| vs onnxruntime {err:.1e})")
             row = {"model": name + (" (small)" if args.small else ""), "batch": args.batch, "threads": threads,
-                   "tessera_cfg": f"O{level}", "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
+                   "tessera_cfg": cfg, "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
                    "torch_ms": torch_s * 1e3 if torch_s is not None else "",
                    "tessera/ort": tess_s / ort_s,
                    "tessera/torch": tess_s / torch_s if torch_s is not None else "",
-                   "max_abs_err": err, "ok": ok, "compile_s": compile_s}
+                   "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": n_nodes}
             if args.profile:
                 rep = exe.profile(feeds, number=1, repeat=3, show=False)
                 row["kernels_ms"] = rep.total_ms
                 top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
                 row["top_ops"] = ", ".join(f"{op} {ms:.3g}" for op, ms in top)
             rows.append(row)
+
+
+def _load_average() -> str:
+    import os
+
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except (AttributeError, OSError):
+        return ""
+
+
+def _fusion_ablation(rows: list) -> list:
+    """One row per (model, threads, level) measured both with and without fuse_ops."""
+    by_key = {(r["model"], r["threads"], r["tessera_cfg"]): r for r in rows}
+    out = []
+    for (model, threads, cfg), r in by_key.items():
+        if not cfg.endswith("-nofuse"):
+            continue
+        fused = by_key.get((model, threads, cfg[:-len("-nofuse")]))
+        if fused is None:
+            continue
+        out.append({"model": model, "threads": threads, "opt_level": cfg[:-len("-nofuse")],
+                    "nofuse_ms": r["tessera_ms"], "fused_ms": fused["tessera_ms"],
+                    "nofuse/fused": r["tessera_ms"] / fused["tessera_ms"],
+                    "nofuse_nodes": r.get("nodes", ""), "fused_nodes": fused.get("nodes", "")})
+    return out
 
 
 def _int_list(s: str) -> list:
@@ -164,6 +202,8 @@ def main(argv=None) -> int:
                    help="seconds of timed runs per measurement before stopping early (at least 3 runs)")
     p.add_argument("--small", action="store_true", help="the small test-size models")
     p.add_argument("--no-torch", action="store_true", help="leave the PyTorch column out")
+    p.add_argument("--fusion-ablation", action="store_true",
+                   help="also run every opt level >= 2 with fuse_ops disabled and print fused/unfused ratios")
     p.add_argument("--profile", action="store_true",
                    help="also sum tessera's per-kernel C-timed times (kernels_ms) and name the top ops")
     args = p.parse_args(argv)
@@ -179,9 +219,16 @@ def main(argv=None) -> int:
     rows: list = []
     for name in names:
         bench_model(name, args, rows)
-    print("\nlatency in ms (median); ratios are tessera / reference (below 1: tessera faster)")
+    load = _load_average()
+    print("\nlatency in ms (median); ratios are tessera / reference (below 1: tessera faster)"
+          + (f"; load average {load}" if load else ""))
+    ablation = _fusion_ablation(rows)
     _common.report("e2e", rows, args.json, extra={"warmup": args.warmup, "repeat": args.repeat,
-                                                   "small": args.small})
+                                                   "small": args.small, "load_average": load,
+                                                   "fusion_ablation": ablation})
+    if ablation:
+        print("\nfusion ablation: latency without / with fuse_ops (above 1: fusion helps)")
+        _common.report("e2e-fusion", ablation, None)
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from .errors import TesseraError
 
 
-def compile(graph, params=None, target="c", opt_level: int = 2, executor: str = "graph"):  # noqa: A001
+def compile(graph, params=None, target="c", opt_level: int = 2, disabled_passes=(),  # noqa: A001
+            executor: str = "graph"):
     """Compile `graph` for `target`; returns a GraphExecutor (`exe(x)`, `exe.run({...})`).
 
     executor: "graph" (default) runs node by node from Python (per-op profiling, symbolic shapes);
@@ -12,12 +13,16 @@ def compile(graph, params=None, target="c", opt_level: int = 2, executor: str = 
     AotExecutor with the same interface (static shapes only; tessera.graph.aot).
 
     params: {graph input name: array} bound as constants (the weights `from_onnx` returns).
-    opt_level: 0 runs the graph as given; >= 1 also evaluates constant subgraphs once, here
-    (the graph passes of later levels build on the same switch). `exe.graph` is what runs.
+    opt_level: which graph passes run (tessera.graph.passes): 0 none, one kernel per node as given;
+    1 fold_constant, simplify_inference, dead_code_elimination; 2 (default) also
+    eliminate_common_subexpr and fuse_ops; 3 also alter_layout. disabled_passes: pass names left
+    out (TVM's PassContext(disabled_pass=...)), e.g. ["fuse_ops"] for the fusion ablation.
+    `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it).
     """
-    from .graph.const_eval import bind_params, fold_constants
+    from .graph.const_eval import bind_params
     from .graph.executor import GraphExecutor
     from .graph.ir import Graph
+    from .graph.passes import optimize, passes_for
     from .target import Target
 
     if not isinstance(graph, Graph):
@@ -27,10 +32,10 @@ def compile(graph, params=None, target="c", opt_level: int = 2, executor: str = 
         raise TesseraError(f"tessera.compile: opt_level must be an int from 0 to 3, got {opt_level!r}")
     if executor not in ("graph", "aot"):
         raise TesseraError(f"tessera.compile: executor must be 'graph' or 'aot', got {executor!r}")
+    passes_for(opt_level, disabled_passes)      # unknown pass names fail before any work
     target = Target(target)
     g = bind_params(graph, params)
-    if opt_level >= 1:
-        g = fold_constants(g, target)
+    g = optimize(g, opt_level, target, disabled_passes)
     exe = GraphExecutor(g, target)
     exe.opt_level = opt_level
     if executor == "aot":

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..ir.dtype import DataType, numpy_dtype
-from .ir import Graph, TensorType, Value
+from .ir import FUSED_OP, Graph, TensorType, Value, attr_key
 
 _C_NAME = re.compile(r"[^A-Za-z0-9_]")
 
@@ -35,12 +35,9 @@ def _ident(name: str, fallback: str = "t") -> str:
 # kernels
 # ---------------------------------------------------------------------------------------------
 def _attr_key(v):
-    """A hashable key of an attribute value that keeps 1, 1.0 and True apart."""
-    if isinstance(v, tuple):
-        return ("tuple",) + tuple(_attr_key(x) for x in v)
-    if isinstance(v, float) and v != v:
-        return ("float", "nan")
-    return (type(v).__name__, v)
+    """A hashable key of an attribute value that keeps 1, 1.0 and True apart (a fused node's
+    Function: its structure, so equal groups share one kernel)."""
+    return attr_key(v)
 
 
 class Kernel:
@@ -223,13 +220,28 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
     from ..ops.registry import get_op
     from ..te.tensor import PlaceholderOp
 
-    opdef = get_op(op_name, node)
     where = _where(op_name, node)
-    if opdef.compute is None:
-        raise UnsupportedOpError(op_name, node, "the op has no compute registered")
+    fused = None
+    if op_name == FUSED_OP:
+        # a fused node: its function's computes composed, inlined, scheduled by its anchor (fused.py)
+        from .fused import FusedKernel
+
+        fn = dict(attrs)["function"]
+        where = _where(fn.name, node)
+        fused = FusedKernel(fn, where)
+        kernel_name = fused.name
+        names = fused.input_names()
+        if len(names) != len(input_types):
+            raise TesseraError(f"{where}: function {kernel_name!r} takes {len(names)} inputs, got "
+                               f"{len(input_types)}")
+    else:
+        opdef = get_op(op_name, node)
+        if opdef.compute is None:
+            raise UnsupportedOpError(op_name, node, "the op has no compute registered")
+        kernel_name = op_name
+        names = _input_names(opdef, len(input_types))
     # placeholders: symbolic dims are te.vars shared by name within the kernel
     vars_by_name: dict = {}
-    names = _input_names(opdef, len(input_types))
     placeholders, in_vars = [], []
     for name, t in zip(names, input_types):
         shape, dims = [], []
@@ -245,7 +257,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
         placeholders.append(te.placeholder(shape, t.dtype, name))
         in_vars.append(tuple(dims))
     try:
-        outs = opdef.compute(list(placeholders), attrs)
+        outs = fused.compute(list(placeholders)) if fused is not None else opdef.compute(list(placeholders), attrs)
     except TesseraError as e:
         if node and node not in str(e):
             raise type(e)(f"{e} (node {node!r})") if type(e) in (ShapeError, TesseraError, DTypeError) else e
@@ -262,7 +274,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
         if isinstance(o.op, PlaceholderOp) or id(o) in seen:
             # an output that is an input (or another output) gets its own copy stage
             src = o
-            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{_ident(op_name)}_out{i}")
+            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{_ident(kernel_name)}_out{i}")
             outs[i] = o
         seen.add(id(o))
         if o.dtype != t.dtype:
@@ -284,11 +296,22 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
             else:
                 dims.append(e)
         out_exprs.append(tuple(dims))
-    func = te.create_prim_func(placeholders + outs, name=_ident(op_name))
+    func = te.create_prim_func(placeholders + outs, name=_ident(kernel_name))
     scheduled = False
     sched_obj = func
     source = None
-    if opdef.schedule is not None:
+    if fused is not None:
+        Schedule = _schedule_class()
+        if Schedule is not None:
+            try:
+                sch = fused.schedule(Schedule(func), func, outs, target)
+                source, name_hint = _generate(sch, target, _ident(kernel_name))
+                sched_obj, scheduled = sch, True
+            except TesseraError as e:
+                warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
+                              stacklevel=4)
+                sched_obj, source = func, None
+    elif opdef.schedule is not None:
         Schedule = _schedule_class()
         if Schedule is not None:
             from ..ops.registry import ScheduleContext
@@ -298,16 +321,16 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
                 ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
-                source, name_hint = _generate(sch, target, _ident(op_name))
+                source, name_hint = _generate(sch, target, _ident(kernel_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
                               stacklevel=4)
                 sched_obj, source = func, None
     if source is None:
-        source, name_hint = _generate(func, target, _ident(op_name))
+        source, name_hint = _generate(func, target, _ident(kernel_name))
     p = _Prepared()
-    p.op, p.node, p.input_types, p.output_types = op_name, node, input_types, output_types
+    p.op, p.node, p.input_types, p.output_types = kernel_name, node, input_types, output_types
     p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
     p.source, p.name_hint = source, name_hint
     return p
@@ -619,7 +642,7 @@ class GraphExecutor:
 
         def timer(st, ins, outs):
             res = st.kernel.module.time_evaluator(st.kernel.fn.name, number=number, repeat=repeat)(*ins, *outs)
-            rows.append(ProfileRow(st.node.op, st.node.name, [tuple(x.shape) for x in ins],
+            rows.append(ProfileRow(op_label(st.node), st.node.name, [tuple(x.shape) for x in ins],
                                    [tuple(o.shape) for o in outs], res.median * 1e3))
 
         self._execute(arrays)              # warm-up: thread pools started, caches filled
@@ -649,6 +672,11 @@ class GraphExecutor:
     def __repr__(self):
         return (f"<tessera.GraphExecutor {self.graph.name!r}: {len(self.graph.nodes)} nodes, "
                 f"{len(self.kernels)} kernels, target {self.target}>")
+
+
+def op_label(node) -> str:
+    """A node's op for tables and messages: a fused node's function name, else the op."""
+    return node.attrs["function"].name if node.op == FUSED_OP else node.op
 
 
 def _dt_name(d: np.dtype) -> str:

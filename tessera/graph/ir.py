@@ -7,6 +7,10 @@ operator (`tessera.ops.registry`) to input Values with attributes and defines ou
 
 Everything is immutable: passes build new Graphs (see `Graph.rewrite`). Values are compared by
 identity; two graphs compare structurally with `structural_equal`.
+
+A fused group (graph/passes/fuse_ops.py) is a node of op "fused" whose one attribute `function` is a
+`Function`: a named subgraph of operator nodes that runs as one kernel (Relay's primitive
+functions, called at the node). The node's inputs are the function's parameters, in order.
 """
 from __future__ import annotations
 
@@ -166,7 +170,7 @@ class Node:
 
 
 def _freeze_attr(op, node, key, v):
-    if v is None or isinstance(v, (bool, int, float, str)):
+    if v is None or isinstance(v, (bool, int, float, str, Function)):
         return v
     if isinstance(v, np.generic):
         return v.item()
@@ -176,6 +180,132 @@ def _freeze_attr(op, node, key, v):
         return tuple(x.item() for x in v.reshape(-1))
     raise TesseraError(f"node {node!r} ({op}): attribute {key!r} = {v!r} is not a plain value "
                        f"(int, float, str, bool, None or a tuple of those); tensors are inputs")
+
+
+FUSED_OP = "fused"
+_FN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def attr_key(v):
+    """A hashable key of an attribute value that keeps 1, 1.0 and True apart (a Function: its
+    structure)."""
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(attr_key(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return ("float", "nan")
+    if isinstance(v, Function):
+        return ("function", v.key)
+    return (type(v).__name__, v)
+
+
+class Function:
+    """A primitive function: the subgraph that a "fused" node runs as one kernel.
+
+    body: a Graph whose inputs are the parameters (the calling node's inputs, in order) and whose
+    outputs are the node's outputs; it holds operator nodes only, no constants (weights stay the
+    caller's inputs) and no nested fused nodes. Two functions are equal when their bodies compute
+    the same thing the same way (`key`), whatever the names.
+    """
+
+    __slots__ = ("name", "body", "_key")
+
+    def __init__(self, name: str, body: "Graph"):
+        if not isinstance(name, str) or not _FN_NAME.match(name):
+            raise TesseraError(f"function name {name!r} is not an identifier ([A-Za-z_][A-Za-z0-9_]*)")
+        if not isinstance(body, Graph):
+            raise TesseraError(f"function {name!r}: the body must be a Graph, got {type(body).__name__}")
+        if body.constants:
+            raise TesseraError(f"function {name!r}: the body holds constants "
+                               f"{[v.name for v in body.constants]}; pass them as parameters")
+        for n in body.nodes:
+            if n.op == FUSED_OP:
+                raise TesseraError(f"function {name!r}: node {n.name!r} is itself fused; functions do not nest")
+        if not body.outputs:
+            raise TesseraError(f"function {name!r} has no outputs")
+        _set(self, "name", name)
+        _set(self, "body", body)
+        _set(self, "_key", None)
+
+    def __setattr__(self, key, value):
+        raise AttributeError("Function is immutable")
+
+    @property
+    def params(self) -> tuple:
+        return self.body.inputs
+
+    @property
+    def key(self) -> tuple:
+        """The body's structure (ops, attributes, wiring, types), names left out: the identity of
+        the computation (kernel caches and equality use it)."""
+        if self._key is None:
+            g = self.body
+            ref = {v: ("in", i) for i, v in enumerate(g.inputs)}
+            nodes = []
+            for j, n in enumerate(g.nodes):
+                nodes.append((n.op, tuple((k, attr_key(v)) for k, v in sorted(n.attrs.items())),
+                              tuple(ref[v] for v in n.inputs), tuple(o.type for o in n.outputs)))
+                for k, o in enumerate(n.outputs):
+                    ref[o] = ("node", j, k)
+            _set(self, "_key", (tuple(v.type for v in g.inputs), tuple(nodes), tuple(ref[v] for v in g.outputs)))
+        return self._key
+
+    @property
+    def ops(self) -> tuple:
+        return tuple(n.op for n in self.body.nodes)
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Function) and self.key == other.key)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def script(self) -> str:
+        from .printer import script_function
+
+        return script_function(self)
+
+    def __repr__(self):
+        return f"Function({self.name!r}, {len(self.params)} params, {len(self.body.nodes)} nodes)"
+
+    def __reduce__(self):
+        raise TypeError("tessera functions are not pickled")
+
+    # JSON (graph libraries) --------------------------------------------------------------------
+    def to_json(self, attr_to_json) -> dict:
+        """A JSON-compatible description; attr_to_json encodes one attribute value."""
+        g = self.body
+        ids: dict = {}
+        params = []
+        for v in g.inputs:
+            ids[v] = len(ids)
+            params.append({"id": ids[v], "name": v.name, "dtype": str(v.dtype), "shape": list(v.shape)})
+        nodes = []
+        for n in g.nodes:
+            outs = []
+            for o in n.outputs:
+                ids[o] = len(ids)
+                outs.append({"id": ids[o], "name": o.name, "dtype": str(o.dtype), "shape": list(o.shape)})
+            nodes.append({"op": n.op, "name": n.name, "attrs": {k: attr_to_json(v) for k, v in n.attrs.items()},
+                          "inputs": [ids[v] for v in n.inputs], "outputs": outs})
+        return {"name": self.name, "params": params, "nodes": nodes, "outputs": [ids[v] for v in g.outputs]}
+
+    @staticmethod
+    def from_json(doc: dict, attr_from_json) -> "Function":
+        values: dict = {}
+        params = []
+        for j in doc["params"]:
+            v = Value(j["name"], TensorType(j["shape"], j["dtype"]))
+            values[j["id"]] = v
+            params.append(v)
+        nodes = []
+        for j in doc["nodes"]:
+            n = Node(j["op"], [values[i] for i in j["inputs"]], {k: attr_from_json(v) for k, v in j["attrs"].items()},
+                     j["name"], [TensorType(o["shape"], o["dtype"]) for o in j["outputs"]],
+                     [o["name"] for o in j["outputs"]])
+            for o, oj in zip(n.outputs, j["outputs"]):
+                values[oj["id"]] = o
+            nodes.append(n)
+        return Function(doc["name"], Graph(params, [values[i] for i in doc["outputs"]], nodes, {}, doc["name"]))
 
 
 class Graph:
@@ -225,6 +355,8 @@ class Graph:
                 if v not in defined:
                     raise TesseraError(f"node {n.name!r} ({n.op}) reads %{v.name} before it is defined "
                                        f"(not a graph input, a constant, or an earlier node's output)")
+            if n.op == FUSED_OP:
+                _check_call(n)
             defined.update(n.outputs)
         for v in self.outputs:
             if v not in defined:
@@ -245,6 +377,16 @@ class Graph:
             for i, v in enumerate(n.inputs):
                 out.setdefault(v, []).append((n, i))
         return out
+
+    @property
+    def functions(self) -> tuple:
+        """The distinct Functions that fused nodes call, in order of first use."""
+        out, seen = [], set()
+        for n in self.nodes:
+            if n.op == FUSED_OP and id(n.attrs["function"]) not in seen:
+                seen.add(id(n.attrs["function"]))
+                out.append(n.attrs["function"])
+        return tuple(out)
 
     def op_counts(self) -> dict:
         counts: dict = {}
@@ -271,3 +413,22 @@ class Graph:
 
     def __reduce__(self):
         raise TypeError("tessera graphs are not pickled")
+
+
+def _check_call(n: Node) -> None:
+    """A fused node: one `function` attribute whose parameters and outputs match the node."""
+    fn = n.attrs.get("function")
+    if set(n.attrs) != {"function"} or not isinstance(fn, Function):
+        raise TesseraError(f"node {n.name!r} ({FUSED_OP}) must have exactly one attribute, function=<Function>; "
+                           f"it has {sorted(n.attrs)}")
+    if len(fn.params) != len(n.inputs):
+        raise TesseraError(f"node {n.name!r} calls function {fn.name!r} with {len(n.inputs)} inputs; it takes "
+                           f"{len(fn.params)}")
+    for i, (v, p) in enumerate(zip(n.inputs, fn.params)):
+        if v.type != p.type:
+            raise TesseraError(f"node {n.name!r}: input {i} %{v.name} is {v.type}, function {fn.name!r} "
+                               f"parameter %{p.name} is {p.type}")
+    outs = fn.body.outputs
+    if len(outs) != len(n.outputs) or any(a.type != b.type for a, b in zip(outs, n.outputs)):
+        raise TesseraError(f"node {n.name!r}: outputs {[str(o.type) for o in n.outputs]} differ from function "
+                           f"{fn.name!r}'s {[str(o.type) for o in outs]}")

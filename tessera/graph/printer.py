@@ -7,7 +7,15 @@
     }
 
 Attributes equal to the op's defaults are left out; constants show their values when small (or
-always with show_constants=True).
+always with show_constants=True). The functions that fused nodes call are printed first, and a
+fused node reads as a call:
+
+    fn @fused_nn_conv2d_add_nn_relu(%data: float32[1, 3, 32, 32], %weight: ..., %rhs: ...) {
+      %conv1 = nn.conv2d(%data, %weight, padding=(1, 1, 1, 1)) : float32[1, 16, 32, 32]
+      ...
+    }
+    graph main(%x: float32[1, 3, 32, 32]) {
+      %relu1 = @fused_nn_conv2d_add_nn_relu(%x, %conv1.weight, %conv1.bias) : float32[1, 16, 32, 32]
 """
 from __future__ import annotations
 
@@ -15,7 +23,7 @@ import re
 
 import numpy as np
 
-from .ir import Graph, Value
+from .ir import FUSED_OP, Function, Graph, Value
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 SMALL_CONSTANT = 8   # constants with at most this many elements print their values
@@ -58,8 +66,12 @@ def _defaults(op: str) -> dict:
 
 
 def script(graph: Graph, show_constants: bool = False) -> str:
-    """The readable text of `graph`."""
+    """The readable text of `graph` (the functions its fused nodes call first)."""
     lines = []
+    fn_names = _function_names(graph.functions)
+    for fn in graph.functions:
+        lines.extend(_function_lines(fn, fn_names[id(fn)]))
+        lines.append("")
     params = ", ".join(f"{_name(v)}: {v.type}" for v in graph.inputs)
     lines.append(f"graph {graph.name}({params}) {{")
     for v, arr in graph.constants.items():
@@ -67,26 +79,62 @@ def script(graph: Graph, show_constants: bool = False) -> str:
         if show_constants or arr.size <= SMALL_CONSTANT:
             text += " = " + _array_text(arr)
         lines.append(text)
+    _node_lines(graph.nodes, lines, fn_names)
+    lines.append("  return " + ", ".join(_name(v) for v in graph.outputs))
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def script_function(fn: Function) -> str:
+    """The readable text of one Function."""
+    return "\n".join(_function_lines(fn, fn.name))
+
+
+def _function_names(functions) -> dict:
+    """id(function) -> the name it is printed under (distinct functions sharing a name get _1, _2...)."""
+    out, used = {}, set()
+    for fn in functions:
+        name, k = fn.name, 0
+        while name in used:
+            k += 1
+            name = f"{fn.name}_{k}"
+        used.add(name)
+        out[id(fn)] = name
+    return out
+
+
+def _function_lines(fn: Function, name: str) -> list:
+    params = ", ".join(f"{_name(v)}: {v.type}" for v in fn.params)
+    lines = [f"fn @{name}({params}) {{"]
+    _node_lines(fn.body.nodes, lines, {})
+    lines.append("  return " + ", ".join(_name(v) for v in fn.body.outputs))
+    lines.append("}")
+    return lines
+
+
+def _node_lines(nodes, lines, fn_names) -> None:
     defaults_of: dict = {}
-    for n in graph.nodes:
-        defaults = defaults_of.get(n.op)
-        if defaults is None:
-            defaults = defaults_of[n.op] = _defaults(n.op)
+    for n in nodes:
         args = [_name(v) for v in n.inputs]
-        for k, val in n.attrs.items():
-            if k in defaults and _same(defaults[k], val):
-                continue
-            args.append(f"{k}={_attr(val)}")
+        if n.op == FUSED_OP:
+            fn = n.attrs["function"]
+            callee = "@" + fn_names.get(id(fn), fn.name)
+        else:
+            callee = n.op
+            defaults = defaults_of.get(n.op)
+            if defaults is None:
+                defaults = defaults_of[n.op] = _defaults(n.op)
+            for k, val in n.attrs.items():
+                if k in defaults and _same(defaults[k], val):
+                    continue
+                args.append(f"{k}={_attr(val)}")
         outs = ", ".join(_name(o) for o in n.outputs)
         types = ", ".join(str(o.type) for o in n.outputs)
         if len(n.outputs) != 1:
             types = f"({types})"
         label = f"  /* {n.name} */" if len(n.outputs) != 1 and not all(
             o.name.startswith(n.name) for o in n.outputs) else ""
-        lines.append(f"  {outs or '()'} = {n.op}({', '.join(args)}) : {types}{label}")
-    lines.append("  return " + ", ".join(_name(v) for v in graph.outputs))
-    lines.append("}")
-    return "\n".join(lines)
+        lines.append(f"  {outs or '()'} = {callee}({', '.join(args)}) : {types}{label}")
 
 
 def _same(a, b) -> bool:
@@ -172,6 +220,8 @@ def _attrs_equal(a, b) -> bool:
 
 
 def _attr_eq(x, y) -> bool:
+    if isinstance(x, Function) or isinstance(y, Function):
+        return isinstance(x, Function) and isinstance(y, Function) and x.key == y.key
     if isinstance(x, tuple) and isinstance(y, tuple):
         return len(x) == len(y) and all(_attr_eq(p, q) for p, q in zip(x, y))
     if isinstance(x, float) and isinstance(y, float) and x != x and y != y:

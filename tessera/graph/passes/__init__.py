@@ -1,0 +1,132 @@
+"""Graph passes: each a function Graph -> Graph, and the pass manager that runs them by opt_level.
+
+    from tessera.graph import passes
+    g2 = passes.optimize(graph, opt_level=2)                  # what tessera.compile runs
+    g3 = passes.optimize(graph, opt_level=3, disabled_passes=["fuse_ops"])   # an ablation
+    passes.fuse_ops(passes.fold_constant(graph))              # or one pass at a time
+
+The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not disabled):
+
+| level | pass                      | what it does                                                    |
+| ----- | ------------------------- | --------------------------------------------------------------- |
+| 1     | fold_constant             | evaluates constant-only subgraphs (and shape queries of static shapes) |
+| 1     | simplify_inference        | drops no-ops, batch norm -> scale/shift, folds scale/shift into conv/dense weights |
+| 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
+| 2     | eliminate_common_subexpr  | merges equal computations and equal constants                  |
+| 3     | alter_layout              | blocked conv layouts (when tessera.graph.passes.alter_layout exists) |
+| 1     | dead_code_elimination     | drops what no output needs                                      |
+| 2     | fuse_ops                  | groups ops into fused kernels                                   |
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ...errors import TesseraError
+from ..ir import Graph
+from .dead_code_elimination import dead_code_elimination
+from .eliminate_common_subexpr import eliminate_common_subexpr
+from .fold_constant import fold_constant
+from .fuse_ops import fuse_ops, partition
+from .simplify_inference import simplify_inference
+
+
+@dataclass(frozen=True)
+class PassInfo:
+    """One pass of the pipeline: its name (what disabled_passes names), the lowest opt_level that
+    runs it, and the function (it receives `target=` when it takes one)."""
+
+    name: str
+    opt_level: int
+    fn: Callable | None
+    module: str | None = None      # an optional pass, loaded from this module when it exists
+
+    def resolve(self) -> Callable | None:
+        if self.fn is not None:
+            return self.fn
+        try:
+            mod = importlib.import_module(self.module)
+        except ModuleNotFoundError as e:
+            if e.name == self.module:
+                return None          # the pass is not part of this tessera (yet)
+            raise
+        return getattr(mod, self.name)
+
+
+PIPELINE = (
+    PassInfo("fold_constant", 1, fold_constant),
+    PassInfo("simplify_inference", 1, simplify_inference),
+    PassInfo("fold_constant", 1, fold_constant),
+    PassInfo("eliminate_common_subexpr", 2, eliminate_common_subexpr),
+    PassInfo("alter_layout", 3, None, module=f"{__name__}.alter_layout"),
+    PassInfo("fold_constant", 3, fold_constant),
+    PassInfo("dead_code_elimination", 1, dead_code_elimination),
+    PassInfo("fuse_ops", 2, fuse_ops),
+)
+
+
+def pass_names() -> list:
+    """The names `disabled_passes` accepts."""
+    out = []
+    for p in PIPELINE:
+        if p.name not in out:
+            out.append(p.name)
+    return out
+
+
+def passes_for(opt_level: int, disabled_passes: Iterable[str] = ()) -> list:
+    """The PassInfos that run at this opt_level without the disabled ones, in order."""
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise TesseraError(f"opt_level must be an int from 0 to 3, got {opt_level!r}")
+    if isinstance(disabled_passes, str):
+        disabled_passes = [disabled_passes]
+    disabled = set(disabled_passes or ())
+    unknown = sorted(disabled - set(pass_names()))
+    if unknown:
+        raise TesseraError(f"disabled_passes names unknown passes {unknown}; the passes are {pass_names()}")
+    out = []
+    for p in PIPELINE:
+        if p.opt_level > opt_level or p.name in disabled:
+            continue
+        if p.resolve() is None:
+            continue
+        if p.name == "fold_constant" and p.opt_level == 3 and not any(q.name == "alter_layout" for q in out):
+            continue             # the second fold only serves alter_layout's pre-packed weights
+        out.append(p)
+    return out
+
+
+def optimize(graph: Graph, opt_level: int = 2, target="c", disabled_passes: Iterable[str] = ()) -> Graph:
+    """Run the pipeline's passes for `opt_level` (minus `disabled_passes`) on `graph`."""
+    if not isinstance(graph, Graph):
+        raise TesseraError(f"optimize takes a tessera.graph.Graph, got {type(graph).__name__}")
+    for p in passes_for(opt_level, disabled_passes):
+        fn = p.resolve()
+        graph = run_pass(fn, graph, target, p.name)
+    return graph
+
+
+def run_pass(fn, graph: Graph, target, name: str) -> Graph:
+    """Call one pass (with target= when it takes one) and check it returned a Graph."""
+    try:
+        takes_target = "target" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_target = False
+    out = fn(graph, target=target) if takes_target else fn(graph)
+    if not isinstance(out, Graph):
+        raise TesseraError(f"graph pass {name} returned {type(out).__name__}, not a Graph")
+    return out
+
+
+def __getattr__(name):
+    # passes that are not in the optimization pipeline (plan_memory runs when the ahead-of-time
+    # module is built) load on first use
+    if name in ("plan_memory", "MemoryPlan"):
+        return getattr(importlib.import_module(f"{__name__}.plan_memory"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["optimize", "passes_for", "pass_names", "PassInfo", "PIPELINE", "run_pass", "fold_constant",
+           "simplify_inference", "eliminate_common_subexpr", "dead_code_elimination", "fuse_ops", "partition"]
