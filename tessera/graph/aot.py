@@ -415,6 +415,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
              "   Link: gcc main.c -L<dir> -l:<library>.so -Wl,-rpath,<dir>   (the library needs libgomp) */",
              f"#ifndef {guard}",
              f"#define {guard}",
+             "#include <stdbool.h>",
              "#include <stddef.h>",
              "#include <stdint.h>",
              "",

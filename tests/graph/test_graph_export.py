@@ -107,6 +107,33 @@ def test_bfloat16_constants_survive_the_embedding(tmp_path):
         np.testing.assert_array_equal(loaded(x).astype(np.float32), np.array([2.5, -0.25, 6.0], np.float32))
 
 
+def test_the_header_compiles_with_every_io_dtype(tmp_path):
+    gb = Builder("kinds")
+    m = gb.input("mask", (4,), "bool")
+    h = gb.input("h", (2, 2), "bfloat16")
+    gb.output(gb.op("test.to_int32", m), gb.op("test.neg", h), gb.op("test.neg", gb.input("d", (3,), "float64")))
+    exe = tessera.compile(gb.finish())
+    exe.export_library(tmp_path / "model.so")
+    (tmp_path / "use.c").write_text(textwrap.dedent("""
+        #include "model.h"
+        tessera_model_input_0_t mask[TESSERA_MODEL_INPUT_0_NUMEL];      /* bool */
+        tessera_model_input_1_t h[TESSERA_MODEL_INPUT_1_NUMEL];         /* bfloat16 bits */
+        tessera_model_output_0_t counts[TESSERA_MODEL_OUTPUT_0_NUMEL];  /* int32 */
+        _Static_assert(sizeof mask == TESSERA_MODEL_INPUT_0_NBYTES, "bool is a byte");
+        _Static_assert(sizeof h == TESSERA_MODEL_INPUT_1_NBYTES, "bfloat16 is two bytes");
+        _Static_assert(sizeof counts == TESSERA_MODEL_OUTPUT_0_NBYTES, "int32");
+        int main(void) { return TESSERA_MODEL_NUM_INPUTS == 3 && TESSERA_MODEL_NUM_OUTPUTS == 3 ? 0 : 1; }
+        """))
+    proc = subprocess.run(["gcc", "-std=c11", "-Wall", "-Werror", f"-I{tmp_path}", str(tmp_path / "use.c"),
+                           "-o", str(tmp_path / "use")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert subprocess.run([str(tmp_path / "use")]).returncode == 0
+    x = {"mask": np.array([True, False, True, True]), "h": np.ones((2, 2), ml_dtypes.bfloat16),
+         "d": np.arange(3.0)}
+    for a, b in zip(load_module(tmp_path / "model.so").run(x), exe.run(x)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_loaded_library_re_exports_by_copying_and_keeps_its_prefix(static_export, tmp_path):
     exe, path, _ = static_export
     loaded = load_module(path)
