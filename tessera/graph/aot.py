@@ -474,7 +474,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
 # the library
 # ---------------------------------------------------------------------------------------------
 def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
-                  strategy: str = "greedy_by_size") -> Library:
+                  strategy: str = "greedy") -> Library:
     """Compile exe's graph into one library (see the module docstring).
 
     aot: True requires the model entry points (static shapes), False leaves them out, None adds
@@ -528,7 +528,7 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     return Library(path, header, doc)
 
 
-def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy_by_size"):
+def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy"):
     """The AotExecutor of a compiled graph (static shapes): `exe(x)`, `exe.run({...})`, one C call per run."""
     from ..runtime.aot_executor import AotExecutor
     from ..runtime.module import Module

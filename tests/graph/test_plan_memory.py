@@ -143,7 +143,7 @@ def test_the_report_gives_the_figures():
     g = chain(6)
     plan = plan_memory(g)
     text = str(plan)
-    assert "memory plan of graph 'chain'" in text and "greedy_by_size" in text
+    assert "memory plan of graph 'chain'" in text and "(greedy, 64-byte alignment)" in text
     assert f"{plan.saving:.2f}x smaller" in text
     d = plan.as_dict()
     assert d["arena_bytes"] == plan.arena_bytes and d["naive_bytes"] == plan.naive_bytes
@@ -187,7 +187,9 @@ def test_random_graphs_get_valid_plans_no_larger_than_naive(data, n_nodes, align
     check_memory_plan(g, plan)
     naive = plan_memory(g, alignment=align, strategy="naive")
     check_memory_plan(g, naive)
-    assert plan.live_bytes <= plan.arena_bytes <= naive.arena_bytes
+    by_size = plan_memory(g, alignment=align, strategy="greedy_by_size")
+    check_memory_plan(g, by_size)
+    assert plan.live_bytes <= plan.arena_bytes <= by_size.arena_bytes <= naive.arena_bytes
 
 
 # ----------------------------------------------------------------------------- the zoo
