@@ -1,6 +1,6 @@
 """The graph level: a typed dataflow graph of operators, its builder, passes and executors."""
 from .builder import Builder
-from .ir import Graph, Node, TensorType, Value
+from .ir import Function, Graph, Node, TensorType, Value
 
 
 def __getattr__(name):
@@ -13,9 +13,11 @@ def __getattr__(name):
              "topo_nodes": "transform", "structural_equal": "printer", "script": "printer"}
     if name in homes:
         return getattr(importlib.import_module(f".{homes[name]}", __name__), name)
+    if name == "passes":
+        return importlib.import_module(".passes", __name__)
     raise AttributeError(f"module 'tessera.graph' has no attribute {name!r}")
 
 
-__all__ = ["Builder", "Graph", "Node", "TensorType", "Value", "GraphExecutor", "ProfileReport",
+__all__ = ["Builder", "Function", "Graph", "Node", "TensorType", "Value", "GraphExecutor", "ProfileReport",
            "evaluate_constants", "fold_constants", "bind_params", "NotConstantError", "substitute",
            "subgraph", "topo_nodes", "structural_equal", "script", "get_kernel"]

@@ -16,6 +16,10 @@ Scheduling (one mechanism: the schedule primitives):
    epilogue's last block, which writes the output) are folded into the anchor's output block with
    `reverse_compute_inline` while that block is a spatial one (a convolution's unpacking or cast
    stage). An inlined block's tensor is never allocated nor written.
+   When the anchor's output block (a layout stage such as a convolution's NCHWc -> NCHW unpacking,
+   now carrying the epilogue) has an innermost loop the vector lanes do not divide, the loop that
+   walks the contiguous last dimension of what it reads is split by the lanes and its inner part
+   moved innermost (`_contiguous_inner_loop`), so that the default spatial schedule vectorizes it.
 2. the anchor's default schedule, with `ScheduleContext(block=<the anchor's output block>,
    epilogue=<the epilogue blocks that could not be folded>)`: the op family places the epilogue
    (e.g. reverse_compute_at into its tile loop). The anchor is the group's OUT_ELEMWISE_FUSABLE
@@ -146,6 +150,8 @@ class FusedKernel:
                         continue
                     if not _try(sch.reverse_compute_inline, sch, name):
                         epilogue.append(name)
+        if kind == "complex":
+            _contiguous_inner_loop(sch, anchor_block, target)
         # 2. the anchor's default schedule
         opdef = get_op(anchor.op)
         if opdef.schedule is None:
@@ -161,6 +167,66 @@ class FusedKernel:
                           f"inlined, unscheduled kernel", stacklevel=warn_level)
             return before
         return sch
+
+
+def _contiguous_inner_loop(sch, block_name, target) -> None:
+    """Reorder a spatial block's loops so that the innermost one reads a buffer contiguously, when
+    the current innermost loop cannot be vectorized (see the module docstring); no-op otherwise."""
+    from ..arith import simplify
+    from ..ir import expr as E
+    from ..ir.functor import Mutator, collect_vars, substitute
+    from ..ops._schedule import _lanes
+
+    try:
+        block = sch.get_block(block_name)
+    except ScheduleError:
+        return
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    if any(iv.iter_type != "data_par" for iv in blk.iter_vars) or len(loops) != len(blk.iter_vars) or not loops:
+        return
+    exts = [sch.get(lp).extent for lp in loops]
+    if any(not isinstance(e, E.IntImm) for e in exts) or any(sch.get(lp).kind != "serial" for lp in loops):
+        return
+    lanes = _lanes(blk, target)
+    if lanes <= 1 or exts[-1].value % lanes == 0:
+        return
+    ivars = [iv.var for iv in blk.iter_vars]
+    loads = []
+
+    class _Loads(Mutator):
+        def visit_BufferLoad(self, n):
+            loads.append(n)
+            return self.generic_visit(n)
+
+    _Loads().visit(blk.body)
+    for ld in loads:
+        last = ld.indices[-1] if ld.indices else None
+        used = [v for v in collect_vars(last) if v in ivars] if last is not None else []
+        if len(used) != 1:
+            continue
+        d = ivars.index(used[0])
+        ext = exts[d].value
+        if d == len(loops) - 1 or ext % lanes or ext < lanes:
+            continue
+        zero = {v: E.IntImm(v.dtype, 0) for v in collect_vars(last) if v is not used[0]}
+        v = used[0]
+
+        def at(k):
+            r = simplify(substitute(last, {**zero, v: E.IntImm(v.dtype, k)}))
+            return r.value if isinstance(r, E.IntImm) else None
+
+        contiguous = all(at(base + k) is not None and at(base + k) - at(base) == k
+                         for base in range(0, min(ext, 4 * lanes), lanes) for k in range(lanes))
+        if not contiguous:
+            continue
+        try:
+            outer, inner = sch.split(loops[d], factors=[None, lanes])
+            order = [lp for lp in loops[:d]] + [outer] + [lp for lp in loops[d + 1:]] + [inner]
+            sch.reorder(*order)
+        except ScheduleError:
+            pass
+        return
 
 
 def _unit_dims_as_vars(func):

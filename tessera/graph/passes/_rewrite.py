@@ -54,14 +54,17 @@ class Rewriter:
         self.nodes.append(n)
         return n
 
-    def make(self, op: str, *inputs: Value, name: str, **attrs) -> Value:
+    def make(self, op: str, *inputs: Value, name: str, takes_over=None, **attrs) -> Value:
+        """A new node `op(*inputs, **attrs)` named `name` (made unique); takes_over: a node being
+        replaced, whose node and output names the new node reuses."""
         from ...ops.registry import get_op
 
-        node_name = self.fresh(name)
+        node_name = takes_over.name if takes_over is not None else self.fresh(name)
         opdef = get_op(op, node_name)
         attrs = opdef.normalize_attrs(attrs, node_name)
         types = opdef.infer_types([v.type for v in inputs], attrs, node_name)
-        node = Node(op, inputs, attrs, node_name, types)
+        out_names = [o.name for o in takes_over.outputs] if takes_over is not None else None
+        node = Node(op, inputs, attrs, node_name, types, out_names)
         self.nodes.append(node)
         return node.outputs[0]
 

@@ -102,7 +102,7 @@ def _decompose_batch_norm(graph: Graph) -> Graph:
             shape = (x.type.shape[axis],) + (1,) * trailing
             scale = rw.make("reshape", scale, name=f"{base}_scale_b", newshape=shape)
             shift = rw.make("reshape", shift, name=f"{base}_shift_b", newshape=shape)
-        y = rw.make("add", rw.make("multiply", x, scale, name=f"{base}_mul"), shift, name=base)
+        y = rw.make("add", rw.make("multiply", x, scale, name=f"{base}_mul"), shift, name=base, takes_over=n)
         rw.replace(n.outputs[0], y)
     return rw.finish()
 
@@ -248,10 +248,11 @@ def _fold_scale_shift(graph: Graph) -> Graph:
             s = scale if tuple(shape) == (C,) else rw.make("reshape", scale, name=f"{base}_wscale",
                                                            newshape=tuple(shape))
             ins[widx] = rw.make("multiply", w, s, name=f"{w.name}_scaled")
-        y = rw.make(n.op, *ins, name=base, **dict(n.attrs))
+        last = chain[-1][0]
+        y = rw.make(n.op, *ins, name=base, takes_over=n, **dict(n.attrs))
         if shift is not None:
             bshape = (C,) + (1,) * (out_t.ndim - 1 - axis)
             b = shift if bshape == (C,) else rw.make("reshape", shift, name=f"{base}_bias", newshape=bshape)
-            y = rw.make("add", y, b, name=f"{base}_bias_add")
-        rw.replace(chain[-1][0].outputs[0], y)
+            y = rw.make("add", y, b, name=last.name, takes_over=last)
+        rw.replace(last.outputs[0], y)
     return rw.finish()

@@ -327,3 +327,21 @@ def test_fused_node_must_match_its_function():
         Function("fused op", fn.body)
     with pytest.raises(TesseraError, match="holds constants"):
         Function("f", rms_graph())
+
+
+def test_epilogue_in_a_conv_unpacking_stage_is_vectorized_along_channels():
+    # 28 output columns: the vector lanes do not divide them, so the stage that unpacks NCHWc (and
+    # now computes the bias add and clip) runs along the output channels, read contiguously
+    gb = Builder("pw")
+    x = gb.input("x", (1, 32, 28, 28))
+    y = gb.op("nn.conv2d", x, gb.const(rand(64, 32, 1, 1), "w"), name="conv")
+    y = gb.op("clip", gb.op("add", y, gb.const(rand(64, 1, 1), "b"), name="bias"), a_min=0.0, a_max=6.0)
+    gb.output(y)
+    g = gb.finish()
+    exe = tessera.compile(g)
+    sch = exe.kernels[0].prim
+    loops = sch.get_loops(sch.get_block("conv2d_nchw"))
+    assert sch.get(loops[-1]).kind == "vectorized"
+    assert sch.get(loops[-1]).loop_var.name.startswith("oc")
+    xv = rand(1, 32, 28, 28)
+    np.testing.assert_allclose(exe(xv), tessera.compile(g, opt_level=0)(xv), rtol=1e-5, atol=1e-5)
