@@ -97,7 +97,8 @@ def measure(name: str, threads: int, number: int, repeat: int) -> dict:
 def main(argv=None) -> int:
     p = _common.parser(__doc__.splitlines()[0])
     p.add_argument("--models", default="mlp20,mobilenet_v2,bert_base",
-                   help="mlpN (an N-layer MLP) and zoo models (test-size variants); default mlp20,mobilenet_v2,bert_base")
+                   help="mlpN (an N-layer MLP) and zoo models (test-size variants); "
+                        "default mlp20,mobilenet_v2,bert_base")
     p.add_argument("--threads", type=int, default=1, help="kernel threads (default 1)")
     p.add_argument("--number", type=int, default=20, help="calls per timed round (default 20)")
     p.add_argument("--repeat", type=int, default=7, help="timed rounds; the best is kept (default 7)")

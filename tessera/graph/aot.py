@@ -258,7 +258,7 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
 
     n_in, n_out = len(g.inputs), len(g.outputs)
     body = [f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
-            f"                                   char* err, int32_t err_len) {{",
+            "                                   char* err, int32_t err_len) {",
             "  char local_err[256];",
             "  if (err == NULL || err_len <= 0) { err = local_err; err_len = (int32_t)sizeof local_err; }",
             "  err[0] = 0;"]
@@ -277,7 +277,8 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
                     f"{c_string(v.name)});")
     if plan.arena_bytes:
         body += ["  if (workspace == NULL) {",
-                 f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs {plan.arena_bytes} bytes");',
+                 f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs '
+                 f'{plan.arena_bytes} bytes");',
                  "    return 1;", "  }"]
     body.append("  uint8_t* const ws = (uint8_t*)workspace;")
     body.append(f"  const uint8_t* const W = {prefix}_weights;")
@@ -358,7 +359,7 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
         "}",
         "",
         f"int32_t {prefix}_run({prefix}_t* m, const void* const* inputs, void* const* outputs) {{",
-        f"  if (m == NULL) return 1;",
+        "  if (m == NULL) return 1;",
         f"  return {prefix}_run_with_workspace(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err);",
         "}",
         "",
@@ -405,7 +406,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
              f"   {_comment(target)} (the library runs on CPUs with the same features).",
              "",
              f"   {prefix}_t* m = {prefix}_create();          arena of {P}_WORKSPACE_BYTES allocated once",
-             f"   const void* inputs[] = {{x}}; void* outputs[] = {{y}};",
+             "   const void* inputs[] = {x}; void* outputs[] = {y};",
              f"   if ({prefix}_run(m, inputs, outputs) != 0) fprintf(stderr, \"%s\\n\", {prefix}_error(m));",
              f"   {prefix}_destroy(m);",
              "",
@@ -445,7 +446,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
             lines.append("")
     lines += [f"typedef struct {prefix} {prefix}_t;",
               "",
-              f"/* a model instance with its arena; NULL when out of memory */",
+              "/* a model instance with its arena; NULL when out of memory */",
               f"{prefix}_t* {prefix}_create(void);",
               f"void {prefix}_destroy({prefix}_t* model);",
               f"/* run the model: 0, or a status with {prefix}_error(model) saying what failed */",
