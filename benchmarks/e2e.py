@@ -11,7 +11,9 @@ Each model comes from tessera.zoo (batch 1, seed 0) and runs on zoo.sample_input
 - PyTorch (when installed): eager, torch.set_num_threads(N), the same graph and weights run node by node
   with the same aten ops torchvision's / Hugging Face's modules call (benchmarks/_torch_onnx.py says why).
 Latency is the median wall time of a whole run call over --repeat runs after --warmup runs (per
-framework, within --budget seconds once 3 runs are in). Every row also checks tessera's outputs
+framework, within --budget seconds once 3 runs are in); the frameworks and configurations of one
+model and thread count are timed round-robin, one call each per round, so load drifts on a shared
+machine hit them alike. Every row also checks tessera's outputs
 against ONNX Runtime's (max_abs_err, ok at rtol = atol = 1e-4): a fast wrong answer is no result.
 Ratios are tessera's time over the reference's: below 1 tessera is faster.
 
@@ -54,21 +56,6 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _time(fn, warmup: int, repeat: int, budget: float) -> float:
-    """Median seconds of fn() over up to `repeat` runs after `warmup` (stops past `budget` s with >= 3)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < repeat:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 3 and time.perf_counter() - start > budget:
-            break
-    return statistics.median(times)
-
-
 def _ort_session(model, threads: int):
     import onnxruntime as ort
 
@@ -109,9 +96,7 @@ def bench_model(name: str, args, rows: list) -> None:
     for threads in args.threads:
         sess = _ort_session(model, threads)
         ref = sess.run(None, feeds)
-        ort_s = _time(lambda: sess.run(None, feeds), args.warmup, args.repeat, args.budget)
-        _log(f"[{name}] {threads} thread(s): onnxruntime {ort_s * 1e3:.2f} ms")
-        torch_s = None
+        timed = {"onnxruntime": lambda: sess.run(None, feeds)}
         if runner is not None:
             import torch
 
@@ -120,11 +105,11 @@ def bench_model(name: str, args, rows: list) -> None:
             terr = max(float(np.max(np.abs(g - r))) for g, r in zip(got, ref))
             if not all(np.allclose(g, r, rtol=1e-3, atol=1e-3) for g, r in zip(got, ref)):
                 _log(f"[{name}] warning: PyTorch's outputs differ from onnxruntime's (max |err| {terr:.2e})")
-            torch_s = _time(lambda: runner(feeds), args.warmup, args.repeat, args.budget)
-            _log(f"[{name}] {threads} thread(s): pytorch {torch_s * 1e3:.2f} ms")
+            timed["pytorch"] = lambda: runner(feeds)
         configs = [(f"O{level}", level, ()) for level in args.opt_level]
         if args.fusion_ablation:
             configs += [(f"O{level}-nofuse", level, ("fuse_ops",)) for level in args.opt_level if level >= 2]
+        built = {}
         for cfg, level, disabled in configs:
             t0 = time.perf_counter()
             exe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level,
@@ -133,22 +118,47 @@ def bench_model(name: str, args, rows: list) -> None:
             compile_s = time.perf_counter() - t0
             err = max(float(np.max(np.abs(np.asarray(g) - r))) for g, r in zip(out, ref))
             ok = all(np.allclose(g, r, rtol=1e-4, atol=1e-4) for g, r in zip(out, ref))
-            n_nodes = len(exe.graph.nodes)          # = kernel launches per run
-            tess_s = _time(lambda: exe.run(feeds), args.warmup, args.repeat, args.budget)
-            _log(f"[{name}] {threads} thread(s): tessera {cfg} {tess_s * 1e3:.2f} ms "
-                 f"(compile {compile_s:.1f} s, max |err| vs onnxruntime {err:.1e})")
+            built[cfg] = (exe, err, ok, compile_s)
+            timed[cfg] = (lambda exe=exe: exe.run(feeds))
+            _log(f"[{name}] {threads} thread(s): tessera {cfg} compiled in {compile_s:.1f} s "
+                 f"({len(exe.graph.nodes)} nodes, max |err| vs onnxruntime {err:.1e})")
+        # every runner timed round-robin: on a shared machine the load drifts alike for all
+        times = _time_interleaved(timed, args.warmup, args.repeat, args.budget)
+        ort_s, torch_s = times["onnxruntime"], times.get("pytorch")
+        _log(f"[{name}] {threads} thread(s): " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in times.items()))
+        for cfg, _, _ in configs:
+            exe, err, ok, compile_s = built[cfg]
+            tess_s = times[cfg]
             row = {"model": name + (" (small)" if args.small else ""), "batch": args.batch, "threads": threads,
                    "tessera_cfg": cfg, "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
                    "torch_ms": torch_s * 1e3 if torch_s is not None else "",
                    "tessera/ort": tess_s / ort_s,
                    "tessera/torch": tess_s / torch_s if torch_s is not None else "",
-                   "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": n_nodes}
+                   "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": len(exe.graph.nodes)}
             if args.profile:
                 rep = exe.profile(feeds, number=1, repeat=3, show=False)
                 row["kernels_ms"] = rep.total_ms
                 top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
                 row["top_ops"] = ", ".join(f"{op} {ms:.3g}" for op, ms in top)
             rows.append(row)
+
+
+def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float) -> dict:
+    """Median seconds of each fn, timed in rounds (one call of each per round) after `warmup`
+    rounds; stops after `repeat` rounds, or past `budget` s per fn once 3 rounds are in."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    times = {k: [] for k in fns}
+    start = time.perf_counter()
+    for r in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+        if r >= 2 and time.perf_counter() - start > budget * len(fns):
+            break
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def _load_average() -> str:
