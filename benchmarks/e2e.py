@@ -24,7 +24,8 @@ The table has one row per (model, threads, tessera configuration); the configura
 
 --fusion-ablation adds, for every opt level >= 2, a row with fuse_ops disabled ("O3-nofuse":
 tessera.compile(..., disabled_passes=["fuse_ops"]), every other pass as at that level) and prints a
-second table: latency without and with fusion and their ratio (the TVM paper reports 1.2-2x).
+second table: latency without and with fusion and their ratio (the TVM paper reports 1.2-2x), of the
+medians and of the minimum times (steadier on a loaded machine).
 The load average of the machine is printed with the figures (a shared machine gives noisy times).
 """
 from __future__ import annotations
@@ -124,17 +125,18 @@ def bench_model(name: str, args, rows: list) -> None:
                  f"({len(exe.graph.nodes)} nodes, max |err| vs onnxruntime {err:.1e})")
         # every runner timed round-robin: on a shared machine the load drifts alike for all
         times = _time_interleaved(timed, args.warmup, args.repeat, args.budget)
-        ort_s, torch_s = times["onnxruntime"], times.get("pytorch")
-        _log(f"[{name}] {threads} thread(s): " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in times.items()))
+        ort_s, torch_s = times["onnxruntime"][0], times.get("pytorch", (None,))[0]
+        _log(f"[{name}] {threads} thread(s): " + ", ".join(f"{k} {v[0] * 1e3:.2f} ms" for k, v in times.items()))
         for cfg, _, _ in configs:
             exe, err, ok, compile_s = built[cfg]
-            tess_s = times[cfg]
+            tess_s, tess_min = times[cfg]
             row = {"model": name + (" (small)" if args.small else ""), "batch": args.batch, "threads": threads,
                    "tessera_cfg": cfg, "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
                    "torch_ms": torch_s * 1e3 if torch_s is not None else "",
                    "tessera/ort": tess_s / ort_s,
                    "tessera/torch": tess_s / torch_s if torch_s is not None else "",
-                   "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": len(exe.graph.nodes)}
+                   "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": len(exe.graph.nodes),
+                   "tessera_min_ms": tess_min * 1e3, "ort_min_ms": times["onnxruntime"][1] * 1e3}
             if args.profile:
                 rep = exe.profile(feeds, number=1, repeat=3, show=False)
                 row["kernels_ms"] = rep.total_ms
@@ -145,7 +147,8 @@ def bench_model(name: str, args, rows: list) -> None:
 
 def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float) -> dict:
     """Median seconds of each fn, timed in rounds (one call of each per round) after `warmup`
-    rounds; stops after `repeat` rounds, or past `budget` s per fn once 3 rounds are in."""
+    rounds; stops after `repeat` rounds, or past `budget` s per fn once 3 rounds are in.
+    Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -158,7 +161,7 @@ def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float) -> dic
             times[k].append(time.perf_counter() - t0)
         if r >= 2 and time.perf_counter() - start > budget * len(fns):
             break
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def _load_average() -> str:
@@ -183,6 +186,7 @@ def _fusion_ablation(rows: list) -> list:
         out.append({"model": model, "threads": threads, "opt_level": cfg[:-len("-nofuse")],
                     "nofuse_ms": r["tessera_ms"], "fused_ms": fused["tessera_ms"],
                     "nofuse/fused": r["tessera_ms"] / fused["tessera_ms"],
+                    "nofuse/fused (min)": r["tessera_min_ms"] / fused["tessera_min_ms"],
                     "nofuse_nodes": r.get("nodes", ""), "fused_nodes": fused.get("nodes", "")})
     return out
 

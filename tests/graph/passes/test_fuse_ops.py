@@ -345,3 +345,41 @@ def test_epilogue_in_a_conv_unpacking_stage_is_vectorized_along_channels():
     assert sch.get(loops[-1]).loop_var.name.startswith("oc")
     xv = rand(1, 32, 28, 28)
     np.testing.assert_allclose(exe(xv), tessera.compile(g, opt_level=0)(xv), rtol=1e-5, atol=1e-5)
+
+
+def _register_failing_anchor():
+    from tessera import te
+    from tessera.errors import ScheduleError
+    from tessera.ops.registry import _REGISTRY, OpPattern, register_op
+
+    if "test.scaled_rowsum" in _REGISTRY:
+        return
+    op = register_op("test.scaled_rowsum", inputs=("x",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE)
+    op.def_infer(lambda types, attrs: [types[0].with_shape(types[0].shape[:1])])
+
+    @op.def_compute
+    def _(ts, attrs):
+        (x,) = ts
+        k = te.reduce_axis((0, x.shape[1]), name="k")
+        return [te.compute((x.shape[0],), lambda i: te.sum(x[i, k] * 2.0, axis=k), name="T_rowsum")]
+
+    @op.def_schedule
+    def _(sch, ctx):
+        raise ScheduleError(f"test: no schedule for {ctx.block} (epilogue {list(ctx.epilogue)})")
+
+
+def test_a_failing_anchor_schedule_keeps_the_inlined_kernel():
+    _register_failing_anchor()
+    gb = Builder("bad")
+    x = gb.input("x", (5, 7))
+    y = gb.op("nn.relu", gb.op("add", gb.op("test.scaled_rowsum", x, name="s"), gb.const(rand(5), "b")))
+    gb.output(y)
+    g = gb.finish()
+    with pytest.warns(UserWarning, match=r"anchor test.scaled_rowsum failed \(test: no schedule for T_rowsum "
+                                         r"\(epilogue \['T_relu'\]\)\); using the inlined, unscheduled kernel"):
+        exe = tessera.compile(g)
+    assert [fn.name for fn in exe.graph.functions] == ["fused_test_scaled_rowsum_add_nn_relu"]
+    assert not [a for a in alloc_names(exe.kernels[0]) if a.startswith("T_add")]
+    xv = rand(5, 7)
+    b = g.constants[g.nodes[1].inputs[1]]
+    np.testing.assert_allclose(exe(xv), np.maximum(2 * xv.sum(1) + b, 0), rtol=1e-5, atol=1e-6)
