@@ -6,6 +6,11 @@ A window starts at out * stride - pad_begin; taps outside the input are skipped 
 count as zero (avg). ceil_mode rounds the output extent up but drops a last window that would
 start in the end padding (as ONNX Runtime and PyTorch). avg_pool divides by the taps inside the
 input (count_include_pad=False) or inside the padded input (True).
+
+Layouts: the `layout` attribute is the data layout, NC[D]HW by default; the 2-d pools and the
+global pools also take the blocked layout NCHW{x}c (N, C/x, H, W, x) that graph/passes/alter_layout
+gives the tensors between blocked convolutions: the pooled axes are H and W and the x channels of a
+block are one SIMD vector, so a strided window reads contiguous vectors instead of gathers.
 """
 from __future__ import annotations
 
@@ -13,12 +18,40 @@ import itertools
 import math
 
 from ... import te
+import re
+
 from ...errors import ShapeError, TesseraError
 from ...graph.ir import TensorType
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from .._schedule import schedule_blocks
 from . import _util as U
+
+
+_PLAIN = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+_BLOCKED = re.compile(r"^NCHW(\d+)c$")
+
+
+def layout_block(op, layout, nd=None, data=None):
+    """None for the plain layout NC[D]HW, x for the blocked NCHW{x}c (2-d only); TesseraError for
+    other layouts and ShapeError when data (a TensorType) does not fit the layout."""
+    layout = str(layout)
+    m = _BLOCKED.match(layout)
+    if m and int(m.group(1)) >= 1 and nd in (None, 2):
+        x = int(m.group(1))
+        if data is not None:
+            if data.ndim != 5:
+                raise ShapeError(f"{op}: layout {layout} needs data of rank 5 (N, C/{x}, H, W, {x}), got {data}")
+            if data.shape[4] != x:
+                raise ShapeError(f"{op}: data {data} has blocks of {data.shape[4]} channels but the layout is {layout}")
+        return x
+    if nd is None and data is not None:
+        nd = data.ndim - 2
+    if layout == _PLAIN.get(nd):
+        return None
+    want = f"'{_PLAIN[nd]}'" + (" or a blocked 'NCHW{x}c' such as 'NCHW8c'" if nd == 2 else "") \
+        if nd in _PLAIN else "NCW, NCHW, NCDHW or NCHW{x}c"
+    raise TesseraError(f"{op}: layout {layout!r} is not supported; this pooling takes {want}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,10 +69,11 @@ def _pool_attrs(op, attrs, nd):
     return size, strides, dilation, padding
 
 
-def pool_out_shape(op, data: TensorType, attrs) -> tuple:
+def pool_out_shape(op, data: TensorType, attrs, blocked: bool = False) -> tuple:
+    """Output shape; blocked: data is NCHW{x}c (the block dimension is kept last)."""
     if data.ndim < 3:
         raise ShapeError(f"{op}: data must be (N, C, spatial...) of rank >= 3, got {data}")
-    nd = data.ndim - 2
+    nd = data.ndim - 2 - int(blocked)
     size, strides, dilation, padding = _pool_attrs(op, attrs, nd)
     spatial = U.static_dims(op, data, range(2, nd + 2), "spatial dimensions")
     ceil_mode = bool(attrs.get("ceil_mode", False))
@@ -57,7 +91,7 @@ def pool_out_shape(op, data: TensorType, attrs) -> tuple:
         else:
             o = span // strides[k] + 1
         out.append(o)
-    return tuple(data.shape[:2]) + tuple(out)
+    return tuple(data.shape[:2]) + tuple(out) + (tuple(data.shape[-1:]) if blocked else ())
 
 
 def _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial):
@@ -106,78 +140,101 @@ def _count_expr(y, counts, lo, hi, size, stride, dilation, pad):
 
 
 def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=False,
-            count_include_pad=False, p=2, name=None):
-    """Pooling compute: kind is "max", "avg" or "lp"."""
-    nd = data.ndim - 2
+            count_include_pad=False, p=2, name=None, blocked=False):
+    """Pooling compute: kind is "max", "avg" or "lp"; blocked: data is NCHW{x}c."""
+    nd = data.ndim - 2 - int(blocked)
     op = f"nn.{kind}_pool"
     attrs = dict(pool_size=pool_size, strides=strides, dilation=dilation, padding=padding, ceil_mode=ceil_mode)
-    shape = pool_out_shape(op, U.ttype(data), attrs)
+    shape = pool_out_shape(op, U.ttype(data), attrs, blocked)
     size, strides, dilation, padding = _pool_attrs(op, attrs, nd)
-    out_spatial = shape[2:]
+    out_spatial = shape[2:2 + nd]
     shape = U.shape_exprs(shape, data)
     sp = U.SPATIAL_NAMES[nd]
-    names = ["n", "c"] + [f"o{s}" for s in sp]
+    names = ["n", "c"] + [f"o{s}" for s in sp] + (["c_block"] if blocked else [])
     rk = [te.reduce_axis((0, size[k]), f"r{sp[k]}") for k in range(nd)]
     dt = data.dtype
     acc = U.accum_dtype(dt)
     name = name or f"{kind}_pool{nd}d"
 
     # windows of at most 64 taps are unrolled into one elementwise expression (no reduction loop:
-    # the output rows vectorize); larger windows reduce over loops. A padded input (the pad value
-    # never wins: the lowest value for max, 0 for sums) keeps bounds tests out of the taps.
+    # the output rows vectorize); larger windows reduce over loops. An unrolled tap that can fall
+    # outside the input reads the nearest element inside (its index clamped, so every load is in
+    # bounds) and a select on the tap's position (one scalar test per tap, not per lane) replaces
+    # the value by the pad value (the lowest value for max, 0 for sums): no padded copy of the
+    # input, and the vectorized lanes (a row, or the channel block of NCHW{x}c) stay loads.
     unrolled = math.prod(size) <= 64
     taps = list(itertools.product(*[range(e) for e in size])) if unrolled else None
     src, src_pad = data, padding
-    if unrolled:
-        ends = []
-        for k in range(nd):
-            S = int(data.shape[2 + k].value)
-            need = (out_spatial[k] - 1) * strides[k] + (size[k] - 1) * dilation[k] + 1 - padding[k] - S
-            ends.append(max(need, 0))
-        full = tuple(padding[:nd]) + tuple(ends)
-        if any(full):
-            from .conv import _pad
 
-            fill = te.min_value(dt) if kind == "max" else te.const(0, dt)
-            src = _pad(data, full, nd, fill, name="pad_temp")
-            src_pad = (0,) * (2 * nd)
+    # the index arguments of a compute body: (n, c, *spatial) or (n, c, *spatial, c_block)
+    def split_idx(i):
+        return i[0], i[1], i[2:2 + nd], tuple(i[2 + nd:])
 
-    def tap_value(n, c, y, k, fill):
-        idx, conds = _window(src, nd, y, k, size, strides, dilation, src_pad, out_spatial)
-        v = src[(n, c, *idx)] if kind == "max" else U.cast(src[(n, c, *idx)], acc)
+    def clamped_tap(y, k):
+        """(indices clamped into the input, condition that the tap is inside) of unrolled tap k."""
+        idx, conds = [], []
+        for a in range(nd):
+            S = int(data.shape[2 + a].value)
+            pos = y[a] * strides[a] + (k[a] * dilation[a] - padding[a])
+            first = k[a] * dilation[a] - padding[a]
+            last = (out_spatial[a] - 1) * strides[a] + first
+            if first < 0:
+                conds.append(pos >= 0)
+                pos = E.max_expr(pos, te.const(0, pos.dtype))
+            if last >= S:
+                conds.append(pos < S)
+                pos = E.min_expr(pos, te.const(S - 1, pos.dtype))
+            idx.append(pos)
+        return idx, conds
+
+    def tap_value(n, c, y, k, fill, cb=()):
+        if isinstance(k, tuple):
+            idx, conds = clamped_tap(y, k)
+        else:
+            idx, conds = _window(src, nd, y, k, size, strides, dilation, src_pad, out_spatial)
+        v = src[(n, c, *idx, *cb)] if kind == "max" else U.cast(src[(n, c, *idx, *cb)], acc)
         if kind == "lp":
             v = v * v if p == 2 else (te.abs(v) if p == 1 else te.power(te.abs(v), te.const(float(p), acc)))
-        return te.if_then_else(te.all(*conds), v, fill) if conds else v
+        if not conds:
+            return v
+        if isinstance(k, tuple):
+            return E.Select(te.all(*conds), v, fill)
+        return te.if_then_else(te.all(*conds), v, fill)
 
     if kind == "max":
-        def body(n, c, *y):
+        def body(*i):
+            n, c, y, cb = split_idx(i)
             if unrolled:
                 out = None
                 for k in taps:
-                    v = tap_value(n, c, y, k, te.min_value(dt))
+                    v = tap_value(n, c, y, k, te.min_value(dt), cb)
                     out = v if out is None else E.max_expr(out, v)
                 return out
-            return te.max(tap_value(n, c, y, rk, te.min_value(dt)), axis=rk)
+            return te.max(tap_value(n, c, y, rk, te.min_value(dt), cb), axis=rk)
 
         return U.compute(shape, names, body, name)
 
     if unrolled:
-        def total_at(n, c, y):
+        def total_at(n, c, y, cb):
             out = None
             for k in taps:
-                v = tap_value(n, c, y, k, te.const(0, acc))
+                v = tap_value(n, c, y, k, te.const(0, acc), cb)
                 out = v if out is None else out + v
             return out
     else:
-        total = U.compute(shape, names, lambda n, c, *y: te.sum(tap_value(n, c, y, rk, te.const(0, acc)), axis=rk),
-                          f"{name}_sum")
+        def sum_body(*i):
+            n, c, y, cb = split_idx(i)
+            return te.sum(tap_value(n, c, y, rk, te.const(0, acc), cb), axis=rk)
 
-        def total_at(n, c, y):
-            return total[(n, c, *y)]
+        total = U.compute(shape, names, sum_body, f"{name}_sum")
+
+        def total_at(n, c, y, cb):
+            return total[(n, c, *y, *cb)]
 
     if kind == "lp":
-        def fin(n, c, *y):
-            s = total_at(n, c, y)
+        def fin(*i):
+            n, c, y, cb = split_idx(i)
+            s = total_at(n, c, y, cb)
             r = te.sqrt(s) if p == 2 else (s if p == 1 else te.power(s, te.const(1.0 / p, acc)))
             return U.cast(r, dt)
 
@@ -186,7 +243,8 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
     tables = [_count_table(k, nd, int(data.shape[2 + k].value), size, strides, dilation, padding,
                            out_spatial[k], count_include_pad) for k in range(nd)]
 
-    def avg(n, c, *y):
+    def avg(*i):
+        n, c, y, cb = split_idx(i)
         const_count, exprs = 1, []
         for k in range(nd):
             counts, lo, hi = tables[k]
@@ -195,7 +253,7 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
                 const_count *= cval
             else:
                 exprs.append(e)
-        s = total_at(n, c, y)
+        s = total_at(n, c, y, cb)
         if not exprs:
             return U.cast(s * te.const(1.0 / const_count, acc), dt) if const_count & (const_count - 1) == 0 \
                 else U.cast(s / te.const(float(const_count), acc), dt)
@@ -209,30 +267,81 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
     return U.compute(shape, names, avg, name)
 
 
+# ---------------------------------------------------------------------------------------------
+# schedules
+# ---------------------------------------------------------------------------------------------
+def schedule_pool(sch, ctx):
+    """Plain layouts: every block by its kind (_schedule.schedule_blocks). Blocked NCHW{x}c: rows
+    (n, c_chunk, h) parallel and the channel vector vectorized in every block (padding copy and
+    window); a global pool's reduction runs over the pixels with the channel vector innermost."""
+    layout = str(ctx.attrs.get("layout", "") or "")
+    if not _BLOCKED.match(layout):
+        schedule_blocks(sch, ctx)
+        return
+    from ...errors import ScheduleError
+    from .conv_nchwc import _blocked_spatial
+
+    root = sch.get_block("root")
+    for blk in sch.get_child_blocks(root):
+        try:
+            if any(iv.iter_type == "reduce" for iv in sch.get(blk).iter_vars):
+                trial = sch.copy()
+                _blocked_reduce(trial, trial.get_block(sch.get(blk).name_hint), ctx.target)
+                _blocked_reduce(sch, blk, ctx.target)
+            else:
+                _blocked_spatial(sch, blk, ctx.target)
+        except ScheduleError:
+            continue
+
+
+def _blocked_reduce(sch, block, target):
+    """(n, c_chunk | oh, ow, r..., c_block): the reduction over pixels outside the channel vector."""
+    from .._schedule import PARALLEL_MIN_WORK, _threads
+
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in sch.get(block).iter_vars if iv.iter_type == "data_par")
+    spatial, red = loops[:n_sp], loops[n_sp:]
+    vec = spatial[-1]
+    sch.reorder(*spatial[:-1], *red, vec)
+    init = sch.decompose_reduction(block, red[0])
+    sch.vectorize(vec)
+    sch.vectorize(sch.get_loops(init)[-1])
+    work = 1
+    for lp in loops:
+        ext = sch.get(lp).extent
+        work *= getattr(ext, "value", PARALLEL_MIN_WORK)
+    if _threads(target) > 1 and work >= PARALLEL_MIN_WORK:
+        sch.parallel(sch.fuse(*spatial[:2]))
+
+
 def _register_pool(kind, nd):
     name = f"nn.{kind}_pool{nd}d"
     attrs = {"pool_size": None, "strides": (1,) * nd, "dilation": (1,) * nd, "padding": (0,) * (2 * nd),
-             "ceil_mode": False}
+             "ceil_mode": False, "layout": _PLAIN[nd]}
     if kind == "avg":
         attrs["count_include_pad"] = False
     from ..registry import REQUIRED
     attrs["pool_size"] = REQUIRED
+    blocked_doc = " or blocked NCHW{x}c data (layout)" if nd == 2 else ""
     op = register_op(name, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs=attrs,
-                     doc=f"{nd}-d {kind} pooling of NC{'DHW'[3 - nd:]} data; padding (begin..., end...).")
+                     doc=f"{nd}-d {kind} pooling of NC{'DHW'[3 - nd:]} data{blocked_doc}; padding (begin..., end...).")
 
     @op.def_infer
     def _infer(types, attrs, _name=name):
         (data,) = types
-        U.check_rank(_name, data, nd + 2, "data")
+        block = layout_block(_name, attrs["layout"], nd, data if data.ndim == 5 and nd == 2 else None)
+        U.check_rank(_name, data, nd + 2 + (block is not None), "data")
         U.check_dtype(_name, data, U.FLOATS + (("int8", "uint8") if kind == "max" else ()), "data")
-        return [TensorType(pool_out_shape(_name, data, attrs), data.dtype)]
+        return [TensorType(pool_out_shape(_name, data, attrs, block is not None), data.dtype)]
 
     @op.def_compute
-    def _compute(tensors, attrs):
+    def _compute(tensors, attrs, _name=name):
+        blocked = layout_block(_name, attrs["layout"], nd) is not None
         return [pool_nd(tensors[0], kind, attrs["pool_size"], attrs["strides"], attrs["dilation"],
-                        attrs["padding"], attrs["ceil_mode"], attrs.get("count_include_pad", False))]
+                        attrs["padding"], attrs["ceil_mode"], attrs.get("count_include_pad", False),
+                        blocked=blocked)]
 
-    op.def_schedule(schedule_blocks)
+    op.def_schedule(schedule_pool)
     return op
 
 
@@ -357,37 +466,53 @@ def _mpi_compute(tensors, attrs):
 # ---------------------------------------------------------------------------------------------
 def _register_global(kind):
     name = f"nn.global_{kind}_pool"
-    op = register_op(name, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs={},
-                     doc=f"{kind} over all spatial axes of NC[D]HW data; keeps them as extent 1.")
+    op = register_op(name, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs={"layout": ""},
+                     doc=f"{kind} over all spatial axes of NC[D]HW data (or NCHW{{x}}c with layout); keeps them as "
+                         f"extent 1.")
+
+    def _blocked(attrs, data):
+        layout = attrs["layout"]
+        if layout in ("", None):
+            return False
+        if _BLOCKED.match(str(layout)):
+            return layout_block(name, layout, 2, data) is not None
+        return layout_block(name, layout, data.ndim - 2, data) is not None
 
     @op.def_infer
     def _infer(types, attrs):
         (data,) = types
-        nd = _nd_of(name, data)
+        blocked = _blocked(attrs, data)
+        nd = _nd_of(name, data) - int(blocked)
         U.check_dtype(name, data, U.FLOATS + (("int8", "uint8") if kind == "max" else ()), "data")
         U.static_dims(name, data, range(2, nd + 2), "spatial dimensions")
-        return [TensorType(tuple(data.shape[:2]) + (1,) * nd, data.dtype)]
+        return [TensorType(tuple(data.shape[:2]) + (1,) * nd + (tuple(data.shape[-1:]) if blocked else ()),
+                           data.dtype)]
 
     @op.def_compute
     def _compute(tensors, attrs):
         (data,) = tensors
-        nd = data.ndim - 2
+        blocked = bool(_BLOCKED.match(str(attrs["layout"])))
+        nd = data.ndim - 2 - int(blocked)
         sp = U.SPATIAL_NAMES.get(nd) or tuple(f"s{k}" for k in range(nd))
-        S = [int(s.value) for s in data.shape[2:]]
+        S = [int(s.value) for s in data.shape[2:2 + nd]]
         rk = [te.reduce_axis((0, S[k]), f"r{sp[k]}") for k in range(nd)]
-        shape = tuple(data.shape[:2]) + (1,) * nd
-        names = ["n", "c"] + [f"o{s}" for s in sp]
+        tail = tuple(data.shape[2 + nd:])
+        shape = tuple(data.shape[:2]) + (1,) * nd + tail
+        names = ["n", "c"] + [f"o{s}" for s in sp] + (["c_block"] if blocked else [])
         dt = data.dtype
+
+        def at(i):
+            return data[(i[0], i[1], *rk, *i[2 + nd:])]
+
         if kind == "max":
-            return [U.compute(shape, names, lambda n, c, *_: te.max(data[(n, c, *rk)], axis=rk), "global_max_pool")]
+            return [U.compute(shape, names, lambda *i: te.max(at(i), axis=rk), "global_max_pool")]
         acc = U.accum_dtype(dt)
-        total = U.compute(shape, names, lambda n, c, *_: te.sum(U.cast(data[(n, c, *rk)], acc), axis=rk),
-                          "global_avg_pool_sum")
+        total = U.compute(shape, names, lambda *i: te.sum(U.cast(at(i), acc), axis=rk), "global_avg_pool_sum")
         count = math.prod(S)
         return [U.compute(shape, names, lambda *i: U.cast(total[i] / te.const(float(count), acc), dt),
                           "global_avg_pool")]
 
-    op.def_schedule(schedule_blocks)
+    op.def_schedule(schedule_pool)
     return op
 
 

@@ -1,0 +1,220 @@
+"""x86 micro-kernel of the blocked (NCHW[x]c) convolution: one output row, registers tiled.
+
+The tensor intrinsic `x86_{isa}_conv2d_nchwc_row{OW}_{V}x{L}o{CB}i_s{sw}_d{dh}x{dw}` computes, for one
+output row of OW pixels, V output-channel blocks of L lanes (L = the ISA's fp32 vector width):
+
+    for i < OW, v < V, j < L; reduce c < CC, kh < KH, kw < KW, ci < CB:
+        C[v, 0, i, j] += A[c, kh * dh, i * sw + kw * dw, ci] * B[v, c, kh, kw, ci, j]
+
+A: the (padded) input NCHW{CB}c from the row's first tap, B: the weight OIHW{CB}i{L}o from the
+row's first output block, C: the output NCHW{L}c. CC, KH and KW are free (desc extents); the
+stride sw, the dilations and CB are part of the name (they are index coefficients), and so is OW,
+which fixes the tiling of the row (only the tile sizes a row needs are generated). The C code
+walks the row in register tiles of R pixels x V vectors (R * V accumulators, V weight vectors and a
+broadcast input value in the 16 ymm / 32 zmm registers; a row is cut into tiles of equal size,
+each size with its own unrolled code) and keeps every accumulator in a register over the whole reduction: per input
+channel V loads of weights and R broadcasts feed R * V FMAs. The tile is added to C at the end
+(the schedule's init zeroes it first), one vector store per accumulator.
+
+The output blocks are passed as one pointer each (the tile's C region may be a compacted per-row
+buffer, whose block stride the pointer arithmetic then follows); a pixel is L floats.
+"""
+from __future__ import annotations
+
+from ...errors import TesseraError
+from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Evaluate, For, IterVar,
+                   PrimFunc, Range, Var)
+
+ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the code needs)
+    "avx2": (8, 16, ("avx2", "fma"), ("__AVX2__", "__FMA__")),
+    "avx512": (16, 32, ("avx512f",), ("__AVX512F__",)),
+}
+MAX_V = 4
+
+
+def isa_of(target) -> str | None:
+    """The ISA whose conv micro-kernel `target` can run ("avx512", "avx2"), or None."""
+    from ...target import Target
+
+    t = Target(target)
+    if t.kind != "c":
+        return None
+    if t.has_feature("avx512f"):
+        return "avx512"
+    if t.has_feature("avx2") and t.has_feature("fma"):
+        return "avx2"
+    return None
+
+
+def lanes_of(isa: str) -> int:
+    return ISA[isa][0]
+
+
+def row_tile(isa: str, v: int) -> int:
+    """Pixels per register tile for V output vectors: R * V accumulators + V weights + 1 broadcast
+    fit the register file (AVX2: 1 -> 14, 2 -> 6, 3 -> 4, 4 -> 3; AVX-512: 1 -> 28 capped at 14,
+    2 -> 14, 3 -> 9, 4 -> 6)."""
+    regs = ISA[isa][1]
+    return max(1, min(14, (regs - v - 1) // v))
+
+
+def intrin_name(isa, v, cb, sw, dh, dw, ow) -> str:
+    lanes = lanes_of(isa)
+    pre = "x86_avx2_fma" if isa == "avx2" else "x86_avx512"
+    return f"{pre}_conv2d_nchwc_row{ow}_{v}x{lanes}o{cb}i_s{sw}_d{dh}x{dw}"
+
+
+def _fn_name(isa, v, cb, sw, dh, dw, ow) -> str:
+    return f"tintrin_{isa}_conv_row{ow}_{v}x{lanes_of(isa)}o{cb}i_s{sw}_d{dh}x{dw}"
+
+
+def row_tiles(isa, v, ow) -> list:
+    """[(tile size, count)]: the row of `ow` pixels in tiles of equal size (at most one pixel
+    apart), e.g. 7 -> 4 + 3, 56 -> 6 x 6 + 4 x 5 with a 6-pixel register tile."""
+    R = row_tile(isa, v)
+    tiles = -(-ow // R)
+    base, longer = divmod(ow, tiles)
+    return [(r, c) for r, c in ((base + 1, longer), (base, tiles - longer)) if c]
+
+
+def _rng(n):
+    return Range.from_min_extent(0, n)
+
+
+def _desc(lanes, v, cb, sw, dh, dw, OW) -> PrimFunc:
+    CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
+    HA, WA = Var("HA"), Var("WA")
+    A = Buffer((CC, HA, WA, cb), "float32", "A")
+    B = Buffer((v, CC, KH, KW, cb, lanes), "float32", "B")
+    C = Buffer((v, 1, OW, lanes), "float32", "C")
+    lv, li, lj, lc, lh, lw, lk = (Var(n) for n in ("v", "i", "j", "c", "kh", "kw", "ci"))
+    ivs = [IterVar(_rng(v), "vv"), IterVar(_rng(OW), "vi"), IterVar(_rng(lanes), "vj"),
+           IterVar(_rng(CC), "vc", "reduce"), IterVar(_rng(KH), "vkh", "reduce"),
+           IterVar(_rng(KW), "vkw", "reduce"), IterVar(_rng(cb), "vci", "reduce")]
+    vv, vi, vj, vc, vkh, vkw, vci = (iv.var for iv in ivs)
+    value = C[vv, 0, vi, vj] + A[vc, vkh * dh, vi * sw + vkw * dw, vci] * B[vv, vc, vkh, vkw, vci, vj]
+    reads = [BufferRegion(A, [_rng(x) for x in A.shape]), BufferRegion(B, [_rng(x) for x in B.shape])]
+    writes = [BufferRegion(C, [_rng(x) for x in C.shape])]
+    block = Block(ivs, reads, writes, "update", BufferStore(C, value, [vv, 0, vi, vj]))
+    loops = [(lv, v), (li, OW), (lj, lanes), (lc, CC), (lh, KH), (lw, KW), (lk, cb)]
+    body = BlockRealize([x for x, _ in loops], True, block)
+    for var, ext in reversed(loops):
+        body = For(var, 0, ext, "serial", body)
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+
+
+def _impl(fn, lanes, v, cb, OW) -> PrimFunc:
+    CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
+    HA, WA = Var("HA"), Var("WA")
+    sac, sah, saw = Var("sa_c"), Var("sa_h"), Var("sa_w")
+    sbv, sbc, sbh, sbw = Var("sb_v"), Var("sb_c"), Var("sb_h"), Var("sb_w")
+    scv, sch_ = Var("sc_v"), Var("sc_h")
+    A = Buffer((CC, HA, WA, cb), "float32", "A", strides=(sac, sah, saw, 1))
+    B = Buffer((v, CC, KH, KW, cb, lanes), "float32", "B", strides=(sbv, sbc, sbh, sbw, lanes, 1))
+    C = Buffer((v, 1, OW, lanes), "float32", "C", strides=(scv, sch_, lanes, 1))
+    args = [CC, KH, KW, Call("handle", "address_of", [A[0, 0, 0, 0]]), sac, sah, saw,
+            Call("handle", "address_of", [B[0, 0, 0, 0, 0, 0]]), sbv, sbc, sbh, sbw]
+    args += [Call("handle", "address_of", [C[k, 0, 0, 0]]) for k in range(v)]
+    return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(Call("handle", fn, args)))))
+
+
+def c_source(isa, v, cb, sw, dh, dw, ow) -> str:
+    """The C code of the row kernel (see the module docstring)."""
+    lanes, _, feats, macros = ISA[isa]
+    fn = _fn_name(isa, v, cb, sw, dh, dw, ow)
+    vt = f"tintrin_f32x{lanes}"
+    plan = row_tiles(isa, v, ow)
+    R = plan[0][0]
+    cond = " || ".join(f"!defined({m})" for m in macros)
+    outs = ", ".join(f"float* restrict c{k}" for k in range(v))
+    # with dw == 1 the taps kw and the lanes ci of one input row are one contiguous run of KW * CB
+    # floats (a pixel is CB floats): one loop over them, unrolled by CB
+    fused = dw == 1
+    # GNU C vectors (no immintrin.h: it costs more compile time than the kernel): a float times a
+    # vector broadcasts it (vbroadcastss), `acc + x * w` contracts into an FMA under -march
+    L = [f"#ifndef TINTRIN_F32X{lanes}\n#define TINTRIN_F32X{lanes}",
+         f"typedef float {vt} __attribute__((vector_size({4 * lanes}), aligned(4)));\n#endif",
+         f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(feats)}\"\n#endif",
+         f"/* one output row ({ow} pixels) of a blocked convolution: {v} x {lanes} output channels, {cb} input",
+         f"   channels a block, stride {sw}, dilation {dh}x{dw}; tiles of "
+         + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors in registers",
+         "   (tessera/ops/nn/_x86_conv.py). a: input at the row's first tap (a[c * sa_c + h * sa_h + w * sa_w",
+         "   + ci]), b: weights of the first block (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L",
+         f"   + j]), c0..: the {v} output blocks (pixel i at c + i * L). */"]
+
+    def tile(r):
+        name = f"{fn}_t{r}"
+        out = [f"static inline __attribute__((always_inline)) void {name}(int32_t CC, int32_t KH, int32_t KW, "
+               f"const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, const float* restrict b, "
+               f"int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}) {{"]
+        for i in range(r):
+            out.append("  " + " ".join(f"{vt} acc{i}_{k} = {{0}};" for k in range(v)))
+        out.append(f"  const int64_t px = sa_w * {sw};")
+
+        def step(a_at, b_at, ind):
+            body = [ind + " ".join(f"const {vt} w{k} = *(const {vt}*)({b_at(k)});" for k in range(v))]
+            for i in range(r):
+                body.append(ind + f"{{ const float x = {a_at(i)}; " +
+                            " ".join(f"acc{i}_{k} += x * w{k};" for k in range(v)) + " }")
+            return body
+
+        out.append("  for (int32_t c = 0; c < CC; ++c) {")
+        out.append("    for (int32_t kh = 0; kh < KH; ++kh) {")
+        out.append(f"      const float* restrict ah = a + c * sa_c + kh * {dh} * sa_h;")
+        out.append("      const float* restrict bh = b + c * sb_c + kh * sb_h;")
+        if fused:
+            out.append(f"      const int32_t taps = KW * {cb};")
+            out.append(f"      #pragma GCC unroll {cb}")
+            out.append("      for (int32_t t = 0; t < taps; ++t) {")
+            out += step(lambda i: f"ah[{i} * px + t]", lambda k: f"bh + {k} * sb_v + t * {lanes}", "        ")
+            out.append("      }")
+        else:
+            out.append("      for (int32_t kw = 0; kw < KW; ++kw) {")
+            out.append(f"        const float* restrict ak = ah + kw * {dw} * sa_w;")
+            out.append("        const float* restrict bk = bh + kw * sb_w;")
+            out.append(f"        #pragma GCC unroll {cb}")
+            out.append(f"        for (int32_t ci = 0; ci < {cb}; ++ci) {{")
+            out += step(lambda i: f"ak[{i} * px + ci]", lambda k: f"bk + {k} * sb_v + ci * {lanes}", "          ")
+            out.append("        }")
+            out.append("      }")
+        out.append("    }")
+        out.append("  }")
+        for i in range(r):
+            out.append("  " + " ".join(f"*({vt}*)(c{k} + {i * lanes}) += acc{i}_{k};" for k in range(v)))
+        out.append("}")
+        return out
+
+    for r, _ in plan:
+        L += tile(r)
+    call_outs = ", ".join(f"c{k} + x * {lanes}" for k in range(v))
+    common = "CC, KH, KW, a + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, " + call_outs
+    L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
+             f"int64_t sa_c, int64_t sa_h, int64_t sa_w, const float* restrict b, int64_t sb_v, int64_t sb_c, "
+             f"int64_t sb_h, int64_t sb_w, {outs}) {{")
+    L.append(f"  const int64_t px = sa_w * {sw};")
+    L.append("  int32_t x = 0;")
+    for r, c in plan:
+        L.append(f"  for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({common});")
+    L.append("}")
+    return "\n".join(L)
+
+
+def conv_row_intrin(isa: str, v: int, cb: int, sw: int, dh: int, dw: int, ow: int) -> str:
+    """The name of the row intrinsic for these parameters, registered on first use."""
+    from ...tir.tensor_intrin import TensorIntrin
+
+    if isa not in ISA:
+        raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} (avx2, avx512)")
+    if not 1 <= v <= MAX_V:
+        raise TesseraError(f"conv row micro-kernel: {v} output vectors a tile; 1 to {MAX_V} are generated")
+    name = intrin_name(isa, v, cb, sw, dh, dw, ow)
+    if TensorIntrin.get(name, allow_missing=True) is None:
+        lanes = lanes_of(isa)
+        fn = _fn_name(isa, v, cb, sw, dh, dw, ow)
+        TensorIntrin.register(name, _desc(lanes, v, cb, sw, dh, dw, ow), _impl(fn, lanes, v, cb, ow),
+                              c_source=c_source(isa, v, cb, sw, dh, dw, ow), features=ISA[isa][2],
+                              doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")
+    return name
+
+
+__all__ = ["conv_row_intrin", "isa_of", "lanes_of", "row_tile", "intrin_name", "c_source"]

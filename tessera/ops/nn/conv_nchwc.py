@@ -1,0 +1,560 @@
+"""Blocked-layout convolutions (TVM's x86 NCHW[x]c strategy): nn.contrib_conv2d_NCHWc and
+nn.contrib_depthwise_conv2d_NCHWc.
+
+    data   NCHW{ib}c    (N, C / ib, H, W, ib)
+    weight OIHW{ib}i{ob}o  (O / ob, C / ib, KH, KW, ib, ob)       (depthwise: OIHW1i{ob}o,
+                                                                   (C / ob, 1, KH, KW, 1, ob))
+    output NCHW{ob}c    (N, O / ob, OH, OW, ob)
+
+A block of ob output channels is one SIMD vector (8 fp32 lanes with AVX2, 16 with AVX-512), so the
+innermost dimension of every tensor is a vector: a convolution updates a row of output vectors
+from broadcast input values and vector loads of weights that the graph pass alter_layout packed
+once, at compile time (graph/passes/alter_layout.py). Padding is (top, left, bottom, right) as
+the NCHW ops' (begin..., end...).
+
+Default CPU schedule (float32, AVX2 or AVX-512): the output row of V blocks for one (n, block
+group, oh) is one call of a register-tiled micro-kernel (tensorize; ops/nn/_x86_conv.py), the
+(n, block group, oh) loops fused and parallel, the fused epilogue (bias, relu, residual add)
+computed right after each row while it is in L1 (reverse_compute_at), the padding copy parallel
+over rows. Other dtypes or CPUs: the same loop order with an (ow tile x vector) register block.
+Depthwise: taps unrolled in the expression (no reduction loop) and read from the unpadded input
+(clamped index, a select zeroes a tap in the padding), the channel vector vectorized, rows parallel.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+
+from ... import te
+from ...errors import DTypeError, ScheduleError, ShapeError, TesseraError
+from ...graph.ir import TensorType
+from ...ir import expr as E
+from .. import _schedule as S
+from ..registry import OpPattern, register_op
+from . import _util as U
+
+CONV = "nn.contrib_conv2d_NCHWc"
+DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
+
+_DATA = re.compile(r"^NCHW(\d+)c$")
+_KERNEL = re.compile(r"^OIHW(\d+)i(\d+)o$")
+
+
+def data_layout_block(op, layout) -> int:
+    """8 for "NCHW8c"; TesseraError for anything else."""
+    m = _DATA.match(str(layout))
+    if not m or int(m.group(1)) < 1:
+        raise TesseraError(f"{op}: layout {layout!r} is not a blocked layout NCHW{{x}}c such as 'NCHW8c'")
+    return int(m.group(1))
+
+
+def kernel_layout_blocks(op, layout) -> tuple:
+    """(8, 16) for "OIHW8i16o"."""
+    m = _KERNEL.match(str(layout))
+    if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+        raise TesseraError(f"{op}: kernel_layout {layout!r} is not a blocked kernel layout OIHW{{i}}i{{o}}o such "
+                           f"as 'OIHW8i8o'")
+    return int(m.group(1)), int(m.group(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+# ---------------------------------------------------------------------------------------------
+def _spatial_out(op, H, W, KH, KW, strides, padding, dilation):
+    out = []
+    for k, (S_, K_) in enumerate(((H, KH), (W, KW))):
+        padded = S_ + padding[k] + padding[2 + k]
+        window = dilation[k] * (K_ - 1) + 1
+        if window > padded:
+            raise ShapeError(f"{op}: kernel {KH}x{KW} (dilated extent {window} on spatial axis {k}) is larger than "
+                             f"the padded input ({S_} + padding {padding[k]}+{padding[2 + k]} = {padded})")
+        out.append((padded - window) // strides[k] + 1)
+    return out
+
+
+def _conv_attrs(op, attrs):
+    strides = U.int_tuple(op, "strides", attrs["strides"], 2, minimum=1)
+    dilation = U.int_tuple(op, "dilation", attrs["dilation"], 2, minimum=1)
+    padding = U.padding_tuple(op, attrs["padding"], 2)
+    return strides, padding, dilation
+
+
+def _check_float(op, data: TensorType, weight: TensorType):
+    U.check_dtype(op, data, U.FLOATS, "data")
+    U.same_dtype(op, (data, weight), ("data", "weight"))
+
+
+def conv2d_nchwc_shape(op, data: TensorType, weight: TensorType, attrs) -> tuple:
+    """Output shape of nn.contrib_conv2d_NCHWc, checking the layouts against the shapes."""
+    U.check_rank(op, data, 5, "data (NCHW{x}c)")
+    U.check_rank(op, weight, 6, "weight (OIHW{i}i{o}o)")
+    strides, padding, dilation = _conv_attrs(op, attrs)
+    if int(attrs["groups"]) != 1:
+        raise TesseraError(f"{op}: groups={attrs['groups']}; the blocked convolution takes groups=1 (depthwise: "
+                           f"{DEPTHWISE})")
+    ib = data_layout_block(op, attrs["data_layout"])
+    kib, kob = kernel_layout_blocks(op, attrs["kernel_layout"])
+    ob = data_layout_block(op, attrs["out_layout"])
+    Cc, H, W, xb = U.static_dims(op, data, (1, 2, 3, 4), "channel blocks, spatial and block dimensions")
+    Oc, WCc, KH, KW, wib, wob = U.static_dims(op, weight, range(6), "weight dimensions")
+    if xb != ib:
+        raise ShapeError(f"{op}: data {data} has blocks of {xb} channels but data_layout is {attrs['data_layout']!r}")
+    if (wib, wob) != (kib, kob):
+        raise ShapeError(f"{op}: weight {weight} has blocks {wib}i{wob}o but kernel_layout is "
+                         f"{attrs['kernel_layout']!r}")
+    if wib != ib or WCc != Cc:
+        raise ShapeError(f"{op}: weight {weight} reads {WCc} blocks of {wib} input channels, the data has {Cc} "
+                         f"blocks of {ib}")
+    if wob != ob:
+        raise ShapeError(f"{op}: weight {weight} makes blocks of {wob} output channels but out_layout is "
+                         f"{attrs['out_layout']!r}")
+    OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
+    return (data.shape[0], Oc, OH, OW, ob)
+
+
+def depthwise_nchwc_shape(op, data: TensorType, weight: TensorType, attrs) -> tuple:
+    U.check_rank(op, data, 5, "data (NCHW{x}c)")
+    U.check_rank(op, weight, 6, "weight (OIHW1i{o}o)")
+    strides, padding, dilation = _conv_attrs(op, attrs)
+    ib = data_layout_block(op, attrs["data_layout"])
+    kib, kob = kernel_layout_blocks(op, attrs["kernel_layout"])
+    ob = data_layout_block(op, attrs["out_layout"])
+    Cc, H, W, xb = U.static_dims(op, data, (1, 2, 3, 4), "channel blocks, spatial and block dimensions")
+    Oc, one, KH, KW, wib, wob = U.static_dims(op, weight, range(6), "weight dimensions")
+    if xb != ib or ob != ib or kib != 1 or kob != ib:
+        raise ShapeError(f"{op}: layouts data {attrs['data_layout']!r}, kernel {attrs['kernel_layout']!r}, out "
+                         f"{attrs['out_layout']!r} for data {data}: a depthwise convolution keeps the block "
+                         f"(NCHW{{x}}c -> NCHW{{x}}c, kernel OIHW1i{{x}}o)")
+    if (Oc, one, wib, wob) != (Cc, 1, 1, ib):
+        raise ShapeError(f"{op}: weight {weight} must be ({Cc}, 1, KH, KW, 1, {ib}) for data {data} (one filter "
+                         f"per channel)")
+    OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
+    return (data.shape[0], Cc, OH, OW, ib)
+
+
+# ---------------------------------------------------------------------------------------------
+# computes
+# ---------------------------------------------------------------------------------------------
+def pad_nchwc(data, padding, value, name="data_pad"):
+    """NCHW{x}c data padded with `value` on H and W (padding = (top, left, bottom, right))."""
+    if not any(padding):
+        return data
+    pt, pl, pb, pr = padding
+    H, W = (int(s.value) for s in data.shape[2:4])
+    shape = (data.shape[0], data.shape[1], H + pt + pb, W + pl + pr, data.shape[4])
+    fill = te.const(value, data.dtype) if isinstance(value, (int, float)) else value
+
+    def body(n, c, h, w, cb):
+        conds = []
+        if pt:
+            conds.append(h >= pt)
+        if pb:
+            conds.append(h < H + pt)
+        if pl:
+            conds.append(w >= pl)
+        if pr:
+            conds.append(w < W + pl)
+        return te.if_then_else(te.all(*conds), data[n, c, h - pt if pt else h, w - pl if pl else w, cb], fill)
+
+    return U.compute(shape, ["n", "c", "hp", "wp", "cb"], body, name)
+
+
+def conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
+                 name="conv2d_NCHWc"):
+    """The blocked convolution compute: a sum over (input block, kh, kw, input lane)."""
+    op = CONV
+    strides = U.int_tuple(op, "strides", strides, 2, minimum=1)
+    dilation = U.int_tuple(op, "dilation", dilation, 2, minimum=1)
+    padding = U.padding_tuple(op, padding, 2)
+    odt = U.out_dtype(op, out_dtype, data.dtype)
+    acc = U.accum_dtype(odt if odt.bits >= data.dtype.bits else data.dtype)
+    Oc, Cc, KH, KW, ib, ob = (int(s.value) for s in weight.shape)
+    H, W = (int(s.value) for s in data.shape[2:4])
+    OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
+    src = pad_nchwc(data, padding, 0)
+    icc = te.reduce_axis((0, Cc), "icc")
+    kh = te.reduce_axis((0, KH), "kh")
+    kw = te.reduce_axis((0, KW), "kw")
+    ici = te.reduce_axis((0, ib), "ici")
+    sh, sw = strides
+    dh, dw = dilation
+
+    def body(n, oc, oh, ow, oci):
+        x = src[n, icc, oh * sh + kh * dh, ow * sw + kw * dw, ici]
+        return te.sum(U.cast(x, acc) * U.cast(weight[oc, icc, kh, kw, ici, oci], acc), axis=[icc, kh, kw, ici])
+
+    shape = (data.shape[0], Oc, OH, OW, ob)
+    names = ["n", "oc_chunk", "oh", "ow", "oc_block"]
+    if acc == odt:
+        return U.compute(shape, names, body, name)
+    out = U.compute(shape, names, body, name + "_acc")
+    return U.compute(shape, names, lambda *i: U.cast(out[i], odt), name)
+
+
+def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
+                           name="depthwise_conv2d_NCHWc"):
+    """Blocked depthwise convolution: the taps unrolled (at most 64) in one elementwise expression,
+    else a reduction over them."""
+    op = DEPTHWISE
+    strides = U.int_tuple(op, "strides", strides, 2, minimum=1)
+    dilation = U.int_tuple(op, "dilation", dilation, 2, minimum=1)
+    padding = U.padding_tuple(op, padding, 2)
+    odt = U.out_dtype(op, out_dtype, data.dtype)
+    acc = U.accum_dtype(odt if odt.bits >= data.dtype.bits else data.dtype)
+    Cc, _, KH, KW, _, cb = (int(s.value) for s in weight.shape)
+    H, W = (int(s.value) for s in data.shape[2:4])
+    OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
+    sh, sw = strides
+    dh, dw = dilation
+    shape = (data.shape[0], Cc, OH, OW, cb)
+    names = ["n", "c_chunk", "oh", "ow", "c_block"]
+
+    if KH * KW <= 64:
+        # taps unrolled straight from the unpadded input: a tap that can fall into the padding
+        # reads a clamped (in-bounds) element and a select on its position, one scalar test per
+        # tap and pixel, zeroes it; no padded copy of the input is made
+        pt, pl = padding[0], padding[1]
+
+        def tap(pos, k, step, first, pad, size, extent):
+            """(clamped index, conditions) of tap k on one axis."""
+            at = pos * step + (k * first - pad)
+            lo = k * first - pad
+            hi = (extent - 1) * step + lo
+            conds = []
+            if lo < 0:
+                conds.append(at >= 0)
+                at = E.max_expr(at, te.const(0, at.dtype))
+            if hi >= size:
+                conds.append(at < size)
+                at = E.min_expr(at, te.const(size - 1, at.dtype))
+            return at, conds
+
+        def body(n, c, oh, ow, b):
+            total = None
+            zero = te.const(0, acc)
+            for i, j in itertools.product(range(KH), range(KW)):
+                h, ch = tap(oh, i, sh, dh, pt, H, OH)
+                w_, cw = tap(ow, j, sw, dw, pl, W, OW)
+                x = U.cast(data[n, c, h, w_, b], acc)
+                if ch or cw:
+                    x = E.Select(te.all(*(ch + cw)), x, zero)
+                term = x * U.cast(weight[c, 0, i, j, 0, b], acc)
+                total = term if total is None else total + term
+            return U.cast(total, odt)
+
+        return U.compute(shape, names, body, name)
+    src = pad_nchwc(data, padding, 0)
+    kh = te.reduce_axis((0, KH), "kh")
+    kw = te.reduce_axis((0, KW), "kw")
+
+    def red(n, c, oh, ow, b):
+        x = U.cast(src[n, c, oh * sh + kh * dh, ow * sw + kw * dw, b], acc)
+        return te.sum(x * U.cast(weight[c, 0, kh, kw, 0, b], acc), axis=[kh, kw])
+
+    if acc == odt:
+        return U.compute(shape, names, red, name)
+    out = U.compute(shape, names, red, name + "_acc")
+    return U.compute(shape, names, lambda *i: U.cast(out[i], odt), name)
+
+
+# ---------------------------------------------------------------------------------------------
+# schedules
+# ---------------------------------------------------------------------------------------------
+def _extent(sch, loop):
+    from ...ir import expr as E
+
+    ext = sch.get(loop).extent
+    return ext.value if isinstance(ext, E.IntImm) else None
+
+
+def _get_block(sch, name):
+    try:
+        return sch.get_block(name)
+    except ScheduleError:
+        return None
+
+
+def _group(chunks: int, isa: str) -> int:
+    """Output blocks per micro-kernel call (V): 2 where they pair up (measured best on AVX2; the
+    row tile is then 6 pixels, 14 with AVX-512), else 3, else 1."""
+    for v in (2, 3, 1):
+        if chunks % v == 0:
+            return v
+    return 1
+
+
+def _parallel_outer(sch, loops, target, work):
+    if len(loops) > 1:
+        fused = sch.fuse(*loops)
+    else:
+        fused = loops[0]
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+        sch.parallel(fused)
+    return fused
+
+
+def _place_epilogue(sch, epilogue, loop, target):
+    """reverse_compute_at every epilogue block into `loop` and vectorize its channel vector; a block
+    that refuses stays where it is (scheduled as a spatial block)."""
+    for name in epilogue:
+        blk = _get_block(sch, name)
+        if blk is None:
+            continue
+        try:
+            sch.reverse_compute_at(blk, loop)
+        except ScheduleError:
+            try:
+                S.schedule_spatial_block(sch, blk, target)
+            except ScheduleError:
+                pass
+            continue
+        lanes = sch.get_loops(blk)[-1]
+        e = _extent(sch, lanes)
+        if e is not None and 2 <= e <= 64:
+            try:
+                sch.vectorize(lanes)
+            except ScheduleError:
+                pass
+
+
+def _kernel_isa(sch, block, target):
+    """The ISA of the micro-kernel for this conv block, or None (not float32, or no kernel)."""
+    from ._x86_conv import isa_of, lanes_of
+
+    blk = sch.get(block)
+    if str(blk.writes[0].buffer.dtype) != "float32" or any(str(r.buffer.dtype) != "float32" for r in blk.reads):
+        return None
+    isa = isa_of(target)
+    if isa is None:
+        return None
+    ob = _extent(sch, sch.get_loops(block)[4])
+    if ob == lanes_of(isa):
+        return isa
+    if ob == 8 and isa == "avx512":
+        return "avx2"     # AVX-512 CPUs run the AVX2 kernel for 8-channel blocks
+    return None
+
+
+def _tensorized(sch, block, target, epilogue, strides, dilation):
+    """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply."""
+    from ._x86_conv import conv_row_intrin
+
+    isa = _kernel_isa(sch, block, target)
+    if isa is None:
+        return False
+    loops = sch.get_loops(block)
+    if len(loops) != 9:
+        return False
+    n, oc, oh, ow, ob, icc, kh, kw, ici = loops
+    ib = _extent(sch, ici)
+    chunks = _extent(sch, oc)
+    if ib is None or chunks is None:
+        return False
+    sw = strides[1]
+    dh, dw = dilation
+    v = _group(chunks, isa)
+    owe = _extent(sch, ow)
+    if owe is None:
+        return False
+    name = conv_row_intrin(isa, v, ib, sw, dh, dw, owe)
+    work = 2 * chunks * ib * (_extent(sch, oh) or 1) * (_extent(sch, ow) or 1) * (_extent(sch, icc) or 1) * 64
+    oco, oci = sch.split(oc, [None, v])
+    sch.reorder(n, oco, oh, oci, ow, ob, icc, kh, kw, ici)
+    init = sch.decompose_reduction(block, oci)
+    sch.vectorize(sch.get_loops(init)[-1])
+    _place_epilogue(sch, epilogue, oh, target)     # while the conv block still writes points
+    sch.tensorize(oci, name)
+    _parallel_outer(sch, [n, oco, oh], target, work)
+    return True
+
+
+def _loop_schedule(sch, block, target, epilogue):
+    """Any dtype / CPU: (n, oc_chunk, oh | ow_outer, icc, kh, kw, ici, ow_inner, oc_block) with
+    the oc_block vector vectorized and a few output pixels unrolled as a register block."""
+    loops = sch.get_loops(block)
+    if len(loops) != 9:
+        return
+    n, oc, oh, ow, ob, icc, kh, kw, ici = loops
+    owe = _extent(sch, ow)
+    reg = next((r for r in (4, 2) if owe is not None and owe % r == 0 and owe > r), None)
+    if reg is not None:
+        owo, owi = sch.split(ow, [None, reg])
+        sch.reorder(n, oc, oh, owo, icc, kh, kw, ici, owi, ob)
+        sch.decompose_reduction(block, icc)
+        sch.unroll(owi)
+    else:
+        sch.reorder(n, oc, oh, ow, icc, kh, kw, ici, ob)
+        sch.decompose_reduction(block, icc)
+    obe = _extent(sch, ob)
+    if obe is not None and 2 <= obe <= 64:
+        sch.vectorize(ob)
+    _place_epilogue(sch, epilogue, oh, target)
+    _parallel_outer(sch, [n, oc, oh], target, S.PARALLEL_MIN_WORK)
+
+
+def schedule_conv2d_nchwc(sch, ctx):
+    """Default CPU schedule of nn.contrib_conv2d_NCHWc (module docstring)."""
+    out = ctx.block
+    block, name = None, None
+    for cand in (out + "_acc", out):
+        b = _get_block(sch, cand)
+        if b is not None and any(iv.iter_type == "reduce" for iv in sch.get(b).iter_vars):
+            block, name = b, cand
+            break
+    done = set()
+    if block is not None:
+        attrs = ctx.attrs
+        strides = U.int_tuple(CONV, "strides", attrs["strides"], 2)
+        dilation = U.int_tuple(CONV, "dilation", attrs["dilation"], 2)
+        epi = tuple(e for e in ctx.epilogue if e != name)
+        if out != name and _get_block(sch, out) is not None:
+            epi = (out,) + epi      # the cast stage of a narrow float output
+        try:
+            trial = sch.copy()
+            ok = _tensorized(trial, trial.get_block(name), ctx.target, epi, strides, dilation)
+        except (ScheduleError, TesseraError):
+            ok = False
+        if ok:
+            _tensorized(sch, block, ctx.target, epi, strides, dilation)
+        else:
+            try:
+                trial = sch.copy()
+                _loop_schedule(trial, trial.get_block(name), ctx.target, epi)
+                _loop_schedule(sch, block, ctx.target, epi)
+            except ScheduleError:
+                pass
+        done.add(name)
+        done.update(epi)
+    _schedule_rest(sch, done, ctx.target)
+
+
+def _schedule_rest(sch, done, target):
+    """The padding copy (and any other stage): parallel rows, the block vector vectorized."""
+    root = sch.get_block("root")
+    for blk in sch.get_child_blocks(root):
+        nm = sch.get(blk).name_hint
+        if nm in done or nm.endswith("_init"):
+            continue
+        try:
+            if any(iv.iter_type == "reduce" for iv in sch.get(blk).iter_vars):
+                S.schedule_reduce_block(sch, blk, target)
+            else:
+                _blocked_spatial(sch, blk, target)
+        except ScheduleError:
+            continue
+
+
+def _blocked_spatial(sch, block, target):
+    """A spatial NCHW{x}c block: rows (n, c_chunk, h) fused and parallel, the x lanes vectorized."""
+    loops = sch.get_loops(block)
+    if len(loops) != 5:
+        S.schedule_spatial_block(sch, block, target)
+        return
+    e = _extent(sch, loops[-1])
+    if e is not None and 2 <= e <= 64:
+        sch.vectorize(loops[-1])
+    work = 1
+    for lp in loops:
+        work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+        sch.parallel(sch.fuse(*loops[:3]))
+
+
+def schedule_depthwise_nchwc(sch, ctx):
+    """Rows (n, c_chunk, oh) parallel, the channel vector vectorized, taps unrolled in the expression."""
+    out = ctx.block
+    done = set()
+    for cand in (out + "_acc", out):
+        b = _get_block(sch, cand)
+        if b is None:
+            continue
+        is_red = any(iv.iter_type == "reduce" for iv in sch.get(b).iter_vars)
+        try:
+            trial = sch.copy()
+            _depthwise_block(trial, trial.get_block(cand), ctx.target, is_red, ctx.epilogue)
+            _depthwise_block(sch, b, ctx.target, is_red, ctx.epilogue)
+            done.add(cand)
+            done.update(ctx.epilogue)
+        except ScheduleError:
+            pass
+        break
+    _schedule_rest(sch, done, ctx.target)
+
+
+def _depthwise_block(sch, block, target, is_red, epilogue):
+    loops = sch.get_loops(block)
+    n, c, oh, ow, cb = loops[:5]
+    if is_red:
+        kh, kw = loops[5:7]
+        sch.reorder(n, c, oh, ow, kh, kw, cb)
+        sch.decompose_reduction(block, kh)
+    e = _extent(sch, cb)
+    if e is not None and 2 <= e <= 64:
+        sch.vectorize(cb)
+    _place_epilogue(sch, epilogue, oh, target)
+    work = 1
+    for lp in loops[:5]:
+        work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
+    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+        sch.parallel(sch.fuse(n, c, oh))
+
+
+# ---------------------------------------------------------------------------------------------
+# registration
+# ---------------------------------------------------------------------------------------------
+_COMMON = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "data_layout": "NCHW8c",
+           "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c", "out_dtype": ""}
+
+conv2d_NCHWc = register_op(
+    CONV, inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs={**_COMMON, "groups": 1},
+    doc="2-d convolution in blocked layouts: data NCHW{i}c, weight OIHW{i}i{o}o (packed once by alter_layout), "
+        "output NCHW{o}c; padding (top, left, bottom, right).")
+
+
+@conv2d_NCHWc.def_infer
+def _conv_infer(types, attrs):
+    data, weight = types
+    _check_float(CONV, data, weight)
+    odt = U.out_dtype(CONV, attrs["out_dtype"], data.dtype)
+    if not odt.is_float():
+        raise DTypeError(f"{CONV}: out_dtype {odt} for float inputs must be a float type")
+    return [TensorType(conv2d_nchwc_shape(CONV, data, weight, attrs), odt)]
+
+
+@conv2d_NCHWc.def_compute
+def _conv_compute(tensors, attrs):
+    data, weight = tensors
+    return [conv2d_nchwc(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["out_dtype"])]
+
+
+conv2d_NCHWc.def_schedule(schedule_conv2d_nchwc)
+
+depthwise_conv2d_NCHWc = register_op(
+    DEPTHWISE, inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    attrs={**_COMMON, "kernel_layout": "OIHW1i8o"},
+    doc="depthwise 2-d convolution in a blocked layout: data and output NCHW{x}c, weight OIHW1i{x}o "
+        "(one filter per channel); padding (top, left, bottom, right).")
+
+
+@depthwise_conv2d_NCHWc.def_infer
+def _dw_infer(types, attrs):
+    data, weight = types
+    _check_float(DEPTHWISE, data, weight)
+    odt = U.out_dtype(DEPTHWISE, attrs["out_dtype"], data.dtype)
+    if not odt.is_float():
+        raise DTypeError(f"{DEPTHWISE}: out_dtype {odt} for float inputs must be a float type")
+    return [TensorType(depthwise_nchwc_shape(DEPTHWISE, data, weight, attrs), odt)]
+
+
+@depthwise_conv2d_NCHWc.def_compute
+def _dw_compute(tensors, attrs):
+    data, weight = tensors
+    return [depthwise_conv2d_nchwc(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"],
+                                   attrs["out_dtype"])]
+
+
+depthwise_conv2d_NCHWc.def_schedule(schedule_depthwise_nchwc)
+
+__all__ = ["conv2d_nchwc", "depthwise_conv2d_nchwc", "pad_nchwc", "conv2d_nchwc_shape", "depthwise_nchwc_shape",
+           "schedule_conv2d_nchwc", "schedule_depthwise_nchwc", "data_layout_block", "kernel_layout_blocks",
+           "CONV", "DEPTHWISE"]
