@@ -13,7 +13,10 @@ its text (`"lambda k, j: (j // 16, k, j % 16)"`), which `IndexMap.parse` reads b
 parser of index arithmetic (names, ints, + - * // %, min/max), never `eval`. The map must be
 injective on the buffer's shape: maps made of whole indices and (i // c, i % c) pairs are by
 construction, others are checked by enumeration on constant shapes (and refused on symbolic ones); a map whose image does not fill the new shape pads the buffer, which is
-allowed for allocated buffers (the padding is never read) with pad_value=None.
+allowed for allocated buffers: with pad_value=None the padding is left unwritten (nothing reads
+it); with a pad_value the buffer's writer is rebuilt to iterate over the padded layout and store
+pad_value where the map's inverse leaves the old shape (as TVM does), so whole padded tiles can be
+read, e.g. by a micro-kernel.
 """
 from __future__ import annotations
 
@@ -379,11 +382,10 @@ def transform_layout(self, block, buffer, index_map, pad_value=None, assume_inje
     else:
         shape, padded = _new_shape(m, buf, prim)
     is_param = any(p is buf for p in idx.func.params)
-    if padded and pad_value is not None:
-        raise ScheduleError(f"{prim}: {m.text()} pads {buf.name!r} (shape {_shape_text(buf)} -> "
-                            f"({', '.join(s.script() for s in shape)})); tessera leaves padding unwritten "
-                            f"and does not fill it with pad_value; pass pad_value=None")
     new_buf = buf.replace(shape=tuple(shape), strides=())
+    pad_plan = None
+    if padded and pad_value is not None:
+        pad_plan = _plan_padding(self, fname, idx, buf, new_buf, m, pad_value, prim)
     ana = shape_var_analyzer(idx.func)
 
     def index_fn(old, indices):
@@ -409,8 +411,96 @@ def transform_layout(self, block, buffer, index_map, pad_value=None, assume_inje
     new_func = func.replace(params=params, body=body)
     if not is_param and body is func.body:
         raise ScheduleError(f"{prim}: {buf.name!r} is not used in the function")
+    if pad_plan is not None:
+        wname, nest, old_loops = pad_plan
+        from .state import FuncIndex
+        from .region import edit, removal_root
+
+        fidx = FuncIndex(new_func)
+        root = removal_root(fidx, fidx.blocks[wname])
+        new_func = new_func.with_body(edit(new_func.body, {id(root): lambda _: nest}))
+        for v in old_loops:
+            self._retire_loop(fname, v, f"transform_layout regenerated the loops of block {wname!r} over the "
+                                        f"padded layout of {buf.name!r}")
     self._state.set_func(fname, new_func)
     return None
+
+
+def _plan_padding(self, fname, idx, buf, new_buf, m, pad_value, prim):
+    """The writer of buf rebuilt to iterate over the padded layout, writing pad_value where the
+    inverse of the map leaves the old shape: (block name, new loop nest, retired loop vars)."""
+    from ...ir import BlockRealize, BufferStore, Call, For, ForKind, IterVar, all_of
+    from ...ir.functor import substitute as subst
+    from .region import dedup_regions, loops_in, removal_root
+
+    if _split_form(m, buf, shape_var_analyzer(idx.func)) is None:
+        raise ScheduleError(f"{prim}: pad_value needs a map of whole indices and (i // c, i % c) pairs (whose "
+                            f"inverse is known), not {m.text()}")
+    if any(p is buf for p in idx.func.params):
+        raise ScheduleError(f"{prim}: {m.text()} pads {buf.name!r}, a parameter of the function; its padding is "
+                            f"the caller's, so pad_value applies to allocated buffers only")
+    writers = [r for r in idx.realizes if any(w.buffer is buf for w in r.block.writes)]
+    if len(writers) != 1:
+        raise ScheduleError(f"{prim}: pad_value needs one block writing {buf.name!r}, found {len(writers)}")
+    w = writers[0]
+    blk = w.block
+    wname = blk.name_hint
+    store = blk.body
+    ivars = [iv.var for iv in blk.iter_vars]
+    if blk.init is not None or any(iv.iter_type != "data_par" for iv in blk.iter_vars) or \
+            type(store) is not BufferStore or store.buffer is not buf or len(blk.writes) != 1 or \
+            sorted(id(x) for x in store.indices) != sorted(id(v) for v in ivars):
+        raise ScheduleError(f"{prim}: to write pad_value, block {wname!r} must be a spatial block storing "
+                            f"{buf.name!r} at its iteration variables (one store)")
+    root = removal_root(idx, w)
+    if root is w and idx.loops_above(w):
+        raise ScheduleError(f"{prim}: block {wname!r} shares its loops with other blocks; pad it before moving "
+                            f"blocks into its loops")
+    # buffer dimension d is indexed by the writer's iterator store.indices[d]; new dimension e is
+    # x (a whole index), x // c or x % c: invert to get every old index from the new ones
+    by_dim = {x: d for d, x in enumerate(m.initial_indices)}
+    parts = {}
+    names = []
+    for e in m.final_indices:
+        x = e if isinstance(e, Var) else e.a
+        base = store.indices[by_dim[x]].name
+        names.append(base if isinstance(e, Var) else f"{base}_{'o' if type(e) is FloorDiv else 'i'}")
+    uvars = [Var(n, s.dtype) for n, s in zip(names, new_buf.shape)]
+    for u, e in zip(uvars, m.final_indices):
+        if isinstance(e, Var):
+            parts.setdefault(e, {})["whole"] = u
+        else:
+            parts.setdefault(e.a, {})["div" if type(e) is FloorDiv else "mod"] = (u, e.b)
+    ana = shape_var_analyzer(idx.func)
+    vmap, valid = {}, []
+    for x, d in by_dim.items():
+        p = parts[x]
+        if "whole" in p:
+            old = p["whole"]
+        else:
+            (uo, c), (ui, _) = p["div"], p["mod"]
+            old = uo * c + ui
+            if not ana.can_prove_equal(buf.shape[d] % c, 0):
+                valid.append(old < buf.shape[d])
+        vmap[store.indices[d]] = old
+    value = subst(store.value, vmap)
+    pad = const(pad_value, buf.dtype)
+    if valid:
+        value = Call(buf.dtype, "if_then_else", (all_of(*valid), value, pad))
+    ivs = [IterVar(Range.from_min_extent(const(0, s.dtype), s), u, "data_par") for u, s in zip(uvars, new_buf.shape)]
+    reads = tuple(r.replace(region=tuple(Range.from_min_extent(ana.simplify(subst(x.min, vmap)),
+                                                               subst(x.extent, vmap)) for x in r.region))
+                  for r in blk.reads)
+    from .region import point_region
+
+    new_block = blk.replace(iter_vars=tuple(ivs), body=BufferStore(new_buf, value, uvars),
+                            reads=dedup_regions(reads), writes=(point_region(new_buf, uvars),))
+    lvars = [Var(n[1:] if n.startswith("v") and len(n) > 1 else n, u.dtype) for n, u in zip(names, uvars)]
+    stmt = BlockRealize(lvars, True, new_block)
+    for lv, s in reversed(list(zip(lvars, new_buf.shape))):
+        stmt = For(lv, const(0, lv.dtype), s, ForKind.SERIAL, stmt)
+    old_loops = [lp.loop_var for lp in loops_in(root)] if root is not w else []
+    return wname, stmt, old_loops
 
 
 _traced_transform_layout = Schedule.transform_layout

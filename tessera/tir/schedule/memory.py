@@ -19,7 +19,7 @@ from ...ir.buffer import SCOPES
 from ...ir.node import frozen_map
 from .analysis import _lowest_common_sref, consumers, scope_children
 from .handles import BlockRV
-from .region import (BufferReplacer, analyzer_for, block_box, body_items, buffer_names, edit,
+from .region import (BufferReplacer, analyzer_for, block_box, buffer_names, edit,
                      fresh_block_name, fresh_name, insert_into, item_position, point_region)
 from .schedule import primitive
 
@@ -145,7 +145,13 @@ def _resolve_consumers(self, prim, fname, consumer_blocks, buf, candidates):
         raise ScheduleError(f"{prim}: consumer_blocks must be a list of BlockRVs, got {consumer_blocks!r}")
     out = []
     for rv in consumer_blocks:
-        _, _, r = self._block(rv, prim, func=fname)
+        if isinstance(rv, str):  # a block name (TVM accepts names too)
+            r = self._state.index(fname).blocks.get(rv)
+            if r is None:
+                raise ScheduleError(f"{prim}: consumer_blocks names block {rv!r}, which function {fname!r} "
+                                    f"does not have")
+        else:
+            _, _, r = self._block(rv, prim, func=fname)
         if not any(x is r for x in candidates):
             raise ScheduleError(f"{prim}: block {r.block.name_hint!r} in consumer_blocks does not read "
                                 f"{buf.name!r}")

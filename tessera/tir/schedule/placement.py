@@ -21,12 +21,12 @@ locations these primitives accept).
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import (BlockRealize, BufferLoad, BufferStore, For, ForKind, IntImm, Range, Var, all_of,
-                   cast, const, floordiv, max_expr, min_expr, substitute)
+from ...ir import (BlockRealize, BufferLoad, BufferStore, FloorDiv, FloorMod, For, ForKind, IntImm, Range,
+                   Var, all_of, cast, const, floordiv, max_expr, min_expr, substitute)
 from ...ir.functor import Mutator
 from .analysis import (_complete_or_reduction, consumers, is_output_block, producers, uses_var,
                        uses_vars)
-from .region import (BufferReplacer, analyzer_for, bindings, block_box, body_items, ceildiv,
+from .region import (analyzer_for, block_box, body_items, ceildiv,
                      dedup_regions, edit, insert_into, is_one, item_position, loops_in, point_region,
                      removal_root, solve_linear, union_bounds)
 from .schedule import primitive
@@ -227,9 +227,17 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
         if req is None:
             continue
         for reg in (r for r in provided if r.buffer is buf):
+            splits = []   # (kind, v, a, b, c, lo, hi) of `(a*v + b) // c` and `(a*v + b) % c` indices
             for dim, (r, (lo, hi)) in enumerate(zip(reg.region, req)):
                 sol = solve_linear(r.min, ivars, ana)
                 what = "reads" if reverse else "writes"
+                if sol is None and not reverse and not uses_vars(r.extent, set(ivars)):
+                    part = _split_index(r, ivars, ana)
+                    if part is not None:
+                        splits.append(part + (lo, hi))
+                    else:  # not invertible: compute every value of the iterators it uses
+                        full.update(v for v in ivars if uses_var(r.min, v))
+                    continue
                 if sol is None or uses_vars(r.extent, set(ivars)):
                     raise ScheduleError(f"{prim}: block {name!r} {what} {buf.name!r} at {r.min.script()} in "
                                         f"dimension {dim}, which is not a * v + b of one of its iteration "
@@ -247,18 +255,10 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
                                             f"{lname!r} cannot be bounded")
                     full.add(v)
                     continue
-                ext = r.extent
-                if a < 0:
-                    # a*v + b = (-a) * (-v) + b: solve for w = -v, then negate
-                    wlo = ceildiv(ana.simplify(lo - b - ext + 1), -a)
-                    whi = floordiv(hi - b, -a)
-                    vlo, vhi = -whi, -wlo
-                else:
-                    vlo = ceildiv(lo - b - ext + 1, a) if not (is_one(ext) and a == 1) else lo - b
-                    vhi = floordiv(hi - b, a) if a != 1 else hi - b
-                cons_of[v].append((ana.simplify(vlo), ana.simplify(vhi)))
+                cons_of[v].append(_solve_range(a, b, r.extent, lo, hi, ana))
                 if reverse:
                     _check_reads_inside(prim, name, buf, dim, r.min, v, a, b, block, ana)
+            _split_constraints(splits, cons_of, full, ana)
     # the domain of every iteration variable
     doms = []
     for iv in block.iter_vars:
@@ -266,6 +266,9 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
         dmax = ana.simplify(iv.dom.min + iv.dom.extent - 1)
         cs = cons_of[iv.var]
         if reverse and cs and iv.iter_type == "reduce":
+            if all(ana.can_prove(lo <= dmin) and ana.can_prove(hi >= dmax) for lo, hi in cs):
+                doms.append((dmin, dmax, False, False))   # the whole reduction in one iteration
+                continue
             raise ScheduleError(f"reverse_compute_at: under loop {lname!r} block {name!r} would be computed in "
                                 f"parts along its reduction iterator {iv.var.name!r}; move it to a loop outside "
                                 f"the producers' loops of that dimension")
@@ -291,6 +294,50 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
     plan.remove = removal_root(idx, realize)
     plan.removed_loops = [lp.loop_var for lp in loops_in(plan.remove)] if plan.remove is not realize else []
     return plan
+
+
+def _solve_range(a, b, ext, lo, hi, ana):
+    """The values of v for which [a*v + b, a*v + b + ext - 1] meets [lo, hi]."""
+    if a < 0:
+        # a*v + b = (-a) * (-v) + b: solve for w = -v, then negate
+        wlo = ceildiv(ana.simplify(lo - b - ext + 1), -a)
+        whi = floordiv(hi - b, -a)
+        vlo, vhi = -whi, -wlo
+    else:
+        vlo = ceildiv(lo - b - ext + 1, a) if not (is_one(ext) and a == 1) else lo - b
+        vhi = floordiv(hi - b, a) if a != 1 else hi - b
+    return ana.simplify(vlo), ana.simplify(vhi)
+
+
+def _split_index(r, ivars, ana):
+    """("div" | "mod", v, a, b, c) for a one-element index `(a*v + b) // c` or `(a*v + b) % c`."""
+    e = r.min
+    if type(e) not in (FloorDiv, FloorMod) or type(e.b) is not IntImm or e.b.value <= 0 or not is_one(r.extent):
+        return None
+    sol = solve_linear(e.a, ivars, ana)
+    if sol is None or sol[0] is None:
+        return None
+    v, a, b = sol
+    return ("div" if type(e) is FloorDiv else "mod", v, a, b, e.b.value)
+
+
+def _split_constraints(splits, cons_of, full, ana):
+    """Constraints on iterators indexed through `x // c` (with the matching `x % c`, when there is
+    one, narrowing the ends): x lies in [qlo * c + mlo, qhi * c + mhi]."""
+    from ...ir import structural_equal
+
+    mods = [s for s in splits if s[0] == "mod"]
+    for kind, v, a, b, c, qlo, qhi in splits:
+        if kind != "div":
+            continue
+        if qlo is None or qhi is None:
+            full.add(v)
+            continue
+        m = next((x for x in mods if x[1] is v and x[2] == a and x[4] == c and structural_equal(x[3], b)), None)
+        mlo = m[5] if m is not None and m[5] is not None else 0
+        mhi = m[6] if m is not None and m[6] is not None else c - 1
+        xlo, xhi = ana.simplify(qlo * c + mlo), ana.simplify(qhi * c + mhi)
+        cons_of[v].append(_solve_range(a, b, const(1, v.dtype), xlo, xhi, ana))
 
 
 def _check_reads_inside(prim, name, buf, dim, index, v, a, b, block, ana):

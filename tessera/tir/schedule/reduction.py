@@ -112,6 +112,17 @@ def decompose_reduction(self, block, loop):
     return self._new_block_rv(fname, init_name)
 
 
+def _without_loops(pred, loops: set):
+    """The conjuncts of pred that use none of the given loop variables."""
+    kept = [c for c in _conjuncts(pred) if not (set(collect_vars(c)) & loops)]
+    if not kept:
+        return const(True)
+    out = kept[0]
+    for c in kept[1:]:
+        out = out & c
+    return out
+
+
 def _split_predicate(pred, dropped: dict, ana):
     """The predicate for a block that no longer runs inside the dropped loops (var -> its min):
     the original block ran its init when those loops were at their minimum, so each conjunct
@@ -279,6 +290,30 @@ def rfactor(self, loop, factor_axis):
     rf_load = BufferLoad(rf_buf, rf_indices)
     rf_update = substitute(BufferStore(rf_buf, combine(rf_load, rhs), rf_indices), var_map)
     rf_init = substitute(BufferStore(rf_buf, init.value, rf_indices), var_map)
+    # The loop-level predicate on the reduction loops stands for "each replaced reduction iterator
+    # is in its domain". It moves into the block as a guard on the update in terms of the new
+    # iterators, so that every partial is initialized (the write-back reads them all) and the
+    # block stays correct wherever compute_at regenerates its loops.
+    ana = analyzer_for(idx, realize)
+    for x in ivs:
+        ana.bind(x.var, x.dom)
+    guards = []
+    iv_of = {iv.var: iv for iv in blk.iter_vars}
+    for var, expr in var_map.items():
+        dom = iv_of[var].dom
+        lo_ok, hi_ok = expr >= dom.min, expr < dom.min + dom.extent
+        for c in (lo_ok, hi_ok):
+            if not ana.can_prove(c):
+                guards.append(c)
+    if guards:
+        from ...ir import IfThenElse, all_of
+
+        rf_update = IfThenElse(all_of(*guards), rf_update)
+    replaced_loops = set()
+    for iv, v in zip(blk.iter_vars, realize.iter_values):
+        if iv.var in var_map:
+            replaced_loops.update(collect_vars(v))
+    rf_pred = _without_loops(realize.predicate, replaced_loops)
 
     def rf_regions(regions):
         out = []
@@ -297,7 +332,7 @@ def rfactor(self, loop, factor_axis):
     rf_block = Block(ivs, rf_regions(blk.reads), rf_regions(blk.writes), rf_name, rf_update, rf_init,
                      annotations=blk.annotations or None)
     new_vars = {lp.loop_var: Var(lp.loop_var.name, lp.loop_var.dtype) for lp in loops}
-    rf_stmt = BlockRealize([substitute(v, new_vars) for v in values], substitute(realize.predicate, new_vars),
+    rf_stmt = BlockRealize([substitute(v, new_vars) for v in values], substitute(rf_pred, new_vars),
                            rf_block)
     for lp in reversed(loops):
         rf_stmt = lp.replace(loop_var=new_vars[lp.loop_var], min=substitute(lp.min, new_vars),
@@ -320,7 +355,7 @@ def rfactor(self, loop, factor_axis):
     wb_block = Block(wb_ivs, dedup_regions(wb_reads), (point_region(buf, wb_indices),), name, wb_update,
                      wb_init, annotations=blk.annotations or None)
     removed = {lp.loop_var: lp.min for lp in loops if lp.loop_var in red_vars and lp is not node}
-    wb_pred = _split_predicate(realize.predicate, removed, analyzer_for(idx, realize))
+    wb_pred = _without_loops(realize.predicate, red_vars)   # it reads every (initialized) partial
     wb_realize = BlockRealize(wb_values, wb_pred, wb_block)
     edits = {id(realize): lambda r: wb_realize}
     for lp in loops:

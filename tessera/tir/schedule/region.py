@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from ...arith import Analyzer
 from ...ir import (Add, Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Cast,
-                   FloorDiv, FloorMod, For, IntImm, Max, Min, Mul, PrimExpr, Range, Select, SeqStmt,
-                   Sub, Var, const, max_expr, min_expr, seq, substitute)
+                   FloorDiv, FloorMod, For, IntImm, Max, Min, Mul, Range, Select, SeqStmt, Sub, const,
+                   max_expr, min_expr, seq, substitute)
 from ...ir.functor import Mutator, Visitor
 from .analysis import uses_var, uses_vars
 
@@ -342,6 +342,9 @@ class BufferReplacer(Mutator):
         return BufferRegion(new, r.region)
 
     def visit_Block(self, b):
+        if b.iter_vars and not any(r.buffer in self.bmap for r in b.reads + b.writes) and \
+                not any(x in self.bmap for x in b.alloc_buffers) and not _has_blocks(b.body):
+            return b  # a leaf block's regions list every buffer its body accesses
         body = self.visit(b.body)
         init = self.visit(b.init) if b.init is not None else None
         reads = tuple(self.region(r) for r in b.reads)
@@ -359,6 +362,12 @@ class BufferReplacer(Mutator):
         if body is a.body and buf is a.buffer:
             return a
         return a.replace(buffer=buf, body=body)
+
+
+def _has_blocks(stmt) -> bool:
+    from .state import child_realizes
+
+    return bool(child_realizes(stmt))
 
 
 def point_region(buffer: Buffer, indices) -> BufferRegion:

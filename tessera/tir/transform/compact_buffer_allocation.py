@@ -14,8 +14,7 @@ k * factor + offset. On CPU targets the GPU storage scopes "shared" and "warp" b
 """
 from __future__ import annotations
 
-from ...ir import (Allocate, AttrStmt, Buffer, BufferLoad, BufferStore, For, IntImm, LetStmt, PrimFunc,
-                   Range, Var, collect_vars, const)
+from ...ir import Allocate, Buffer, BufferLoad, BufferStore, IntImm, PrimFunc, Range, collect_vars, const
 from ...ir.functor import Mutator, Visitor
 
 DIM_ALIGN = "buffer_dim_align"

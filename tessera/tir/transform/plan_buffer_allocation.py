@@ -16,8 +16,7 @@ around the Allocate.
 """
 from __future__ import annotations
 
-from ...ir import (Allocate, AttrStmt, Block, BlockRealize, BufferLoad, BufferStore, Call, For,
-                   ForKind, PrimFunc, collect_vars, const)
+from ...ir import Allocate, AttrStmt, BlockRealize, Call, For, ForKind, PrimFunc, collect_vars, const
 from ...ir.functor import Visitor
 
 DIM_ALIGN = "buffer_dim_align"

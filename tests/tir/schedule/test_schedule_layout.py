@@ -5,12 +5,14 @@ import json
 import numpy as np
 import pytest
 
+import tessera
 from tessera import te, tir
 from tessera.errors import ScheduleError
 from tessera.ir import structural_equal
 from tessera.tir.schedule import IndexMap, Trace
 
-from schedule_helpers import check_gemm, gemm, rand, realize_of, run_built, schedule
+from interp_lowered import run as interp
+from schedule_helpers import check_gemm, gemm, nest, rand, realize_of, run_built, schedule
 
 
 def replays(sch, func):
@@ -66,6 +68,28 @@ def test_packing_a_gemm_operand_through_a_cache():
     assert replays(sch, f)
 
 
+def test_the_packing_block_computes_one_panel_per_tile():
+    """cache_read + transform_layout + compute_at of the packing block under the reduction tile:
+    its iterators are solved through the j // 16 and j % 16 indices of the packed layout."""
+    f = gemm(32, 48, 32)
+    sch = schedule(f)
+    c = sch.get_block("C")
+    pack = sch.cache_read(c, 1, "global")
+    sch.transform_layout(c, ("read", 1), lambda k, j: (j // 16, k, j % 16))
+    i, j, k = sch.get_loops(c)
+    jo, ji = sch.split(j, factors=[None, 16])
+    ko, ki = sch.split(k, factors=[None, 8])
+    sch.reorder(jo, ko, i, ki, ji)
+    sch.compute_at(pack, ko)
+    assert nest(sch.mod["main"], "B_global") == [("j_0", "serial", "3"), ("k_0", "serial", "4"),
+                                                 ("ax0", "serial", "8"), ("ax1", "serial", "16")]
+    assert "v1 = T.axis.spatial(48, j_0 * 16 + ax1)" in sch.mod.script()
+    check_gemm(sch, 32, 48, 32)
+    low = tessera.lower(sch)
+    assert "B_global = T.allocate([128]" in low.script()     # one 8 x 16 panel slice
+    assert replays(sch, f)
+
+
 def test_transform_layout_of_a_parameter_changes_what_the_caller_passes():
     f = gemm(16, 8, 12)
     sch = schedule(f)
@@ -83,9 +107,44 @@ def test_padding_an_intermediate_leaves_the_padding_unwritten():
     sch.transform_layout(sch.get_block("B"), ("write", 0), lambda i, j: (i, j // 8, j % 8))
     assert [s.value for s in realize_of(sch.mod["main"], "B").block.writes[0].buffer.shape] == [12, 4, 8]
     check_chain(sch, 12, 30)
-    s2 = schedule(f)
-    with pytest.raises(ScheduleError, match=r"pads 'B' \(shape \(12, 30\) -> \(12, 4, 8\)\).*pass pad_value=None"):
-        s2.transform_layout(s2.get_block("B"), ("write", 0), lambda i, j: (i, j // 8, j % 8), pad_value=0.0)
+    assert "if_then_else" not in sch.mod.script()
+
+
+def test_pad_value_rebuilds_the_writer_over_the_padded_layout():
+    f = chain(12, 30)
+    sch = schedule(f)
+    b = sch.get_block("B")
+    old_i, old_j = sch.get_loops(b)
+    sch.transform_layout(b, ("write", 0), lambda i, j: (j // 8, i, j % 8), pad_value=-7.0)
+    text = sch.mod.script()
+    assert nest(sch.mod["main"], "B") == [("j_o", "serial", "4"), ("i", "serial", "12"), ("j_i", "serial", "8")]
+    assert ("B[vj_o, vi, vj_i] = T.if_then_else(vj_o * 8 + vj_i < 30, A[vi, vj_o * 8 + vj_i] * T.float32(2.0), "
+            "T.float32(-7.0), dtype=\"float32\")") in text
+    with pytest.raises(ScheduleError, match="regenerated the loops of block 'B' over the padded layout"):
+        sch.get(old_i)
+    check_chain(sch, 12, 30)
+    # the padding really holds pad_value: expose the padded buffer as a parameter and look at it
+    n, m = 3, 10
+    A = te.placeholder((n, m), name="A")
+    B = te.compute((n, m), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((n, m), lambda i, j: B[i, j] * 1.0, name="C")
+    s2 = schedule(te.create_prim_func([A, C]))
+    s2.transform_layout(s2.get_block("B"), ("write", 0), lambda i, j: (i, j // 4, j % 4), pad_value=5.0)
+    func = s2.mod["main"]
+    root = func.body.block
+    (bbuf,) = root.alloc_buffers
+    exposed = func.replace(params=func.params + (bbuf,),
+                           body=func.body.replace(block=root.replace(alloc_buffers=())))
+    a = rand((n, m))
+    c = np.full((n, m), np.nan, "float32")
+    bp = np.full((n, 3, 4), np.nan, "float32")
+    interp(exposed, [a, c, bp])
+    np.testing.assert_allclose(c, a + 1, rtol=1e-6)
+    np.testing.assert_allclose(bp.reshape(n, 12)[:, :m], a + 1, rtol=1e-6)
+    assert (bp.reshape(n, 12)[:, m:] == 5.0).all()
+    with pytest.raises(ScheduleError, match="pad_value applies to allocated buffers only"):
+        s3 = schedule(gemm(8, 6, 8))
+        s3.transform_layout(s3.get_block("C"), "B", lambda k, j: (k, j // 4, j % 4), pad_value=0.0)
 
 
 def test_transform_layout_refusals():

@@ -9,7 +9,7 @@ import pytest
 import tessera
 from tessera import te, tir
 from tessera.errors import ScheduleError
-from tessera.ir import Allocate, BlockRealize, For, Var, structural_equal
+from tessera.ir import Allocate, For, structural_equal
 from tessera.tir.schedule import Trace
 
 from schedule_helpers import check_gemm, gemm, nest, rand, realize_of, run_built, schedule
@@ -94,6 +94,11 @@ def test_cache_read_of_an_intermediate_goes_after_its_writer_and_serves_chosen_c
     order = top_blocks(sch.mod["main"])
     assert order == ["B", "B_global", "C", "D"]
     check_chain3(sch)
+    # consumers may be named
+    s3 = schedule(f)
+    s3.cache_read(s3.get_block("D"), 0, "global", consumer_blocks=["D"])
+    assert structural_equal(s3.mod, sch.mod)
+    assert replays(s3, f)
     # by default every consumer reads the cache
     s2 = schedule(f)
     s2.cache_read(s2.get_block("D"), 0, "global")

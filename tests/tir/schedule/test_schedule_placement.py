@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import tessera
 from tessera import te, tir
 from tessera.errors import ScheduleError
-from tessera.ir import (Block, BlockRealize, BufferStore, For, IterVar, PrimFunc, Range, Var, structural_equal)
+from tessera.ir import Block, BlockRealize, BufferStore, For, Range, Var, structural_equal
 from tessera.tir.schedule import INLINE_MARK, ROOT_MARK, Trace
 from tessera.tir.schedule.analysis import compute_locations
 

@@ -209,6 +209,7 @@ def _choose(draw, sch):
         which = draw(st.sampled_from([("write", 0), ("read", 0), ("read", 1)]))
         c = draw(st.integers(1, 4))
         kind = draw(st.sampled_from(["swap", "split", "reverse"]))
+        pad = draw(st.sampled_from([None, None, 0.0]))
 
         def go():
             # intermediate buffers only: a parameter's new layout would need new inputs
@@ -223,7 +224,7 @@ def _choose(draw, sch):
                 fn = lambda *ix: (ix[0] // c,) + tuple(ix[1:]) + (ix[0] % c,)  # noqa: E731
             else:
                 fn = lambda *ix: tuple(reversed(ix))  # noqa: E731
-            sch.transform_layout(blk, which, fn)
+            sch.transform_layout(blk, which, fn, pad_value=pad)
 
         return op, go
     if op == "decompose_reduction":

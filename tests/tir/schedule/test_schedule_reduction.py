@@ -198,6 +198,29 @@ def test_rfactor_of_an_outer_reduction_loop_with_negative_factor_axis():
     check_gemm(sch, 8, 6, 12)
 
 
+def test_rfactor_with_an_empty_partial_survives_compute_at():
+    # regression (found by the property test): 5 = 4 tiles of 2 with the last one empty; the tile
+    # guard lives in the rf block's body, so every partial is initialized and compute_at, which
+    # regenerates the loops, cannot lose it
+    f = row_reduce(3, 5)
+    sch = schedule(f)
+    b = sch.get_block("B")
+    i, k = sch.get_loops(b)
+    k0, k1 = sch.split(k, factors=[4, None])
+    rf = sch.rfactor(k0, 0)
+    assert "if vk_0 * 2 + vk_1 < 5:" in sch.mod.script()
+    check_rows(sch, "sum", 3, 5)
+    wi, wk = sch.get_loops(b)
+    sch.compute_at(rf, wi)
+    check_rows(sch, "sum", 3, 5)
+    s2 = schedule(f)
+    i, k = s2.get_loops(s2.get_block("B"))
+    k0, k1 = s2.split(k, factors=[4, None])
+    rf2 = s2.rfactor(k0, 0)
+    s2.reverse_compute_at(s2.get_block("B"), s2.get_loops(rf2)[0])
+    check_rows(s2, "sum", 3, 5)
+
+
 def test_rfactor_refusals():
     f = gemm(8, 6, 12)
     sch = schedule(f)
