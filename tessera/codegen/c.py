@@ -21,6 +21,7 @@ from . import abi
 from .c_base import (_HALF, _STORAGE_C, _VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
                      P_PRIMARY, P_REL, P_UNARY, _NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
                      NameTable, c_string, is_pow2)
+from .vector_math import VECTOR_MATH, helper_name, helper_sources
 
 _F32 = DataType("float32")
 _MAX_VECTOR_LANES = 64
@@ -574,7 +575,25 @@ class CodeGenC(CodeGenCBase):
         if op == "if_then_else" or op not in INTRINSICS:
             raise TesseraError(f"vector call {op} must be scalarized (internal: the statement "
                                f"should have taken the lane-by-lane path)")
+        if op in VECTOR_MATH and self.repr_dtype(e.dtype).element_of() == _F32 \
+                and all(a.dtype == e.dtype for a in args):
+            return self.vector_math(e)
         return self.lanewise(e)
+
+    def vector_math(self, e):
+        """exp/log/tanh/erf/sigmoid of a float32 (or float16/bfloat16, computed in float32) vector
+        by the polynomial helpers of vector_math.py, not lane by lane through libm."""
+        rep = self.repr_dtype(e.dtype)
+        v = self.vtype(rep)
+        itype = self.vtype(DataType(f"int32x{rep.lanes}"))
+        sel = self.select_helper(rep)
+        base = VECTOR_MATH[e.op]
+        for name, code in helper_sources(base, v, itype, sel):
+            self.helpers.require(name, code)
+        s = f"{helper_name(base, v)}({self.text(e.args[0])})"
+        if e.dtype.element_of() in _HALF:
+            return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
+        return s, P_PRIMARY
 
     def _vtext_operand(self, a):
         if type(a) is E.Broadcast:

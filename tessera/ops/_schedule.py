@@ -4,8 +4,13 @@
 - a spatial block (elementwise, broadcast, data movement): the innermost loop is split by the
   target's vector lanes (vector_bits // dtype bits) and vectorized when its extent is a multiple
   of them; the loops outside are fused and run in parallel when the block is large enough;
-- a reduction block: its spatial loops are fused and run in parallel when there are enough output
-  elements and work; the reduction stays inside, serial (float sums keep their order).
+- a reduction block: when its innermost loop is a reduction along the contiguous axis of every
+  load (a row sum, max, norm: static extent, a multiple of the vector lanes), the row is reduced
+  into one vector of partial results (rfactor by the lanes, the partial block computed per row
+  and vectorized, its accumulator a register-sized local) and the lanes are combined at the end;
+  so float sums are taken in `lanes` interleaved partial sums, as numpy's pairwise sum also does.
+  Otherwise the reduction stays inside, serial. The spatial loops are fused and run in parallel
+  when there are enough output elements and work.
 A block whose loops do not fit (a primitive refuses) is left as it is: the schedule only ever
 improves on the unscheduled kernel.
 """
@@ -72,8 +77,165 @@ def schedule_spatial_block(sch, block, target) -> None:
     _parallel(sch, outer, _work(exts), target)
 
 
+def _unit_stride_in_last_index(blk, var) -> bool:
+    """Every load of the block's body (not its init) uses var only in its last index, as `... + var`
+    (so lanes of var read consecutive elements), and some load uses it."""
+    from ..arith import simplify
+    from ..ir import collect_vars, substitute
+    from ..tir.schedule.region import accesses
+
+    used = False
+    for kind, _, indices in accesses(blk.body):
+        if kind != "read" or not indices:
+            continue
+        if any(var in set(collect_vars(i)) for i in indices[:-1]):
+            return False
+        last = indices[-1]
+        if var in set(collect_vars(last)):
+            step = simplify(substitute(last, {var: var + 1}) - last)
+            if not (isinstance(step, E.IntImm) and step.value == 1):
+                return False
+            used = True
+    return used
+
+
+def rfactor_lanes(sch, block, target):
+    """Split the innermost loop of a reduction block by the vector lanes and rfactor the lanes
+    out: (the partial block `<name>_rf`, the write-back block `<name>`), both where the block was.
+    Raises ScheduleError where the loop is not a reduction along the contiguous axis of every load
+    with a static extent that the lanes divide."""
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    name = blk.name_hint
+    if not loops or len(blk.writes) != 1:
+        raise ScheduleError(f"rfactor_lanes: block {name!r} writes {len(blk.writes)} buffers")
+    inner = loops[-1]
+    ext = _extent(sch, inner)
+    lanes = _lanes(blk, target)
+    if ext is None or lanes < 2 or ext % lanes:
+        raise ScheduleError(f"rfactor_lanes: the innermost loop of {name!r} is not a static multiple of "
+                            f"{lanes} lanes")
+    bound = _bound_iter_var(sch, block, inner)
+    if bound is None or bound.iter_type != "reduce" or not _unit_stride_in_last_index(blk, bound.var):
+        raise ScheduleError(f"rfactor_lanes: the innermost loop of {name!r} is not a reduction along the "
+                            f"contiguous axis of its loads")
+    _, ki = sch.split(inner, factors=[None, lanes])
+    rf = sch.rfactor(ki, len(blk.writes[0].buffer.shape))
+    return rf, sch.get_block(name)
+
+
+def vectorize_partial(sch, rf, depth: int):
+    """The partial block of rfactor_lanes placed under `depth` loops: its lane loop innermost, its
+    init decomposed out of the reduction loops, both vectorized (the accumulator is one vector)."""
+    blk = sch.get(rf)
+    lane_var = blk.iter_vars[0]  # rfactor puts the factored axis first
+    loops = sch.get_loops(rf)
+    below = loops[depth:]
+    lane = [lp for lp in below if _bound_iter_var(sch, rf, lp) is lane_var]
+    if len(lane) != 1 or len(below) < 2:
+        raise ScheduleError(f"vectorize_partial: block {blk.name_hint!r} has no lane loop below depth {depth}")
+    sch.reorder(*[lp for lp in below if lp is not lane[0]], lane[0])
+    init = sch.decompose_reduction(rf, sch.get_loops(rf)[depth])
+    sch.vectorize(sch.get_loops(rf)[-1])
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
+def vectorize_inner_reduction(sch, block, target):
+    """Reduce the innermost (contiguous) reduction loop of `block` into one vector of partial
+    results per output element (see the module doc). Returns the write-back block (the block's
+    name) on success; raises ScheduleError (the schedule unchanged) where it does not apply."""
+    name = sch.get(block).name_hint
+    for s in (sch.copy(), sch):  # a dry run first: the schedule changes only if every step applies
+        rf, wb = rfactor_lanes(s, s.get_block(name), target)
+        depth = len(s.get_loops(wb)) - 1  # the write-back's loops: spatial..., lanes
+        if depth:
+            s.compute_at(rf, s.get_loops(wb)[depth - 1])
+        vectorize_partial(s, rf, depth)
+    return sch.get_block(name)
+
+
+def _vectorize_inner_spatial(sch, block, depth, target):
+    """Split the innermost loop below `depth` by the lanes and vectorize it (when they divide it)."""
+    loops = sch.get_loops(block)
+    if len(loops) <= depth:
+        return
+    inner = loops[-1]
+    ext = _extent(sch, inner)
+    lanes = _lanes(sch.get(block), target)
+    if _bound_iter_var(sch, block, inner) is None or any(
+            iv.iter_type == "reduce" for iv in sch.get(block).iter_vars):
+        return
+    if ext is not None and lanes > 1 and ext % lanes == 0 and ext >= lanes:
+        if ext > lanes:
+            inner = sch.split(inner, factors=[None, lanes])[1]
+        sch.vectorize(inner)
+
+
+def schedule_rows(sch, target, out: str, depth: int) -> None:
+    """An op whose blocks all work row by row (softmax: max, exp, sum, divide; layer norm: the
+    statistics, then the normalization): every block is computed inside the first `depth` loops
+    of the output block `out`, so a row's intermediates stay in L1 (per-row locals), the inner
+    reductions use vector partial results (rfactor_lanes), the spatial rows are vectorized, and
+    the fused row loops run in parallel. Raises ScheduleError (the schedule unchanged) when a step
+    does not apply."""
+    for s in (sch.copy(), sch):  # a dry run first
+        names = [s.get(b).name_hint for b in _blocks(s)]
+        if out not in names or depth < 1:
+            raise ScheduleError(f"schedule_rows: no block {out!r} or no row loop (depth {depth})")
+        rows = [_extent(s, lp) for lp in s.get_loops(s.get_block(out))[:depth]]
+        work = _work([_extent(s, lp) for lp in s.get_loops(s.get_block(out))])
+        partial = []
+        for name in names:
+            b = s.get_block(name)
+            if any(iv.iter_type == "reduce" for iv in s.get(b).iter_vars):
+                try:
+                    rf, _ = rfactor_lanes(s, b, target)
+                    partial.append(s.get(rf).name_hint)
+                except ScheduleError:
+                    pass
+        order = [s.get(b).name_hint for b in _blocks(s)]
+        for name in reversed(order[:order.index(out)]):
+            s.compute_at(s.get_block(name), s.get_loops(s.get_block(out))[depth - 1])
+        for name in order:
+            if name in partial:
+                vectorize_partial(s, s.get_block(name), depth)
+            else:
+                _vectorize_inner_spatial(s, s.get_block(name), depth, target)
+        row_loops = s.get_loops(s.get_block(out))[:depth]
+        if _threads(target) > 1 and work >= PARALLEL_MIN_WORK and _work(rows) >= 2:
+            s.parallel(s.fuse(*row_loops) if len(row_loops) > 1 else row_loops[0])
+
+
+def _bound_iter_var(sch, block, loop):
+    """The block iterator whose binding is exactly the loop's variable (None if there is none)."""
+    var = sch.get(loop).loop_var
+    realize = _realize_of(sch, block)
+    for iv, v in zip(realize.block.iter_vars, realize.iter_values):
+        if v is var:
+            return iv
+    return None
+
+
+def _realize_of(sch, block):
+    from ..tir.schedule.state import child_realizes
+
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    scope = sch.get(loops[-1]).body
+    for r in child_realizes(scope):
+        if r.block is blk:
+            return r
+    raise ScheduleError(f"block {blk.name_hint!r} is not directly under its innermost loop")
+
+
 def schedule_reduce_block(sch, block, target) -> None:
-    """Parallelize the fused spatial loops of a reduction block; the reduction stays inside."""
+    """Vectorize an inner contiguous reduction (vectorize_inner_reduction) and parallelize the fused
+    spatial loops of a reduction block."""
+    work = _work([_extent(sch, lp) for lp in sch.get_loops(block)])
+    try:
+        block = vectorize_inner_reduction(sch, block, target)
+    except ScheduleError:
+        pass
     blk = sch.get(block)
     loops = sch.get_loops(block)
     n_spatial = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
@@ -84,7 +246,7 @@ def schedule_reduce_block(sch, block, target) -> None:
     n_out = _work(exts[:n_spatial])
     if n_out < _threads(target):
         return
-    _parallel(sch, spatial, _work(exts), target)
+    _parallel(sch, spatial, work, target)
 
 
 def _blocks(sch):
@@ -111,4 +273,5 @@ schedule_injective = schedule_blocks
 schedule_reduce = schedule_blocks
 
 __all__ = ["schedule_injective", "schedule_reduce", "schedule_blocks", "schedule_spatial_block",
-           "schedule_reduce_block", "PARALLEL_MIN_WORK"]
+           "schedule_reduce_block", "schedule_rows", "rfactor_lanes", "vectorize_partial",
+           "vectorize_inner_reduction", "PARALLEL_MIN_WORK"]

@@ -8,7 +8,8 @@ while the loops over input channels and kernel taps run outside it (the output-w
 vectorized: split by the vector lanes when it divides, whole when it is short).
 
 Matmul, float32 with tiles that fit (dense.py's gemm_tileable): the GotoBLAS loop structure around
-the target's x86 GEMM micro-kernel (tensorize; C tile in registers for the whole k slice).
+the target's x86 GEMM micro-kernel (tensorize; C tile in registers for the whole k slice), the
+tile with the most accumulators (tile_preference), B panels in parallel for transformer-sized M.
 Otherwise (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
 see dense.py's k_unroll) k step, columns vectorized, rows unrolled:
 (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
@@ -195,11 +196,23 @@ def _has_block(sch, name) -> bool:
         return False
 
 
+def tile_preference(tile, lanes=8):
+    """Sort key of fp32 GEMM micro-kernel tiles, best first: the most FMAs per load (a k step of
+    an mr x nr tile with nr / lanes vectors: mr * nr / lanes FMAs for mr broadcasts of A and
+    nr / lanes loads of B; on AVX2: 4x24 1.71, 6x16 1.5, 4x16 1.33, 14x8 0.93, 8x8 0.89), then the
+    most accumulators."""
+    mr, nr = tile
+    nv = max(1, nr // lanes)
+    return (-mr * nv / (mr + nv), -mr * nv)
+
+
 def _tensorized_matmul(sch, block, target) -> bool:
-    """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py):
-    (batch, k_0, i_0, j_0, i_1 | i_2, j_1, k_1) with the mr x nr x kc tile tensorized and i_0
-    parallel. False (nothing changed) when the block is not the plain float32 form or the target
-    has no kernel for a tile dividing it."""
+    """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
+    the mr x nr x kc tile tensorized. M <= 256 (transformer activations): (batch, j_0, k_0, i_1 |
+    i_2, j_1, k_1), batch and the B panels j_0 in parallel (each thread streams its own panels;
+    A stays in L2). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per block,
+    i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or the
+    target has no kernel for a tile dividing it."""
     from ...errors import TesseraError
     from ...tir.tensor_intrin import x86
 
@@ -213,12 +226,13 @@ def _tensorized_matmul(sch, block, target) -> bool:
     *batch, i, j = loops[:n_sp]
     k = loops[n_sp]
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
-    if None in (M, N, K):
+    if None in (M, N, K) or any(_extent(sch, b) is None for b in batch):
         return False
     panel = None
     if _has_block(sch, "b_pack"):  # B packed in panels: the tile is exactly one panel wide
         panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
-    tiles = [(mr, nr) for isa in ("avx512", "avx2") for mr, nr in x86.FP32_GEMM[isa]
+    tiles = [(mr, nr) for isa, lanes in (("avx512", 16), ("avx2", 8))
+             for mr, nr in sorted(x86.FP32_GEMM[isa], key=lambda t, n=lanes: tile_preference(t, n))
              if M % mr == 0 and N % nr == 0 and (panel is None or nr == panel)]
     if not tiles:
         return False
@@ -227,6 +241,20 @@ def _tensorized_matmul(sch, block, target) -> bool:
     except TesseraError:
         return False
     mr, nr = (int(v) for v in name.split("_gemm_")[1].split("_")[0].split("x"))
+    if M <= 256:
+        kc = _divisor_at_most(K, 384)
+        i1, i2 = sch.split(i, [None, mr])
+        j0, j1 = sch.split(j, [None, nr])
+        k0, k1 = sch.split(k, [None, kc])
+        sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
+        outer = [*batch, j0]
+        n_out = N // nr
+        for b in batch:
+            n_out *= _extent(sch, b)
+        if S._threads(target) > 1 and n_out >= 2 and M * N * K >= S.PARALLEL_MIN_WORK:
+            sch.parallel(sch.fuse(*outer) if len(outer) > 1 else j0)
+        sch.tensorize(i2, name)
+        return True
     mc = _divisor_at_most(M, 64, mr)
     kc = _divisor_at_most(K, 256)
     i0, i1, i2 = sch.split(i, [None, mc // mr, mr])

@@ -45,18 +45,34 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
 
 
 def _panel(M, N):
-    """Columns of a packed B panel: the nr of the host's preferred micro-kernel tile that divides
-    (M, N) (AVX-512 tiles first), or None."""
+    """Columns of a packed B panel: the nr of the host's best micro-kernel tile (the most FMAs per
+    load, _cpu_schedule.tile_preference; AVX-512 tiles where the host has them) whose rows divide
+    M and columns divide N (N None: any N), or None."""
     from ...target import Target
     from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
+    from ._cpu_schedule import tile_preference
 
     host = Target.host()
-    for isa, feats in (("avx512", AVX512), ("avx2", AVX2)):
+    for isa, feats, lanes in (("avx512", AVX512, 16), ("avx2", AVX2, 8)):
         if all(host.has_feature(f) for f in feats):
-            for mr, nr in FP32_GEMM[isa]:
-                if M % mr == 0 and N % nr == 0:
+            for mr, nr in sorted(FP32_GEMM[isa], key=lambda t: tile_preference(t, lanes)):
+                if M % mr == 0 and (N is None or N % nr == 0):
                     return nr
     return None
+
+
+def _padded_panel(M, N):
+    """For an N that no tile divides: the nr of the host's preferred tile whose rows divide M (B is
+    then packed in zero-padded panels and C computed N rounded up to nr wide), or None."""
+    if any(N % nr == 0 for tiles in _fp32_tiles().values() for _, nr in tiles):
+        return None
+    return _panel(M, None)
+
+
+def _fp32_tiles():
+    from ...tir.tensor_intrin.x86 import FP32_GEMM
+
+    return FP32_GEMM
 
 
 def k_unroll(K) -> int:
@@ -69,11 +85,12 @@ def k_unroll(K) -> int:
 
 def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
     """Whether a float32 matmul fits the x86 GEMM micro-kernels (tessera.tir.tensor_intrin.x86):
-    static M, N, K, B read row-major, and a supported (rows, columns) tile dividing (M, N). Such a
-    matmul keeps the plain one-step reduction, the form the micro-kernel's description matches
-    (its default schedule tensorizes it; targets without AVX2 take the loop schedule)."""
-    from ...tir.tensor_intrin.x86 import FP32_GEMM
-
+    static M, N, K, B read row-major, and a supported tile whose rows divide M and whose columns
+    divide N, or, for any N (GPT-2's 50257-word vocabulary), whose columns are padded to (B packed
+    in zero-padded panels, see matmul_compute). Such a matmul keeps the plain one-step reduction,
+    the form the micro-kernel's description matches (its default schedule tensorizes it; targets
+    without AVX2 take the loop schedule)."""
+    FP32_GEMM = _fp32_tiles()
     if acc != "float32" or a.dtype != "float32" or a.ndim < 2 or b.ndim < 2 or transpose_b:
         return False
     dims = [a.shape[-2], a.shape[-1], b.shape[-1]]
@@ -82,7 +99,9 @@ def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
     M, N = dims[0].value, dims[2].value
     if transpose_a and M > 1:
         return False
-    return any(M % mr == 0 and N % nr == 0 for tiles in FP32_GEMM.values() for mr, nr in tiles)
+    if any(M % mr == 0 and N % nr == 0 for tiles in FP32_GEMM.values() for mr, nr in tiles):
+        return True
+    return _padded_panel(M, N) is not None
 
 
 def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
@@ -113,13 +132,29 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         return v
 
     M = a.shape[-1] if transpose_a else a.shape[-2] if a.ndim >= 2 else None
-    panel = _panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64 else None
+    padded = _padded_panel(M.value, b.shape[-1].value) if plain and M is not None else None
+    if padded:
+        panel = padded
+    else:
+        panel = _panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64 else None
     if panel:
-        # B repacked in panel-column panels (each contiguous over k): what the micro-kernel streams
+        # B repacked in panel-column panels (each contiguous over k): what the micro-kernel streams;
+        # columns past N (padded panels) are zeros
         N = b.shape[-1].value
         bb = tuple(b.shape[:-2])
-        b_packed = U.compute(bb + (N // panel, K, panel), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
-                             lambda *x: b[tuple(x[:-3]) + (x[-2], x[-3] * panel + x[-1])], "b_pack")
+        n_panels = -(-N // panel)
+
+        def pack(*x):
+            j = x[-3] * panel + x[-1]
+            if not padded:
+                return b[tuple(x[:-3]) + (x[-2], j)]
+            inside = j < N
+            return te.if_then_else(inside, b[tuple(x[:-3]) + (x[-2], te.min(j, N - 1))], te.const(0, b.dtype))
+
+        b_packed = U.compute(bb + (n_panels, K, panel), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
+                             pack, "b_pack")
+        if padded:
+            shape = tuple(shape[:-1]) + (n_panels * panel,)
     else:
         b_packed = None
 
@@ -141,6 +176,11 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
             total = term if total is None else total + term
         return te.sum(total, axis=k)
 
+    if padded:
+        # C computed into zero-padded panels, then its first N columns copied out
+        full = U.compute(shape, names, body, name + "_acc")
+        out_shape = tuple(shape[:-1]) + (b.shape[-1],)
+        return U.compute(out_shape, names, lambda *i: full[i].astype(odt) if odt != acc else full[i], name)
     if acc == odt:
         return U.compute(shape, names, body, name)
     out = U.compute(shape, names, body, name + "_acc")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 from ... import te
-from ...errors import ShapeError, TesseraError
+from ...errors import ScheduleError, ShapeError, TesseraError
 from ...graph.ir import TensorType
 from ..registry import OpPattern, register_op
-from .._schedule import schedule_blocks
+from .._schedule import schedule_blocks, schedule_rows
 from . import _util as U
 
 
@@ -518,6 +518,37 @@ def _lpn_compute(tensors, attrs):
     return [U.compute(data.shape, names, body, "lp_normalize")]
 
 
-for _op in (batch_norm, batch_norm_training, layer_norm, rms_norm, instance_norm, group_norm,
-            mean_variance_normalization, lrn, lp_normalize):
+def _row_schedule(first_normalized):
+    """Normalizations over the trailing axes [first, rank): each row's statistics and output are
+    computed together (schedule_rows: the row stays in L1, both statistics passes run on vector
+    partial sums, rows in parallel); the per-block schedule where that does not apply."""
+    def schedule(sch, ctx):
+        ndim = len(ctx.output_types[0].shape)
+        first = first_normalized(ctx.attrs, ndim)
+        if first is not None and 1 <= first < ndim:
+            try:
+                schedule_rows(sch, ctx.target, ctx.block, first)
+                return
+            except ScheduleError:
+                pass
+        schedule_blocks(sch, ctx)
+
+    return schedule
+
+
+def _axis_attr(attrs, ndim):
+    axis = attrs.get("axis", -1)
+    return axis + ndim if axis < 0 else axis
+
+
+def _last_axis_only(attrs, ndim):
+    axis = _axis_attr(attrs, ndim)
+    return axis if axis == ndim - 1 else None
+
+
+layer_norm.def_schedule(_row_schedule(_axis_attr))
+rms_norm.def_schedule(_row_schedule(_axis_attr))
+instance_norm.def_schedule(_row_schedule(lambda attrs, ndim: 2))
+lp_normalize.def_schedule(_row_schedule(_last_axis_only))
+for _op in (batch_norm, batch_norm_training, group_norm, mean_variance_normalization, lrn):
     _op.def_schedule(schedule_blocks)

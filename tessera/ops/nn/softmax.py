@@ -9,7 +9,8 @@ from __future__ import annotations
 from ... import te
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
-from .._schedule import schedule_blocks
+from ...errors import ScheduleError
+from .._schedule import schedule_blocks, schedule_rows
 from . import _util as U
 
 
@@ -126,5 +127,20 @@ def _hardmax_compute(tensors, attrs):
 
 
 
+def schedule_softmax(sch, ctx):
+    """Along the last axis: one row at a time (schedule_rows: max, exp, sum and the output per row,
+    the row in L1, reductions on vector partial results, rows in parallel); else per block."""
+    ndim = len(ctx.output_types[0].shape)
+    axis = ctx.attrs.get("axis", -1)
+    axis = axis + ndim if axis < 0 else axis
+    if ndim >= 2 and axis == ndim - 1:
+        try:
+            schedule_rows(sch, ctx.target, ctx.block, ndim - 1)
+            return
+        except ScheduleError:
+            pass
+    schedule_blocks(sch, ctx)
+
+
 for _op in (softmax, log_softmax, hardmax):
-    _op.def_schedule(schedule_blocks)
+    _op.def_schedule(schedule_softmax)

@@ -121,3 +121,26 @@ def test_matmul_on_gemm_micro_kernel_when_tiles_fit(sa, sb):
         k = get_kernel("nn.matmul", get_op("nn.matmul").normalize_attrs({}), (TensorType.of(a), TensorType.of(b)),
                        (out,), target)
         assert "_gemm_" in k.module.get_source()   # the tile runs on the micro-kernel
+
+
+@pytest.mark.parametrize("sa,sb", [((128, 48), (48, 1001)), ((2, 8, 24), (24, 17)), ((12, 40), (1, 40, 5))],
+                         ids=["vocab_like", "batched_17", "batch_b_5"])
+def test_matmul_with_awkward_n_runs_on_padded_panels(sa, sb):
+    """An N no micro-kernel tile divides (GPT-2's 50257 words) packs B in zero-padded panels: C is
+    computed N rounded up to the tile wide on the micro-kernel, and its first N columns copied out."""
+    from tessera.graph.executor import get_kernel
+    from tessera.graph.ir import TensorType
+    from tessera.ops import get_op
+
+    a, b = rand(*sa), rand(*sb)
+    (y,) = run_op("nn.matmul", a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+    target = tessera.Target("c")
+    if target.has_feature("avx2") and target.has_feature("fma"):
+        out = TensorType(want.shape, "float32")
+        k = get_kernel("nn.matmul", get_op("nn.matmul").normalize_attrs({}), (TensorType.of(a), TensorType.of(b)),
+                       (out,), target)
+        src = k.module.get_source()
+        assert "_gemm_" in src and "b_pack" in src
