@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ...arith import Analyzer
 from ...errors import ScheduleError, TesseraError
-from ...ir import (AttrStmt, Block, BlockRealize, Buffer, BufferLoad, BufferStore, Evaluate, FloatImm,
-                   For, IntImm, LetStmt, Mutator, Range, SeqStmt, StringImm, Var, const)
+from ...ir import (AttrStmt, Block, BlockRealize, BufferLoad, BufferStore, Evaluate, FloatImm, For, IntImm,
+                   LetStmt, Mutator, SeqStmt, StringImm, Var, const)
 from ...ir.node import Node
 from .analysis import uses_vars
 from .blockize import _Subst, bind_range

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from ...errors import TesseraError
 from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For,
-                   IterVar, PrimFunc, Range, Var, const)
+                   IterVar, PrimFunc, Range, Var)
 from .intrin import TensorIntrin
 
 AVX2 = ("avx2", "fma")
@@ -151,7 +151,7 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
          "   of B is b + k * ldb, row i of C is c + i * ldc (columns of B and C contiguous). */",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
          f"int64_t rsa, int64_t csa,",
-         f"    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {{"]
+         "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {"]
     # the accumulators start at zero and C is added at the end: the tile of C is prefetched now
     # and arrives while the k loop runs (loading it first would stall on a cache miss)
     zero = "_mm256_setzero_ps()" if isa == "avx2" else "_mm512_setzero_ps()"
@@ -206,7 +206,7 @@ def vnni_gemm_source(fn: str, mr: int, nr: int) -> str:
          "   is added in scalar code. */",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
          f"int64_t rsa, int64_t csa,",
-         f"    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {{",
+         "    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {",
          "  (void)csa;"]
     for i in range(mr):
         L.append("  " + " ".join(f"__m512i {accs[i][v]} = _mm512_loadu_si512(c + {i} * ldc + {v * 16});"
@@ -251,7 +251,7 @@ def avx2_int8_gemm_source(fn: str, mr: int, nr: int) -> str:
          "   of a column are added at the end (vphaddd). A tail of K % 4 is added in scalar code. */",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
          f"int64_t rsa, int64_t csa,",
-         f"    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {{",
+         "    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {",
          "  (void)csa;",
          "  const int32_t K4 = K / 4;"]
     for g in range(ng):

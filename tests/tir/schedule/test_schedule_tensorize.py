@@ -13,7 +13,7 @@ from tessera.target import Target
 from tessera.tir import TensorIntrin
 from tessera.tir.tensor_intrin.x86 import gemm_desc, gemm_impl
 
-from schedule_helpers import assert_struct_equal, gemm, rand, realize_of, schedule, with_body
+from schedule_helpers import assert_struct_equal, gemm, rand, schedule, with_body
 
 HAS_AVX2 = Target("c").has_feature("avx2") and Target("c").has_feature("fma")
 
