@@ -164,9 +164,10 @@ def schedule_matmul(sch, ctx):
             block = (b, cand)
             break
     done = set()
+    panel = (ctx.attrs or {}).get("b_panel") or None  # b pre-packed in panels of this width
     if block is not None:
         try:
-            _matmul_block(sch, block[0], ctx.target)
+            _matmul_block(sch, block[0], ctx.target, panel)
             done.add(block[1])
         except ScheduleError:
             pass
@@ -206,7 +207,7 @@ def tile_preference(tile, lanes=8):
     return (-mr * nv / (mr + nv), -mr * nv)
 
 
-def _tensorized_matmul(sch, block, target) -> bool:
+def _tensorized_matmul(sch, block, target, panel=None) -> bool:
     """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
     the mr x nr x kc tile tensorized. M <= 256 (transformer activations): (batch, j_0, k_0, i_1 |
     i_2, j_1, k_1), batch and the B panels j_0 in parallel (each thread streams its own panels;
@@ -228,8 +229,7 @@ def _tensorized_matmul(sch, block, target) -> bool:
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     if None in (M, N, K) or any(_extent(sch, b) is None for b in batch):
         return False
-    panel = None
-    if _has_block(sch, "b_pack"):  # B packed in panels: the tile is exactly one panel wide
+    if panel is None and _has_block(sch, "b_pack"):  # B packed in panels: the tile is one panel wide
         panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
     tiles = [(mr, nr) for isa, lanes in (("avx512", 16), ("avx2", 8))
              for mr, nr in sorted(x86.FP32_GEMM[isa], key=lambda t, n=lanes: tile_preference(t, n))
@@ -267,13 +267,54 @@ def _tensorized_matmul(sch, block, target) -> bool:
     return True
 
 
-def _matmul_block(sch, block, target):
+def _gemv_block(sch, block, target):
+    """A matrix-vector product (one row of A, B row-major): (j chunk, k, j vectors, lanes), so every k
+    step streams contiguous rows of B into a row of C held in L1 (the k-major order loads each cache
+    line of B once); the chunks of columns run in parallel. Raises ScheduleError where it does not
+    apply (M > 1, B not contiguous along j, N not a multiple of the lanes)."""
+    blk = sch.get(block)
+    loops = sch.get_loops(block)
+    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
+    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
+    if len(reduce) != 1 or not spatial:
+        raise ScheduleError("gemv: not a one-reduction matmul block")
+    j = spatial[-1]
+    rows = [_extent(sch, lp) for lp in spatial[:-1]]
+    N = _extent(sch, j)
+    lanes = _lanes(sch, block, target)
+    jv = S._bound_iter_var(sch, block, j)
+    if None in rows or any(r != 1 for r in rows[-1:]) or N is None or N % lanes or N < 2 * lanes \
+            or jv is None or not S._unit_stride_in_last_index(blk, jv.var):
+        raise ScheduleError("gemv: not a one-row product with B contiguous along a multiple of the lanes")
+    threads = S._threads(target)
+    vecs = N // lanes
+    K = _extent(sch, reduce[0]) or S.PARALLEL_MIN_WORK
+    chunks = 1  # column chunks for the threads: the fewest (>= threads) that divide the vectors
+    if threads > 1 and N * K >= S.PARALLEL_MIN_WORK:
+        chunks = next((d for d in range(threads, 4 * threads + 1) if vecs % d == 0 and vecs // d >= 2), 1)
+    jc, jo, ji = sch.split(j, factors=[chunks, vecs // chunks, lanes])
+    sch.reorder(*spatial[:-1], jc, reduce[0], jo, ji)
+    init = sch.decompose_reduction(block, reduce[0])
+    sch.vectorize(ji)
+    sch.vectorize(sch.get_loops(init)[-1])
+    if chunks > 1:
+        sch.parallel(jc)
+
+
+def _matmul_block(sch, block, target, panel=None):
     try:  # a dry run on a copy first: the steps before tensorize must not stay if it refuses
-        fits = _tensorized_matmul(sch.copy(), block, target)
+        fits = _tensorized_matmul(sch.copy(), block, target, panel)
     except ScheduleError:
         fits = False
     if fits:
-        _tensorized_matmul(sch, block, target)
+        _tensorized_matmul(sch, block, target, panel)
+        return
+    try:  # matrix-vector (M = 1): stream B's rows
+        _gemv_block(sch.copy(), block, target)
+    except ScheduleError:
+        pass
+    else:
+        _gemv_block(sch, block, target)
         return
     blk = sch.get(block)
     loops = sch.get_loops(block)

@@ -7,11 +7,12 @@ float16/bfloat16 accumulate in float32 and round once; integers accumulate in th
 from __future__ import annotations
 
 from ... import te
-from ...errors import DTypeError, ShapeError
+from ...errors import DTypeError, ShapeError, TesseraError
 from ...graph.ir import TensorType
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from . import _util as U
+from .._schedule import schedule_injective
 from ._cpu_schedule import schedule_matmul
 
 _MATMUL_DTYPES = U.FLOATS + ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -104,15 +105,23 @@ def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
     return _padded_panel(M, N) is not None
 
 
+def _unpacked_type(b, b_cols):
+    """The (..., K, N) TensorType of a B packed by nn.pack_matmul_weight ((..., P, K, panel))."""
+    t = U.ttype(b)
+    return TensorType(t.shape[:-3] + (t.shape[-2], b_cols), t.dtype)
+
+
 def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
-                   a_zero_point=None, b_zero_point=None):
+                   a_zero_point=None, b_zero_point=None, b_panel=0, b_cols=0):
     """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics); k is
-    reduced `k_unroll(K)` steps at a time."""
+    reduced `k_unroll(K)` steps at a time. b_panel > 0: b is already packed in panels of that many
+    columns of a B with b_cols columns (nn.pack_matmul_weight's layout)."""
     odt = U.out_dtype(name, out_dtype, a.dtype)
     acc = U.accum_dtype(odt) if odt.is_float() else odt
-    shape = U.shape_exprs(matmul_shape(name, U.ttype(a), U.ttype(b), transpose_a, transpose_b), a, b)
+    b_type = _unpacked_type(b, b_cols) if b_panel else U.ttype(b)
+    shape = U.shape_exprs(matmul_shape(name, U.ttype(a), b_type, transpose_a, transpose_b), a, b)
     K = a.shape[0] if a.ndim == 1 else (a.shape[-2] if transpose_a else a.shape[-1])
-    plain = a_zero_point is None and gemm_tileable(a, b, transpose_a, transpose_b, acc)
+    plain = b_panel or (a_zero_point is None and gemm_tileable(a, b, transpose_a, transpose_b, acc))
     unroll = 1 if plain else k_unroll(K)
     k = te.reduce_axis((0, K // unroll if unroll > 1 else K), "k")
     nbatch = len(shape) - (a.ndim >= 2) - (b.ndim >= 2)
@@ -132,12 +141,17 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         return v
 
     M = a.shape[-1] if transpose_a else a.shape[-2] if a.ndim >= 2 else None
-    padded = _padded_panel(M.value, b.shape[-1].value) if plain and M is not None else None
-    if padded:
-        panel = padded
+    if b_panel:
+        panel, padded = b_panel, (b_panel if b_cols % b_panel else None)
     else:
-        panel = _panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64 else None
-    if panel:
+        padded = _padded_panel(M.value, b.shape[-1].value) if plain and M is not None else None
+        panel = padded or (_panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64
+                           else None)
+    if b_panel:
+        b_packed = b
+        if padded:
+            shape = tuple(shape[:-1]) + (b.shape[-3] * panel,)
+    elif panel:
         # B repacked in panel-column panels (each contiguous over k): what the micro-kernel streams;
         # columns past N (padded panels) are zeros
         N = b.shape[-1].value
@@ -161,7 +175,9 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     def b_load(batch, j, kk):
         if b_packed is None:
             return operand(b, batch, j, not transpose_b, b_zero_point, j, kk)
-        tb = U.broadcast_index_batch(b, batch)
+        nb = b_packed.ndim - 3
+        tb = tuple(0 if isinstance(b_packed.shape[q], E.IntImm) and b_packed.shape[q].value == 1 else x
+                   for q, x in enumerate(batch[len(batch) - nb:])) if nb else ()
         return U.cast(b_packed[tb + (j // panel, kk, j % panel)], acc)
 
     def body(*idx):
@@ -179,7 +195,7 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     if padded:
         # C computed into zero-padded panels, then its first N columns copied out
         full = U.compute(shape, names, body, name + "_acc")
-        out_shape = tuple(shape[:-1]) + (b.shape[-1],)
+        out_shape = tuple(shape[:-1]) + ((E.const(b_cols, "int32"),) if b_panel else (b.shape[-1],))
         return U.compute(out_shape, names, lambda *i: full[i].astype(odt) if odt != acc else full[i], name)
     if acc == odt:
         return U.compute(shape, names, body, name)
@@ -197,18 +213,37 @@ def _check_pair(op, a, b, allowed=_MATMUL_DTYPES):
 # nn.matmul
 # ---------------------------------------------------------------------------------------------
 matmul = register_op("nn.matmul", inputs=("a", "b"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-                     attrs={"transpose_a": False, "transpose_b": False, "out_dtype": ""},
+                     attrs={"transpose_a": False, "transpose_b": False, "out_dtype": "", "b_panel": 0,
+                            "b_cols": 0},
                      doc="numpy.matmul (1-D promotion, batch broadcasting), optionally transposing the "
-                         "last two axes of a or b.")
+                         "last two axes of a or b. b_panel > 0: b comes packed by nn.pack_matmul_weight "
+                         "(panels of b_panel columns of a B with b_cols columns; float32, no transposes).")
 
 
 matmul.def_schedule(schedule_matmul)
+
+
+def _packed_b(op, a, b, attrs):
+    """The unpacked (..., K, N) type of a packed b, after checking the packed matmul's contract."""
+    panel, cols = attrs["b_panel"], attrs["b_cols"]
+    if not isinstance(panel, int) or isinstance(panel, bool) or panel < 0:
+        raise TesseraError(f"{op}: b_panel must be an int >= 0, got {panel!r}")
+    if not panel:
+        return b
+    if attrs["transpose_a"] or attrs["transpose_b"] or str(a.dtype) != "float32" or attrs["out_dtype"] not in ("", "float32"):
+        raise TesseraError(f"{op}: a packed b (b_panel={panel}) takes float32 operands without transposes")
+    if b.ndim < 3 or b.shape[-1] != panel or not isinstance(b.shape[-3], int):
+        raise ShapeError(f"{op}: b packed in panels of {panel} columns must be (..., panels, K, {panel}), got {b}")
+    if not isinstance(cols, int) or not (b.shape[-3] - 1) * panel < cols <= b.shape[-3] * panel:
+        raise ShapeError(f"{op}: b_cols={cols!r} does not fit {b.shape[-3]} panels of {panel} columns")
+    return TensorType(b.shape[:-3] + (b.shape[-2], cols), b.dtype)
 
 
 @matmul.def_infer
 def _matmul_infer(types, attrs):
     a, b = types
     _check_pair("nn.matmul", a, b)
+    b = _packed_b("nn.matmul", a, b, attrs)
     odt = U.out_dtype("nn.matmul", attrs["out_dtype"], a.dtype)
     return [TensorType(matmul_shape("nn.matmul", a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"])), odt)]
 
@@ -216,7 +251,55 @@ def _matmul_infer(types, attrs):
 @matmul.def_compute
 def _matmul_compute(tensors, attrs):
     a, b = tensors
-    return [matmul_compute(a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"])]
+    return [matmul_compute(a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"],
+                           b_panel=attrs["b_panel"], b_cols=attrs["b_cols"])]
+
+
+# ---------------------------------------------------------------------------------------------
+# nn.pack_matmul_weight: B in the panel layout of the GEMM micro-kernels
+# ---------------------------------------------------------------------------------------------
+pack_matmul_weight = register_op(
+    "nn.pack_matmul_weight", inputs=("b",), pattern=OpPattern.INJECTIVE, attrs={"panel": 16},
+    doc="B (..., K, N) as (..., ceil(N / panel), K, panel): column panels, each contiguous over k, "
+        "zero past N. nn.matmul with b_panel reads it; over a constant weight it folds at compile time.")
+
+
+@pack_matmul_weight.def_infer
+def _pack_infer(types, attrs):
+    (b,) = types
+    op = "nn.pack_matmul_weight"
+    U.check_dtype(op, b, U.FLOATS, "b")
+    panel = attrs["panel"]
+    if not isinstance(panel, int) or isinstance(panel, bool) or panel < 1:
+        raise TesseraError(f"{op}: panel must be a positive int, got {panel!r}")
+    if b.ndim < 2:
+        raise ShapeError(f"{op}: b must have rank >= 2, got {b}")
+    K, N = U.static_dims(op, b, (b.ndim - 2, b.ndim - 1), "matrix dimensions")
+    return [TensorType(b.shape[:-2] + (-(-N // panel), K, panel), b.dtype)]
+
+
+@pack_matmul_weight.def_compute
+def _pack_compute(tensors, attrs):
+    (b,) = tensors
+    panel = attrs["panel"]
+    N = int(b.shape[-1].value)
+    K = b.shape[-2]
+    bb = tuple(b.shape[:-2])
+
+    def pack(*x):
+        j = x[-3] * panel + x[-1]
+        if N % panel == 0:
+            return b[tuple(x[:-3]) + (x[-2], j)]
+        return te.if_then_else(j < N, b[tuple(x[:-3]) + (x[-2], te.min(j, N - 1))], te.const(0, b.dtype))
+
+    return [U.compute(bb + (-(-N // panel), K, panel), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
+                      pack, "packed_b")]
+
+
+def pack_panel(M, N):
+    """The panel width nn.pack_matmul_weight should use for an (M, K) x (K, N) float32 product on
+    this host (the best micro-kernel tile whose rows divide M), or None when no tile fits M."""
+    return _panel(M, N) or _panel(M, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,3 +422,6 @@ def _mmi_compute(tensors, attrs):
     a, b, az, bz = tensors
     return [matmul_compute(a, b, out_dtype=attrs["out_dtype"], name="matmul_integer",
                            a_zero_point=az, b_zero_point=bz)]
+
+
+pack_matmul_weight.def_schedule(schedule_injective)

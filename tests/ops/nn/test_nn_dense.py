@@ -144,3 +144,56 @@ def test_matmul_with_awkward_n_runs_on_padded_panels(sa, sb):
                        (out,), target)
         src = k.module.get_source()
         assert "_gemm_" in src and "b_pack" in src
+
+
+def test_matrix_vector_product_streams_rows_of_b():
+    """M = 1 (a dense layer on one sample): k outside the column vectors, so each step reads
+    contiguous rows of B; column chunks in parallel where the threads divide the vectors."""
+    from tessera.graph.executor import get_kernel
+    from tessera.graph.ir import TensorType
+    from tessera.ops import get_op
+
+    a, b = rand(1, 1024), rand(1024, 240)
+    (y,) = run_op("nn.matmul", a, b)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    target = tessera.Target("c -num-threads=3")
+    k = get_kernel("nn.matmul", get_op("nn.matmul").normalize_attrs({}), (TensorType.of(a), TensorType.of(b)),
+                   (TensorType((1, 240), "float32"),), target)
+    src = k.module.get_source()
+    kernel = src[src.index("_kernel("):src.index("_args_t")]
+    assert "#pragma omp parallel for" in kernel
+    lines = [ln.strip() for ln in kernel.splitlines() if ln.strip().startswith("for (")]
+    assert lines[2].startswith("for (int32_t k ")  # chunk, init, then k outside the column vectors
+    out = np.zeros((1, 240), np.float32)
+    k.module(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,k,n,panel", [(128, 48, 1001, 24), (8, 16, 32, 16), (12, 40, 5, 16)])
+def test_prepacked_b_gives_the_plain_product(m, k, n, panel):
+    """nn.pack_matmul_weight lays B out in zero-padded column panels; nn.matmul with b_panel reads
+    them (what graph.passes.pack_matmul_weights sets up for constant weights)."""
+    a, b = rand(m, k), rand(k, n)
+    (pb,) = run_op("nn.pack_matmul_weight", b, panel=panel)
+    panels = -(-n // panel)
+    assert pb.shape == (panels, k, panel)
+    flat = pb.transpose(1, 0, 2).reshape(k, panels * panel)
+    np.testing.assert_array_equal(flat[:, :n], b)
+    assert not flat[:, n:].any()
+    (y,) = run_op("nn.matmul", a, pb, b_panel=panel, b_cols=n)
+    np.testing.assert_allclose(y, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+    (yb,) = run_op("nn.matmul", rand(2, m, k), rand(2, k, n))   # batched operands still plain
+    assert yb.shape == (2, m, n)
+
+
+@pytest.mark.parametrize("types,attrs,match", [
+    ([((8, 4), "float32"), ((1, 4, 16), "float32")], {"b_panel": 16, "b_cols": 17}, "does not fit"),
+    ([((8, 4), "float32"), ((1, 4, 16), "float32")], {"b_panel": 8, "b_cols": 16}, "must be"),
+    ([((4, 8), "float32"), ((1, 4, 16), "float32")], {"b_panel": 16, "b_cols": 16, "transpose_a": True},
+     "without transposes"),
+])
+def test_packed_matmul_refuses_inconsistent_layouts(types, attrs, match):
+    with pytest.raises(tessera.errors.TesseraError, match=match):
+        infer("nn.matmul", *types, **attrs)
+    with pytest.raises(tessera.errors.TesseraError, match="panel must be a positive int"):
+        infer("nn.pack_matmul_weight", ((4, 16), "float32"), panel=0)
