@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ScheduleError, ShapeError, TesseraError, DTypeError
+from ..errors import DTypeError, ScheduleError, ShapeError, TesseraError
 from .ir import Function
-
-# names in the C code: the parameter names fuse_ops gives (the op input slots they feed)
 
 
 class FusedKernel:
@@ -45,10 +43,10 @@ class FusedKernel:
         self.name = function.name
         self._node_ops: list = []       # per body node: the te ComputeOps it created (ids)
         self._node_outs: list = []      # per body node: its te output tensors
-        self._outs: list = []
 
     # ------------------------------------------------------------------ compute
     def input_names(self) -> list:
+        """C-friendly names of the placeholders: the parameters' names (the op input slots)."""
         from .executor import _ident
 
         used, out = set(), []

@@ -222,6 +222,9 @@ class Function:
                 raise TesseraError(f"function {name!r}: node {n.name!r} is itself fused; functions do not nest")
         if not body.outputs:
             raise TesseraError(f"function {name!r} has no outputs")
+        for v in body.outputs:
+            if v.producer is None:
+                raise TesseraError(f"function {name!r}: output %{v.name} is a parameter, not computed by a node")
         _set(self, "name", name)
         _set(self, "body", body)
         _set(self, "_key", None)

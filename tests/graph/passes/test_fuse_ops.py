@@ -383,3 +383,41 @@ def test_a_failing_anchor_schedule_keeps_the_inlined_kernel():
     xv = rand(5, 7)
     b = g.constants[g.nodes[1].inputs[1]]
     np.testing.assert_allclose(exe(xv), np.maximum(2 * xv.sum(1) + b, 0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_dags_fuse_to_the_same_results(seed):
+    """Random DAGs of elementwise, broadcast, injective and reduce ops, values read several times
+    and some intermediate outputs: fused (opt_level 2) and one kernel per node agree."""
+    r = np.random.default_rng(100 + seed)
+    gb = Builder(f"dag{seed}")
+    x = gb.input("x", (4, 8))
+    vals = [x, gb.op("exp", gb.op("negative", x))]
+    outs = []
+    for i in range(10):
+        kind = r.integers(0, 6)
+        a = vals[r.integers(0, len(vals))]
+        if kind == 0:
+            b = vals[r.integers(0, len(vals))] if a.type == x.type else a
+            v = gb.op(["add", "multiply", "subtract"][r.integers(0, 3)], a, b, name=f"b{i}")
+        elif kind == 1:
+            v = gb.op(["nn.relu", "tanh", "sigmoid"][r.integers(0, 3)], a, name=f"u{i}")
+        elif kind == 2 and a.type == x.type:
+            red = gb.op(["sum", "max"][r.integers(0, 2)], a, axis=(1,), keepdims=True, name=f"r{i}")
+            v = gb.op("subtract", a, red, name=f"s{i}")           # broadcast back over the rows
+        elif kind == 3 and a.type == x.type:
+            v = gb.op("reshape", gb.op("transpose", a, axes=(1, 0), name=f"t{i}"), newshape=(4, 8), name=f"rs{i}")
+        elif kind == 4:
+            v = gb.op("add", a, gb.const(r.standard_normal((8,)).astype("float32"), f"c{i}"), name=f"bc{i}")
+        else:
+            v = gb.op("multiply", a, gb.const(np.float32(0.5), f"h{i}"), name=f"m{i}")
+        vals.append(v)
+        if r.random() < 0.2:
+            outs.append(v)
+    gb.output(*(outs + [vals[-1]]))
+    g = gb.finish()
+    xv = rand(4, 8)
+    e0, e2 = tessera.compile(g, opt_level=0), tessera.compile(g, opt_level=2)
+    assert len(e2.graph.nodes) < len(e0.graph.nodes)
+    for a, b in zip(e0.run({"x": xv}), e2.run({"x": xv})):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
