@@ -421,3 +421,16 @@ def test_random_dags_fuse_to_the_same_results(seed):
     assert len(e2.graph.nodes) < len(e0.graph.nodes)
     for a, b in zip(e0.run({"x": xv}), e2.run({"x": xv})):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_graph_exports_and_loads_back(resblock_exes, tmp_path):
+    _, _, e2 = resblock_exes
+    path = e2.export_library(str(tmp_path / "resblock.so"))
+    x = rand(1, 8, 12, 12)
+    for executor in ("graph", None):
+        loaded = tessera.runtime.load_module(path, executor=executor)
+        np.testing.assert_array_equal(loaded(x), e2(x))
+    g = tessera.runtime.load_module(path, executor="graph").graph
+    assert [f.name for f in g.functions] == [f.name for f in e2.graph.functions]
+    assert g.functions[1].key == e2.graph.functions[1].key
+    assert "@fused_nn_conv2d_add_add_nn_relu(" in g.script()
