@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...ir import (BlockRealize, BufferLoad, BufferStore, FloorDiv, FloorMod, For, ForKind, IntImm, Range,
-                   Var, all_of, cast, const, floordiv, max_expr, min_expr, substitute)
+                   Var, all_of, cast, collect_vars, const, floordiv, max_expr, min_expr, substitute)
 from ...ir.functor import Mutator
 from .analysis import (_complete_or_reduction, consumers, is_output_block, producers, uses_var,
                        uses_vars)
@@ -51,8 +51,6 @@ def _reduce_loops(realize) -> set:
     out = set()
     for iv, v in zip(realize.block.iter_vars, realize.iter_values):
         if iv.iter_type == "reduce":
-            from ...ir import collect_vars
-
             out.update(collect_vars(v))
     return out
 
@@ -561,17 +559,6 @@ def _inline_into(block, buf, ivars, value, prod_reads, ana):
                                                                        substitute(x.extent, vmap))
                                                  for x in pr.region)))
     return block.replace(body=body, init=init, reads=dedup_regions(reads))
-
-
-def _remove_alloc(idx, scope, buf, repl):
-    """Drop buf from the alloc_buffers of the scope block (repl: the replacements being built)."""
-    if scope is None:
-        return
-    root = repl.get(scope, scope)
-    blk = root.block
-    if buf in blk.alloc_buffers:
-        root = root.replace(block=blk.replace(alloc_buffers=tuple(b for b in blk.alloc_buffers if b is not buf)))
-        repl[scope] = root
 
 
 @primitive("ComputeInline", inputs=("block",))

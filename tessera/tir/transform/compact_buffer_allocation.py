@@ -7,6 +7,10 @@ loop becomes a tile-sized array indexed relative to the tile's corner (TVM's
 CompactBufferAllocation). A dimension whose extent is not a constant smaller than before (after
 bounding it with the outer loops' ranges) keeps its original extent and offset 0.
 
+A tensorized call reaches its buffers through `T.address_of` of one element; the region it really
+touches comes from `AttrStmt(buf, "tsr.access_region", ...)` markers that lower_blocks leaves
+around it, counted as accesses here and removed afterwards.
+
 `AttrStmt(buf, "buffer_dim_align", tsr.dim_align(axis, factor, offset))` around the Allocate
 (from storage_align) gives the compacted buffer padded strides: stride[axis] is rounded up to
 k * factor + offset. On CPU targets the GPU storage scopes "shared" and "warp" become "global"
@@ -14,8 +18,10 @@ k * factor + offset. On CPU targets the GPU storage scopes "shared" and "warp" b
 """
 from __future__ import annotations
 
-from ...ir import Allocate, Buffer, BufferLoad, BufferStore, IntImm, PrimFunc, Range, collect_vars, const
+from ...ir import (Allocate, AttrStmt, Buffer, BufferLoad, BufferStore, Call, IntImm, PrimFunc, Range,
+                   collect_vars, const)
 from ...ir.functor import Mutator, Visitor
+from .lower_blocks import ACCESS_REGION
 
 DIM_ALIGN = "buffer_dim_align"
 _SYMBOLIC_LIMIT = 1 << 20  # a bounded extent replaces a symbolic one only when at most this
@@ -25,8 +31,20 @@ _CPU_SCOPES = {"shared": "global", "warp": "global", "shared.dyn": "global"}
 def compact_buffer_allocation(func: PrimFunc, target=None) -> PrimFunc:
     """`func` with every Allocate shrunk to the region its accesses use (see module docstring)."""
     cpu = target is None or getattr(target, "kind", "c") == "c"
-    body = _Compactor(func, cpu).visit(func.body)
+    body = _StripRegions().visit(_Compactor(func, cpu).visit(func.body))
     return func if body is func.body else func.with_body(body)
+
+
+class _StripRegions(Mutator):
+    """Removes the access-region markers of tensorized calls once allocations are sized."""
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == ACCESS_REGION:
+            return self.visit(s.body)
+        return self.generic_visit(s)
+
+    def visit_PrimExpr(self, e):
+        return e
 
 
 class _Accesses(Visitor):
@@ -65,6 +83,20 @@ class _Accesses(Visitor):
             self.found.append((n.indices, list(self.loops)))
         self.generic_visit(n)
 
+    def visit_AttrStmt(self, s):
+        if s.attr_key == ACCESS_REGION and s.node is self.buf:
+            mins, exts = _region_of(s)
+            self.found.append((mins, list(self.loops)))
+            self.found.append((tuple(m + e - 1 for m, e in zip(mins, exts)), list(self.loops)))
+        self.generic_visit(s)
+
+
+def _region_of(s):
+    """(mins, extents) of an access-region marker."""
+    args = s.value.args
+    n = len(args) // 2
+    return tuple(args[:n]), tuple(args[n:])
+
 
 class _Shift(Mutator):
     def __init__(self, buf, new, offsets, ana):
@@ -90,6 +122,13 @@ class _Shift(Mutator):
                 return n
             return BufferStore(n.buffer, value, indices)
         return BufferStore(self.new, value, self._idx(indices))
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == ACCESS_REGION and s.node is self.buf:
+            mins, exts = _region_of(s)
+            value = Call("handle", "tsr.region", list(self._idx(mins)) + list(exts))
+            return AttrStmt(self.new, ACCESS_REGION, value, self.visit(s.body))
+        return self.generic_visit(s)
 
 
 class _Compactor(Mutator):

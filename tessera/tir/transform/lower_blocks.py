@@ -6,13 +6,21 @@ IfThenElse, `alloc_buffers` become Allocate statements around the block body, an
 minimum. When the loops carrying the reduction are the innermost part of a perfect nest around
 the block (and provably reach the minimum exactly on their first iteration) the init is hoisted
 in front of them; otherwise it stays in the body behind an `if (all reduce values at min)` guard.
+
+A tensorized block (its body an intrinsic call reaching buffers through `T.address_of`) keeps its
+read and write regions as `AttrStmt(buffer, ACCESS_REGION, tsr.region(mins..., extents...))`
+around its body: the call shows one element of each buffer, the region what it really touches,
+which compact_buffer_allocation sizes allocations by (and then removes).
 """
 from __future__ import annotations
 
 from ...errors import TesseraError
-from ...ir import (EQ, Add, Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, Cast,
+from ...ir import (EQ, Add, Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, Call, Cast,
                    Evaluate, FloorDiv, FloorMod, For, IfThenElse, IntImm, LetStmt, Mul, Mutator, PrimExpr,
                    PrimFunc, SeqStmt, Sub, Var, Visitor, all_of, seq, structural_equal, substitute)
+
+
+ACCESS_REGION = "tsr.access_region"
 
 
 def lower_blocks(func: PrimFunc) -> PrimFunc:
@@ -125,6 +133,11 @@ class _BlockLowerer:
             vmap[iv.var] = v
         try:
             body = self.stmt(block.body, ())
+            if _is_tensorized(block.body):
+                for region in reversed(block.reads + block.writes):
+                    value = Call("handle", "tsr.region", [self.expr(r.min) for r in region.region]
+                                 + [self.expr(r.extent) for r in region.region])
+                    body = AttrStmt(region.buffer, ACCESS_REGION, value, body)
             init = None
             if block.init is not None:
                 for (iv, _), m in zip(reduce, mins):  # init runs with reduce vars at their minimum
@@ -171,6 +184,15 @@ class _BlockLowerer:
                 break
         seg = chain[len(chain) - depth:]
         return depth if _at_min_only_first(red_values, mins, seg) else None
+
+
+def _is_tensorized(body) -> bool:
+    """A block body that tensorize made: the intrinsic's attributes around its call."""
+    while type(body) is AttrStmt:
+        if body.attr_key == "tensor_intrin":
+            return True
+        body = body.body
+    return False
 
 
 class _BufferUse(Visitor):
