@@ -58,14 +58,16 @@ def row_tile(isa: str, v: int) -> int:
     return max(1, min(14, (regs - v - 1) // v))
 
 
-def intrin_name(isa, v, cb, sw, dh, dw, ow) -> str:
+def intrin_name(isa, v, cb, strides, dilation, ow, rows=1) -> str:
     lanes = lanes_of(isa)
     pre = "x86_avx2_fma" if isa == "avx2" else "x86_avx512"
-    return f"{pre}_conv2d_nchwc_row{ow}_{v}x{lanes}o{cb}i_s{sw}_d{dh}x{dw}"
+    (sh, sw), (dh, dw) = strides, dilation
+    return f"{pre}_conv2d_nchwc_{rows}x{ow}_{v}x{lanes}o{cb}i_s{sh}x{sw}_d{dh}x{dw}"
 
 
-def _fn_name(isa, v, cb, sw, dh, dw, ow) -> str:
-    return f"tintrin_{isa}_conv_row{ow}_{v}x{lanes_of(isa)}o{cb}i_s{sw}_d{dh}x{dw}"
+def _fn_name(isa, v, cb, strides, dilation, ow, rows=1) -> str:
+    (sh, sw), (dh, dw) = strides, dilation
+    return f"tintrin_{isa}_conv_{rows}x{ow}_{v}x{lanes_of(isa)}o{cb}i_s{sh}x{sw}_d{dh}x{dw}"
 
 
 def row_tiles(isa, v, ow) -> list:
@@ -81,29 +83,30 @@ def _rng(n):
     return Range.from_min_extent(0, n)
 
 
-def _desc(lanes, v, cb, sw, dh, dw, OW) -> PrimFunc:
+def _desc(lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
+    (sh, sw), (dh, dw) = strides, dilation
     CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
     HA, WA = Var("HA"), Var("WA")
     A = Buffer((CC, HA, WA, cb), "float32", "A")
     B = Buffer((v, CC, KH, KW, cb, lanes), "float32", "B")
-    C = Buffer((v, 1, OW, lanes), "float32", "C")
-    lv, li, lj, lc, lh, lw, lk = (Var(n) for n in ("v", "i", "j", "c", "kh", "kw", "ci"))
-    ivs = [IterVar(_rng(v), "vv"), IterVar(_rng(OW), "vi"), IterVar(_rng(lanes), "vj"),
+    C = Buffer((v, rows, OW, lanes), "float32", "C")
+    lv, lr, li, lj, lc, lh, lw, lk = (Var(n) for n in ("v", "r", "i", "j", "c", "kh", "kw", "ci"))
+    ivs = [IterVar(_rng(v), "vv"), IterVar(_rng(rows), "vr"), IterVar(_rng(OW), "vi"), IterVar(_rng(lanes), "vj"),
            IterVar(_rng(CC), "vc", "reduce"), IterVar(_rng(KH), "vkh", "reduce"),
            IterVar(_rng(KW), "vkw", "reduce"), IterVar(_rng(cb), "vci", "reduce")]
-    vv, vi, vj, vc, vkh, vkw, vci = (iv.var for iv in ivs)
-    value = C[vv, 0, vi, vj] + A[vc, vkh * dh, vi * sw + vkw * dw, vci] * B[vv, vc, vkh, vkw, vci, vj]
+    vv, vr, vi, vj, vc, vkh, vkw, vci = (iv.var for iv in ivs)
+    value = C[vv, vr, vi, vj] + A[vc, vr * sh + vkh * dh, vi * sw + vkw * dw, vci] * B[vv, vc, vkh, vkw, vci, vj]
     reads = [BufferRegion(A, [_rng(x) for x in A.shape]), BufferRegion(B, [_rng(x) for x in B.shape])]
     writes = [BufferRegion(C, [_rng(x) for x in C.shape])]
-    block = Block(ivs, reads, writes, "update", BufferStore(C, value, [vv, 0, vi, vj]))
-    loops = [(lv, v), (li, OW), (lj, lanes), (lc, CC), (lh, KH), (lw, KW), (lk, cb)]
+    block = Block(ivs, reads, writes, "update", BufferStore(C, value, [vv, vr, vi, vj]))
+    loops = [(lv, v), (lr, rows), (li, OW), (lj, lanes), (lc, CC), (lh, KH), (lw, KW), (lk, cb)]
     body = BlockRealize([x for x, _ in loops], True, block)
     for var, ext in reversed(loops):
         body = For(var, 0, ext, "serial", body)
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
 
 
-def _impl(fn, lanes, v, cb, OW) -> PrimFunc:
+def _impl(fn, lanes, v, cb, OW, rows) -> PrimFunc:
     CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
     HA, WA = Var("HA"), Var("WA")
     sac, sah, saw = Var("sa_c"), Var("sa_h"), Var("sa_w")
@@ -111,20 +114,28 @@ def _impl(fn, lanes, v, cb, OW) -> PrimFunc:
     scv, sch_ = Var("sc_v"), Var("sc_h")
     A = Buffer((CC, HA, WA, cb), "float32", "A", strides=(sac, sah, saw, 1))
     B = Buffer((v, CC, KH, KW, cb, lanes), "float32", "B", strides=(sbv, sbc, sbh, sbw, lanes, 1))
-    C = Buffer((v, 1, OW, lanes), "float32", "C", strides=(scv, sch_, lanes, 1))
+    C = Buffer((v, rows, OW, lanes), "float32", "C", strides=(scv, sch_, lanes, 1))
     args = [CC, KH, KW, Call("handle", "address_of", [A[0, 0, 0, 0]]), sac, sah, saw,
             Call("handle", "address_of", [B[0, 0, 0, 0, 0, 0]]), sbv, sbc, sbh, sbw]
+    # C by addresses (its block and row strides follow from them, also after the tile buffer has
+    # been compacted by lowering): block k of row 0, and row 1 of block 0
     args += [Call("handle", "address_of", [C[k, 0, 0, 0]]) for k in range(v)]
+    if rows > 1:
+        args.append(Call("handle", "address_of", [C[0, 1, 0, 0]]))
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(Call("handle", fn, args)))))
 
 
-def c_source(isa, v, cb, sw, dh, dw, ow) -> str:
-    """The C code of the row kernel (see the module docstring)."""
+# the weights of one input-channel block that a call keeps in L1 while it sweeps its rows' tiles
+L1_WEIGHT_BYTES = 16384
+
+
+def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
+    """The C code of the kernel (see the module docstring)."""
     lanes, _, feats, macros = ISA[isa]
-    fn = _fn_name(isa, v, cb, sw, dh, dw, ow)
+    (sh, sw), (dh, dw) = strides, dilation
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows)
     vt = f"tintrin_f32x{lanes}"
     plan = row_tiles(isa, v, ow)
-    R = plan[0][0]
     cond = " || ".join(f"!defined({m})" for m in macros)
     outs = ", ".join(f"float* restrict c{k}" for k in range(v))
     # with dw == 1 the taps kw and the lanes ci of one input row are one contiguous run of KW * CB
@@ -135,20 +146,21 @@ def c_source(isa, v, cb, sw, dh, dw, ow) -> str:
     L = [f"#ifndef TINTRIN_F32X{lanes}\n#define TINTRIN_F32X{lanes}",
          f"typedef float {vt} __attribute__((vector_size({4 * lanes}), aligned(4)));\n#endif",
          f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(feats)}\"\n#endif",
-         f"/* one output row ({ow} pixels) of a blocked convolution: {v} x {lanes} output channels, {cb} input",
-         f"   channels a block, stride {sw}, dilation {dh}x{dw}; tiles of "
-         + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors in registers",
-         "   (tessera/ops/nn/_x86_conv.py). a: input at the row's first tap (a[c * sa_c + h * sa_h + w * sa_w",
-         "   + ci]), b: weights of the first block (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L",
-         f"   + j]), c0..: the {v} output blocks (pixel i at c + i * L). */"]
+         f"/* {rows} output row(s) of {ow} pixels of a blocked convolution: {v} x {lanes} output channels, {cb}",
+         f"   input channels a block, stride {sh}x{sw}, dilation {dh}x{dw}; a row in tiles of "
+         + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors held in registers",
+         "   while a block of input channels is reduced (tessera/ops/nn/_x86_conv.py). a: input at the",
+         "   first tap (a[c * sa_c + h * sa_h + w * sa_w + ci]), b: weights of the first output block",
+         "   (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L + j]), c0..: the output blocks of row 0",
+         "   (pixel i at c + i * L), c_row1: block 0 of row 1. */"]
 
     def tile(r):
         name = f"{fn}_t{r}"
-        out = [f"static inline __attribute__((always_inline)) void {name}(int32_t CC, int32_t KH, int32_t KW, "
-               f"const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, const float* restrict b, "
-               f"int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}) {{"]
+        out = [f"static inline __attribute__((always_inline)) void {name}(int32_t c_lo, int32_t c_hi, int32_t KH, "
+               f"int32_t KW, const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, "
+               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}) {{"]
         for i in range(r):
-            out.append("  " + " ".join(f"{vt} acc{i}_{k} = {{0}};" for k in range(v)))
+            out.append("  " + " ".join(f"{vt} acc{i}_{k} = *({vt}*)(c{k} + {i * lanes});" for k in range(v)))
         out.append(f"  const int64_t px = sa_w * {sw};")
 
         def step(a_at, b_at, ind):
@@ -158,7 +170,7 @@ def c_source(isa, v, cb, sw, dh, dw, ow) -> str:
                             " ".join(f"acc{i}_{k} += x * w{k};" for k in range(v)) + " }")
             return body
 
-        out.append("  for (int32_t c = 0; c < CC; ++c) {")
+        out.append("  for (int32_t c = c_lo; c < c_hi; ++c) {")
         out.append("    for (int32_t kh = 0; kh < KH; ++kh) {")
         out.append(f"      const float* restrict ah = a + c * sa_c + kh * {dh} * sa_h;")
         out.append("      const float* restrict bh = b + c * sb_c + kh * sb_h;")
@@ -180,39 +192,54 @@ def c_source(isa, v, cb, sw, dh, dw, ow) -> str:
         out.append("    }")
         out.append("  }")
         for i in range(r):
-            out.append("  " + " ".join(f"*({vt}*)(c{k} + {i * lanes}) += acc{i}_{k};" for k in range(v)))
+            out.append("  " + " ".join(f"*({vt}*)(c{k} + {i * lanes}) = acc{i}_{k};" for k in range(v)))
         out.append("}")
         return out
 
     for r, _ in plan:
         L += tile(r)
-    call_outs = ", ".join(f"c{k} + x * {lanes}" for k in range(v))
-    common = "CC, KH, KW, a + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, " + call_outs
+    row_arg = ", float* restrict c_row1" if rows > 1 else ""
     L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
              f"int64_t sa_c, int64_t sa_h, int64_t sa_w, const float* restrict b, int64_t sb_v, int64_t sb_c, "
-             f"int64_t sb_h, int64_t sb_w, {outs}) {{")
+             f"int64_t sb_h, int64_t sb_w, {outs}{row_arg}) {{")
     L.append(f"  const int64_t px = sa_w * {sw};")
-    L.append("  int32_t x = 0;")
+    L.append(f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};  /* output row stride */")
+    L.append("  /* input-channel blocks whose weights fit L1 go through every tile of the rows in turn; the")
+    L.append("     tile's accumulators are loaded from and stored back to the output (in L1) around each */")
+    L.append(f"  const int64_t per_block = (int64_t)KH * KW * {cb * v * lanes * 4};")
+    L.append(f"  int32_t step = (int32_t)({L1_WEIGHT_BYTES} / (per_block > 0 ? per_block : 1));")
+    L.append("  if (step < 1) step = 1;")
+    L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
+    L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
+    L.append(f"    for (int32_t r = 0; r < {rows}; ++r) {{")
+    L.append(f"      const float* restrict ar = a + r * {sh} * sa_h;")
+    L.append("      int32_t x = 0;")
+    call_outs = ", ".join(f"c{k} + r * c_rs + x * {lanes}" for k in range(v))
+    common = "c_lo, c_hi, KH, KW, ar + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, " + call_outs
     for r, c in plan:
-        L.append(f"  for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({common});")
+        L.append(f"      for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({common});")
+    L.append("    }")
+    L.append("  }")
     L.append("}")
     return "\n".join(L)
 
 
-def conv_row_intrin(isa: str, v: int, cb: int, sw: int, dh: int, dw: int, ow: int) -> str:
-    """The name of the row intrinsic for these parameters, registered on first use."""
+def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1) -> str:
+    """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call),
+    registered on first use."""
     from ...tir.tensor_intrin import TensorIntrin
 
     if isa not in ISA:
         raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} (avx2, avx512)")
     if not 1 <= v <= MAX_V:
         raise TesseraError(f"conv row micro-kernel: {v} output vectors a tile; 1 to {MAX_V} are generated")
-    name = intrin_name(isa, v, cb, sw, dh, dw, ow)
+    strides, dilation = tuple(strides), tuple(dilation)
+    name = intrin_name(isa, v, cb, strides, dilation, ow, rows)
     if TensorIntrin.get(name, allow_missing=True) is None:
         lanes = lanes_of(isa)
-        fn = _fn_name(isa, v, cb, sw, dh, dw, ow)
-        TensorIntrin.register(name, _desc(lanes, v, cb, sw, dh, dw, ow), _impl(fn, lanes, v, cb, ow),
-                              c_source=c_source(isa, v, cb, sw, dh, dw, ow), features=ISA[isa][2],
+        fn = _fn_name(isa, v, cb, strides, dilation, ow, rows)
+        TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows), _impl(fn, lanes, v, cb, ow, rows),
+                              c_source=c_source(isa, v, cb, strides, dilation, ow, rows), features=ISA[isa][2],
                               doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")
     return name
 

@@ -12,11 +12,12 @@ from broadcast input values and vector loads of weights that the graph pass alte
 once, at compile time (graph/passes/alter_layout.py). Padding is (top, left, bottom, right) as
 the NCHW ops' (begin..., end...).
 
-Default CPU schedule (float32, AVX2 or AVX-512): the output row of V blocks for one (n, block
-group, oh) is one call of a register-tiled micro-kernel (tensorize; ops/nn/_x86_conv.py), the
-(n, block group, oh) loops fused and parallel, the fused epilogue (bias, relu, residual add)
-computed right after each row while it is in L1 (reverse_compute_at), the padding copy parallel
-over rows. Other dtypes or CPUs: the same loop order with an (ow tile x vector) register block.
+Default CPU schedule (float32, AVX2 or AVX-512): the output rows of V blocks for one (n, block
+group, row group) are one call of a register-tiled micro-kernel (tensorize; ops/nn/_x86_conv.py;
+one row a call, or several when rows are short, so that the weights it brings to L1 serve enough
+register tiles), the (n, block group, row group) loops fused and parallel, the fused epilogue
+(bias, relu, residual add) computed right after each call while its output is in L1
+(reverse_compute_at), the padding copy parallel over rows. Other dtypes or CPUs: the same loop order with an (ow tile x vector) register block.
 Depthwise: taps unrolled in the expression (no reduction loop) and read from the unpadded input
 (clamped index, a select zeroes a tap in the padding), the channel vector vectorized, rows parallel.
 """
@@ -274,12 +275,14 @@ def _get_block(sch, name):
         return None
 
 
-def _group(chunks: int, isa: str) -> int:
-    """Output blocks per micro-kernel call (V): 2 where they pair up (measured best on AVX2; the
-    row tile is then 6 pixels, 14 with AVX-512), else 3, else 1."""
-    for v in (2, 3, 1):
-        if chunks % v == 0:
-            return v
+def _group(chunks: int, ow: int, taps: int) -> int:
+    """Output blocks per micro-kernel call (V), measured on AVX2 layer by layer (ResNet, MobileNetV2):
+    two blocks (6-pixel tiles, 12 accumulators) where rows are long (>= 28 pixels, or >= 14 for
+    kernels with several taps), else one block with the widest pixel tiles (up to 14 accumulators;
+    short rows of 1x1 convolutions gain more from it than from a second weight vector). Three or
+    four blocks (4- and 3-pixel tiles) measured slower everywhere."""
+    if chunks % 2 == 0 and (ow >= 28 or (taps > 1 and ow >= 14)):
+        return 2
     return 1
 
 
@@ -350,22 +353,42 @@ def _tensorized(sch, block, target, epilogue, strides, dilation):
     chunks = _extent(sch, oc)
     if ib is None or chunks is None:
         return False
-    sw = strides[1]
-    dh, dw = dilation
-    v = _group(chunks, isa)
-    owe = _extent(sch, ow)
-    if owe is None:
+    owe, ohe, khe, kwe = _extent(sch, ow), _extent(sch, oh), _extent(sch, kh), _extent(sch, kw)
+    if owe is None or ohe is None or khe is None or kwe is None:
         return False
-    name = conv_row_intrin(isa, v, ib, sw, dh, dw, owe)
-    work = 2 * chunks * ib * (_extent(sch, oh) or 1) * (_extent(sch, ow) or 1) * (_extent(sch, icc) or 1) * 64
+    v = _group(chunks, owe, khe * kwe)
+    batch = _extent(sch, n) or S._threads(target)
+    rows = _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S._threads(target))
+    name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows)
+    work = 2 * chunks * ib * ohe * owe * (_extent(sch, icc) or 1) * 64
     oco, oci = sch.split(oc, [None, v])
-    sch.reorder(n, oco, oh, oci, ow, ob, icc, kh, kw, ici)
+    oho, ohi = sch.split(oh, [None, rows])
+    sch.reorder(n, oco, oho, oci, ohi, ow, ob, icc, kh, kw, ici)
     init = sch.decompose_reduction(block, oci)
     sch.vectorize(sch.get_loops(init)[-1])
-    _place_epilogue(sch, epilogue, oh, target)     # while the conv block still writes points
+    _place_epilogue(sch, epilogue, oho, target)    # while the conv block still writes points
     sch.tensorize(oci, name)
-    _parallel_outer(sch, [n, oco, oh], target, work)
+    _parallel_outer(sch, [n, oco, oho], target, work)
     return True
+
+
+def _rows_per_call(isa, v, oh, ow, groups, threads) -> int:
+    """Output rows one micro-kernel call computes: enough register tiles (>= 8) to reuse each block
+    of weights it loads into L1 (short rows: 7x7 and 14x14 outputs), a divisor of the output height,
+    and still (batch x block groups x calls) >= 4 parallel tasks a thread."""
+    from ._x86_conv import row_tiles
+
+    per_row = sum(c for _, c in row_tiles(isa, v, ow))
+    rows = 1
+    for d in range(1, oh + 1):
+        if oh % d:
+            continue
+        if groups * (oh // d) < 4 * max(1, threads) and d > 1:
+            break
+        rows = d
+        if d * per_row >= 8:
+            break
+    return rows
 
 
 def _loop_schedule(sch, block, target, epilogue):
