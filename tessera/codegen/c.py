@@ -578,7 +578,33 @@ class CodeGenC(CodeGenCBase):
         if op in VECTOR_MATH and self.repr_dtype(e.dtype).element_of() == _F32 \
                 and all(a.dtype == e.dtype for a in args):
             return self.vector_math(e)
+        if op in ("pow", "power") and len(args) == 2 and type(args[1]) is E.Broadcast \
+                and self.repr_dtype(e.dtype).element_of() == _F32 and args[0].dtype == e.dtype:
+            return self.vector_pow(e)
         return self.lanewise(e)
+
+    def vector_pow(self, e):
+        """pow of a float32 vector by one exponent: small integer exponents (GELU's x^3, squares)
+        by multiplication, others lane by lane through powf."""
+        rep = self.repr_dtype(e.dtype)
+        v = self.vtype(rep)
+        name = f"tsr_vpow_{rep}"
+        self.helpers.require(name, (
+            f"/* pow(x, y), one exponent for every lane: y = 1, 2, 3, 4, -1 by multiplication (within 1 ulp\n"
+            f"   of powf, the same special values), any other y lane by lane through powf */\n"
+            f"{self.func_qualifier} {v} {name}({v} x, float y) {{\n"
+            f"  if (y == 2.0f) return x * x;\n"
+            f"  if (y == 3.0f) return x * x * x;\n"
+            f"  if (y == 1.0f) return x;\n"
+            f"  if (y == 4.0f) {{\n    const {v} s = x * x;\n    return s * s;\n  }}\n"
+            f"  if (y == -1.0f) return 1.0f / x;\n"
+            f"  {v} r = {{0}};\n"
+            f"  for (int k = 0; k < {rep.lanes}; ++k) r[k] = powf(x[k], y);\n  return r;\n}}"))
+        y = e.args[1].value
+        s = f"{name}({self.text(e.args[0])}, {self.cast_text(y, _F32)[0] if y.dtype != _F32 else self.text(y)})"
+        if e.dtype.element_of() in _HALF:
+            return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
+        return s, P_PRIMARY
 
     def vector_math(self, e):
         """exp/log/tanh/erf/sigmoid of a float32 (or float16/bfloat16, computed in float32) vector

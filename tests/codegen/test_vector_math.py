@@ -185,3 +185,30 @@ def test_codegen_float64_vectors_stay_on_libm(elementwise):
     assert "tsr_vexp" not in source[0]
     x = np.linspace(-3, 3, 64)
     np.testing.assert_allclose(run(x), np.exp(x), rtol=1e-15)
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, 1.0, 4.0, -1.0, 0.5, 2.5])
+def test_vector_pow_by_one_exponent(elementwise, exponent):
+    """x ** y with one y for every lane: small integer y by multiplication (within 1 ulp of powf,
+    the same inf/nan/signed-zero results), any other y through powf lane by lane."""
+    from tessera.ir import Broadcast, FloatImm
+
+    source = []
+    run = elementwise(lambda a: Call(a.dtype, "pow", [a, Broadcast(FloatImm("float32", exponent), 8)]),
+                      ["float32"], "float32", n=64, lanes=8, source=source)
+    assert "tsr_vpow_float32x8(" in source[0]
+    x = np.concatenate([np.linspace(-5, 5, 56), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, 3e12, -7.0]])
+    x = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), exponent)
+        got = run(x)
+        want32 = want.astype(np.float32)
+    finite = np.isfinite(want32)
+    np.testing.assert_allclose(got[finite], want32[finite], rtol=2.4e-7, atol=1.5e-45)
+    # (numpy's float64 power and C's powf disagree on (-inf) ** 0.5: compare where they agree)
+    same = ~(np.isneginf(x) & (exponent != int(exponent)))
+    np.testing.assert_array_equal(np.isnan(got)[same], np.isnan(want32)[same])
+    inf = np.isinf(want) & same
+    np.testing.assert_array_equal(got[inf], want32[inf])
+    zeros = (want32 == 0) & (exponent == int(exponent))   # numpy takes ** 0.5 as sqrt: sqrt(-0) = -0
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want32[zeros]))
