@@ -12,7 +12,8 @@ Each model comes from tessera.zoo (batch 1, seed 0) and runs on zoo.sample_input
   with the same aten ops torchvision's / Hugging Face's modules call (benchmarks/_torch_onnx.py says why).
 Latency is the median wall time of a whole run call over --repeat runs after --warmup runs (per
 framework, within --budget seconds once 3 runs are in); the frameworks and configurations of one
-model and thread count are timed round-robin, one call each per round, so load drifts on a shared
+model and thread count are timed round-robin, a block of calls each per round (after the previous
+one's spinning worker threads have parked, see _time_interleaved), so load drifts on a shared
 machine hit them alike. Every row also checks tessera's outputs
 against ONNX Runtime's (max_abs_err, ok at rtol = atol = 1e-4): a fast wrong answer is no result.
 Ratios are tessera's time over the reference's: below 1 tessera is faster.
@@ -145,23 +146,44 @@ def bench_model(name: str, args, rows: list) -> None:
             rows.append(row)
 
 
-def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float) -> dict:
-    """Median seconds of each fn, timed in rounds (one call of each per round) after `warmup`
-    rounds; stops after `repeat` rounds, or past `budget` s per fn once 3 rounds are in.
-    Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure."""
-    for _ in range(warmup):
-        for fn in fns.values():
+def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block: int = 3) -> dict:
+    """Median seconds of each fn, timed in rounds after `warmup` untimed calls each; a round gives
+    every fn one block: wait until the process is idle (_quiesce), one untimed call, then `block`
+    timed calls. Stops after `repeat` timed calls each, or past `budget` s per fn once 3 are in.
+    Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure.
+
+    Why blocks and the wait: a runtime's worker threads spin after a call (ONNX Runtime's for about
+    40 ms of CPU, OpenMP's for a few ms) and, on a 2-core machine, take a core from whatever runs
+    next in the process; one call each in turn timed every framework against the others' spinning
+    threads (tessera 2 threads measured 2x slower right after ONNX Runtime than alone)."""
+    for fn in fns.values():
+        for _ in range(warmup):
             fn()
     times = {k: [] for k in fns}
     start = time.perf_counter()
-    for r in range(repeat):
+    while min(len(v) for v in times.values()) < repeat:
         for k, fn in fns.items():
-            t0 = time.perf_counter()
+            _quiesce()
             fn()
-            times[k].append(time.perf_counter() - t0)
-        if r >= 2 and time.perf_counter() - start > budget * len(fns):
+            for _ in range(min(block, repeat - len(times[k])) or 1):
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        if min(len(v) for v in times.values()) >= 3 and time.perf_counter() - start > budget * len(fns):
             break
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
+def _quiesce(window: float = 0.01, limit: float = 0.3) -> None:
+    """Sleep until this process's threads stop using the CPU (spinning workers of the runtime
+    called last have parked): a `window` of sleep with under a third of it in CPU time, at most
+    `limit` seconds."""
+    end = time.perf_counter() + limit
+    while time.perf_counter() < end:
+        c0 = time.process_time()
+        time.sleep(window)
+        if time.process_time() - c0 < window / 3:
+            return
 
 
 def _load_average() -> str:
