@@ -14,6 +14,7 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 | 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
 | 2     | eliminate_common_subexpr  | merges equal computations and equal constants                  |
 | 3     | alter_layout              | blocked conv layouts (when tessera.graph.passes.alter_layout exists) |
+| 3     | pack_matmul_weights       | constant matmul weights packed once in micro-kernel panels (x86) |
 | 1     | dead_code_elimination     | drops what no output needs                                      |
 | 2     | fuse_ops                  | groups ops into fused kernels                                   |
 """
@@ -30,6 +31,7 @@ from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops, partition
+from .pack_matmul_weights import pack_matmul_weights
 from .simplify_inference import simplify_inference
 
 
@@ -61,6 +63,7 @@ PIPELINE = (
     PassInfo("fold_constant", 1, fold_constant),
     PassInfo("eliminate_common_subexpr", 2, eliminate_common_subexpr),
     PassInfo("alter_layout", 3, None, module=f"{__name__}.alter_layout"),
+    PassInfo("pack_matmul_weights", 3, pack_matmul_weights),
     PassInfo("fold_constant", 3, fold_constant),
     PassInfo("dead_code_elimination", 1, dead_code_elimination),
     PassInfo("fuse_ops", 2, fuse_ops),
@@ -129,4 +132,4 @@ def __getattr__(name):
 
 
 __all__ = ["optimize", "passes_for", "pass_names", "PassInfo", "PIPELINE", "run_pass", "fold_constant",
-           "simplify_inference", "eliminate_common_subexpr", "dead_code_elimination", "fuse_ops", "partition"]
+           "simplify_inference", "eliminate_common_subexpr", "dead_code_elimination", "fuse_ops", "partition", "pack_matmul_weights"]
