@@ -5,6 +5,7 @@ import argparse
 import json
 import platform
 import sys
+import time
 from pathlib import Path
 
 
@@ -36,6 +37,19 @@ def report(name: str, rows: list[dict], json_path: str | None, extra: dict | Non
         out = {"benchmark": name, "machine": machine(), "rows": rows, **(extra or {})}
         Path(json_path).write_text(json.dumps(out, indent=2))
         print(f"wrote {json_path}", file=sys.stderr)
+
+
+def quiesce(window: float = 0.01, limit: float = 0.3) -> None:
+    """Sleep until this process's threads stop using the CPU: a runtime's worker threads spin after
+    a call (ONNX Runtime's for about 40 ms of CPU, OpenMP's for a few ms) and, on a small machine,
+    take a core from whatever is timed next. Returns after a `window` of sleep with under a third
+    of it in CPU time, or after `limit` seconds."""
+    end = time.perf_counter() + limit
+    while time.perf_counter() < end:
+        c0 = time.process_time()
+        time.sleep(window)
+        if time.process_time() - c0 < window / 3:
+            return
 
 
 def _fmt(v) -> str:

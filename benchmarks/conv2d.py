@@ -13,7 +13,8 @@ Rows, per thread count:
   conv as a one-op model would run it alone;
 - tessera example schedule: the hand-written NCHW-in/NCHW-out schedule around the GEMM micro-kernel
   (tessera/tir/schedule/examples/conv2d.py; its layout changes and weight packing are inside).
-Timing alternates between the rows round by round (load drift on a shared machine hits them alike);
+Timing alternates between the rows round by round (load drift on a shared machine hits them alike),
+each row's round after the previous row's spinning worker threads have parked and one untimed round;
 the best and the median round are reported with the load average before and after the run.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
-from _common import parser, report  # noqa: E402
+from _common import parser, quiesce, report  # noqa: E402
 
 import tessera  # noqa: E402
 
@@ -155,6 +156,8 @@ def bench(args, threads, rows):
     times = {k: [] for k in list(refs) + list(timers)}
     for _ in range(args.rounds):
         for k, fn in list(refs.items()) + list(timers.items()):
+            quiesce()                  # the previous row's spinning worker threads parked
+            fn()                       # one untimed round: caches and thread pool warm again
             times[k].append(fn())
     best = {k: min(v) for k, v in times.items()}
     ort_best, ort_med = best["onnxruntime"], statistics.median(times["onnxruntime"])

@@ -148,7 +148,7 @@ def bench_model(name: str, args, rows: list) -> None:
 
 def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block: int = 3) -> dict:
     """Median seconds of each fn, timed in rounds after `warmup` untimed calls each; a round gives
-    every fn one block: wait until the process is idle (_quiesce), one untimed call, then `block`
+    every fn one block: wait until the process is idle (_common.quiesce), one untimed call, then `block`
     timed calls. Stops after `repeat` timed calls each, or past `budget` s per fn once 3 are in.
     Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure.
 
@@ -163,7 +163,7 @@ def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block:
     start = time.perf_counter()
     while min(len(v) for v in times.values()) < repeat:
         for k, fn in fns.items():
-            _quiesce()
+            _common.quiesce()
             fn()
             for _ in range(min(block, repeat - len(times[k])) or 1):
                 t0 = time.perf_counter()
@@ -172,18 +172,6 @@ def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block:
         if min(len(v) for v in times.values()) >= 3 and time.perf_counter() - start > budget * len(fns):
             break
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
-
-
-def _quiesce(window: float = 0.01, limit: float = 0.3) -> None:
-    """Sleep until this process's threads stop using the CPU (spinning workers of the runtime
-    called last have parked): a `window` of sleep with under a third of it in CPU time, at most
-    `limit` seconds."""
-    end = time.perf_counter() + limit
-    while time.perf_counter() < end:
-        c0 = time.process_time()
-        time.sleep(window)
-        if time.process_time() - c0 < window / 3:
-            return
 
 
 def _load_average() -> str:
