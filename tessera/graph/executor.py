@@ -486,6 +486,8 @@ class GraphExecutor:
         self._static = all(v.type.is_static for v in g.inputs)
         # graph outputs that are inputs or constants are returned as copies
         self._copy_slots = {i for i, a in enumerate(self._template) if a is not None} | set(self._input_slots)
+        self._runner = None          # the _StaticRunner, made on the first run of a static graph
+        self._runner_lock = threading.Lock()
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -600,6 +602,21 @@ class GraphExecutor:
             result.append(x)
         return result
 
+    def _run(self, arrays) -> list:
+        """One run: through the static plan when the graph allows one and no other thread is in it."""
+        runner = self._runner
+        if runner is None and self._static:
+            with self._runner_lock:
+                if self._runner is None:
+                    self._runner = _StaticRunner.for_executor(self)
+                runner = self._runner
+        if runner and runner.lock.acquire(False):
+            try:
+                return runner.run(arrays)
+            finally:
+                runner.lock.release()
+        return self._execute(arrays)
+
     def _check_symbols(self, st, shapes, env):
         for i, (shape, t) in enumerate(zip(shapes, st.out_types)):
             for d, (got, dim) in enumerate(zip(shape, t.shape)):
@@ -618,11 +635,11 @@ class GraphExecutor:
             if k in given:
                 raise TesseraError(f"input {k!r} is given twice")
             given[k] = v
-        return self._execute(self._from_dict(given))
+        return self._run(self._from_dict(given))
 
     def __call__(self, *args, **kwargs):
         """exe(x) / exe(x, y) / exe(x=..., y=...): one output -> an array, several -> a tuple."""
-        outs = self._execute(self._normalize_inputs(args, kwargs))
+        outs = self._run(self._normalize_inputs(args, kwargs))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # ------------------------------------------------------------------ profiling
@@ -672,6 +689,138 @@ class GraphExecutor:
     def __repr__(self):
         return (f"<tessera.GraphExecutor {self.graph.name!r}: {len(self.graph.nodes)} nodes, "
                 f"{len(self.kernels)} kernels, target {self.target}>")
+
+
+class _StaticRunner:
+    """A static graph's runs with every argument prepared once (TVM's graph executor does the same):
+
+    intermediates live in one 64-byte aligned arena laid out by plan_memory (a tensor reuses the
+    bytes of one that is dead by then, so the working set stays small and warm in cache), and
+    per node the kernel's argument array points at ABI structs made once; a run only points the
+    graph inputs' and outputs' structs at this run's arrays and calls the kernels' entries. On
+    MobileNetV2 this is ~1 ms of a 12 ms run against fresh numpy buffers and per-call packing.
+    One run at a time (`lock`); a second thread meanwhile takes the general path.
+    """
+
+    __slots__ = ("lock", "exe", "arena", "keep", "calls", "in_structs", "out_plan", "err", "_live")
+
+    @classmethod
+    def for_executor(cls, exe):
+        """The runner of `exe`, or False when its graph cannot have one (a symbolic shape, a kernel
+        with scalar parameters, plan_memory not installed beside a loaded library)."""
+        from ..runtime.module import ERR_LEN
+
+        g = exe.graph
+        if not all(o.type.is_static for n in g.nodes for o in n.outputs):
+            return False
+        for st in exe._steps:
+            if not all(st.kernel.fn._is_tensor) or st.kernel.static_out_shapes is None:
+                return False
+        try:
+            from .passes.plan_memory import plan_memory
+        except ImportError:   # a library loaded where only the runtime is installed: the general path
+            return False
+        return cls(exe, plan_memory(exe.graph), ERR_LEN)
+
+    def __init__(self, exe, plan, err_len):
+        import ctypes
+
+        from ..runtime.module import _Tensor
+        from ..runtime.ndarray import dtype_info
+
+        g = exe.graph
+        self.lock = threading.Lock()
+        self.exe = exe
+        raw = np.empty(plan.arena_bytes + 64, np.uint8)
+        start = -raw.ctypes.data % 64
+        self.arena = raw[start:start + plan.arena_bytes]
+        self.keep = [raw]
+        self.err = ctypes.create_string_buffer(err_len)
+        slot_of_value = {}
+        for st in exe._steps:
+            for v, s in zip(st.node.inputs, st.ins):
+                slot_of_value[s] = v
+            for v, s in zip(st.node.outputs, st.outs):
+                slot_of_value[s] = v
+        for v, s in zip(g.inputs, exe._input_slots):
+            slot_of_value[s] = v
+        structs: dict = {}      # value slot -> _Tensor
+        live_io: dict = {}      # value slot -> _Tensor whose data is set per run (inputs, outputs)
+
+        def struct(shape, np_dt, data):
+            info = dtype_info(np.dtype(np_dt))
+            shape_c = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            t = _Tensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
+            self.keep.append(shape_c)
+            return t
+
+        for s, arr in enumerate(exe._template):
+            if arr is not None:
+                arr = arr if arr.flags.c_contiguous else arr.copy(order="C")   # (keeps a 0-d array 0-d)
+                self.keep.append(arr)
+                structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
+        for s, x_np in zip(exe._input_slots, exe._input_np):
+            v = slot_of_value[s]
+            structs[s] = live_io[s] = struct(tuple(v.shape), x_np, None)
+        outputs = set(exe._output_slots)
+        self.out_plan = []      # per graph output: (slot, shape, dtype), produced by a node
+        for st in exe._steps:
+            for v, s, shape, dt in zip(st.node.outputs, st.outs, st.kernel.static_out_shapes, st.out_np):
+                if s in structs:
+                    continue
+                if s in outputs:
+                    structs[s] = live_io[s] = struct(shape, dt, None)
+                    self.out_plan.append((s, tuple(shape), dt))
+                else:
+                    a = plan[v]
+                    view = self.arena[a.offset:a.offset + a.nbytes]
+                    structs[s] = struct(shape, dt, view.ctypes.data if a.nbytes else self.arena.ctypes.data)
+        self.keep.append(structs)
+        self.in_structs = [(live_io[s], s) for s in exe._input_slots]
+        calls = []
+        for st in exe._steps:
+            fn = st.kernel.fn
+            args = (ctypes.c_void_p * max(fn._n, 1))(*[ctypes.addressof(structs[s]) for s in list(st.ins) + list(st.outs)])
+            self.keep.append(args)
+            calls.append((fn._entry, args, fn._kinds, fn._n, st))
+        self.calls = calls
+        self._live = live_io
+
+    def run(self, arrays) -> list:
+        exe = self.exe
+        live = self._live
+        vals = {}
+        for (t, s), x in zip(self.in_structs, arrays):
+            t.data = _data_ptr(x)
+            vals[s] = x
+        for s, shape, dt in self.out_plan:
+            o = np.empty(shape, dt)
+            live[s].data = _data_ptr(o)
+            vals[s] = o
+        err, n_err = self.err, len(self.err)
+        for entry, args, kinds, n, st in self.calls:
+            rc = entry(args, kinds, n, err, n_err)
+            if rc:
+                e = st.kernel.fn._status_error(rc, err)
+                raise type(e)(f"node {st.node.name!r} ({st.node.op}): {e}") if type(e) in (
+                    TesseraError, ShapeError, DTypeError) else e
+        result, seen = [], set()
+        template, copy_slots = exe._template, exe._copy_slots
+        for s in exe._output_slots:
+            x = vals.get(s)
+            if x is None:
+                x = template[s]
+            if s in seen or s in copy_slots:
+                x = np.array(x, copy=True)
+            seen.add(s)
+            result.append(x)
+        return result
+
+
+def _data_ptr(x: np.ndarray) -> int:
+    from ..runtime.module import _FAST_NUMPY, _from_address
+
+    return _from_address(id(x) + 16).value if _FAST_NUMPY else x.ctypes.data
 
 
 def op_label(node) -> str:
