@@ -169,6 +169,35 @@ def test_matrix_vector_product_streams_rows_of_b():
     np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
+def test_matrix_vector_chunks_share_evenly_and_accumulate_in_their_own_row():
+    """1 x 256 @ 256 x 1000 on 2 threads: 125 column vectors (odd) go in chunks that divide them and
+    split between the threads no worse than any other divisor would; each chunk accumulates in a
+    row of its own inside the parallel loop (no cache line of the shared row written by both
+    threads at every k step); the product is right."""
+    from tessera.graph.executor import get_kernel
+    from tessera.graph.ir import TensorType
+    from tessera.ops import get_op
+    from tessera.ops.nn._cpu_schedule import gemv_chunks
+
+    for vecs, threads in ((125, 2), (30, 4), (128, 2), (97, 2), (6, 3)):
+        c = gemv_chunks(vecs, threads)
+        share = lambda d: -(-d // threads) / d  # noqa: E731  (the busiest thread's part of the work)
+        assert vecs % c == 0 and (c == 1 or vecs // c >= 2)
+        assert all(share(c) <= share(d) for d in range(threads, vecs // 2 + 1) if vecs % d == 0)
+    a, b = rand(1, 256), rand(256, 1000)
+    target = tessera.Target("c -num-threads=2")
+    k = get_kernel("nn.matmul", get_op("nn.matmul").normalize_attrs({}), (TensorType.of(a), TensorType.of(b)),
+                   (TensorType((1, 1000), "float32"),), target)
+    src = k.module.get_source()
+    kernel = src[src.index("_kernel("):src.index("_args_t")]
+    par = kernel.index("#pragma omp parallel for")
+    assert f"< {gemv_chunks(125, 2)}; ++" in kernel[par:par + 200]
+    assert "_local[" in kernel[par:] and "_local[" not in kernel[:par]
+    out = np.zeros((1, 1000), np.float32)
+    k.module(a, b, out)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("m,k,n,panel", [(128, 48, 1001, 24), (8, 16, 32, 16), (12, 40, 5, 16)])
 def test_prepacked_b_gives_the_plain_product(m, k, n, panel):
     """nn.pack_matmul_weight lays B out in zero-padded column panels; nn.matmul with b_panel reads
