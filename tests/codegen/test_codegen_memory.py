@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tessera.codegen import abi, generate
+from tessera.codegen.c import STACK_BYTES
 from tessera.ir import (Allocate, AssertStmt, AttrStmt, Buffer, BufferStore, Evaluate, FloatImm, For,
                         IfThenElse, IntImm, LetStmt, PrimFunc, StringImm, Var, const, seq)
 
@@ -26,14 +27,14 @@ def _reverse_through_temp(lowered, n, kind="serial", per_row=16, dtype="float32"
 
 
 @pytest.mark.parametrize("kind", ["serial", "parallel"])
-@pytest.mark.parametrize("per_row", [16, 4096])
-def test_allocate_stack_and_heap(build, lowered, kind, per_row):
+@pytest.mark.parametrize("per_row", [16, STACK_BYTES // 4, STACK_BYTES // 4 + 16])
+def test_allocate_stack_up_to_the_limit_then_heap(build, lowered, kind, per_row):
     n = per_row * 4
     src = generate(_reverse_through_temp(lowered, n, kind, per_row))
-    if per_row * 4 <= 4096:
+    if per_row * 4 <= STACK_BYTES:
         assert f"float T[{per_row}] __attribute__((aligned(64)));" in src and "tsr_alloc" not in src
     else:
-        assert "float* T = (float*)tsr_alloc(16384);" in src and "free(T);" in src
+        assert f"float* T = (float*)tsr_alloc({per_row * 4});" in src and "free(T);" in src
     lib = build(src)
     a = np.random.rand(n).astype(np.float32)
     c = np.zeros(n, np.float32)
@@ -87,7 +88,7 @@ def _asserting(lowered, kind):
     zero = IntImm("int32", 0)
 
     def body(a, c):
-        big = Buffer((2048,), "float32", "scratch")
+        big = Buffer((STACK_BYTES // 4 + 16,), "float32", "scratch")   # over the stack limit: heap
         check = AssertStmt(a[i] >= 0.0, "A must be non-negative",
                            seq(BufferStore(big, a[i], [zero]), BufferStore(c, big[zero] * 2.0, [i])))
         if kind == "parallel":
