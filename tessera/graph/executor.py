@@ -6,9 +6,12 @@ name), the op's `compute`, `te.create_prim_func`, the op's default schedule when
 every node of that signature, in any graph, shares one compiled module (gcc's output is also
 cached on disk by source hash).
 
-At run time the symbolic dimensions are bound from the actual input shapes (the same symbol must
-get the same value everywhere), outputs are allocated as numpy arrays, and an intermediate is
-dropped as soon as its last consumer has run.
+A graph with static shapes runs through a static plan (`_StaticRunner`, made on the first run):
+intermediates in one arena laid out by plan_memory, every kernel's argument array prepared once,
+so a run is the kernels' entry calls in order and fresh arrays for the graph outputs only. With
+symbolic dimensions (or while another thread is in the plan) the general path runs: symbols are
+bound from the actual input shapes (the same symbol must get the same value everywhere), outputs
+are allocated as numpy arrays, and an intermediate is dropped as soon as its last consumer has run.
 """
 from __future__ import annotations
 
