@@ -102,6 +102,18 @@ def _place_after(idx, writer, related, scope):
     return lca, container, pos
 
 
+def _nearest_readers(idx, writer, readers) -> list:
+    """The readers a copy placed after `writer` must precede: a reader inside a loop with the
+    writer reads the copy in the same iteration, so the copy goes right after the writer in the
+    innermost loop it shares with a reader (each iteration copies its part; readers after that
+    loop see the whole copy); with no shared loop, all of them (the copy goes after the writer's
+    subtree in their common scope)."""
+    shared = [(lp, r) for r in readers for lp in [_lowest_common_sref(idx, [writer, r])] if type(lp) is For]
+    if shared:
+        return [max(shared, key=lambda p: len(idx.loops_above(p[0])))[1]]
+    return list(readers)
+
+
 def _analyzer_at(idx, lca):
     """An analyzer knowing the loops down to lca (a For), or only the shape variables."""
     if type(lca) is For:
@@ -187,8 +199,8 @@ def cache_read(self, block, read_buffer_index, storage_scope, consumer_blocks=No
         w = writers[0]
         top = [r for r in scope_children(idx, scope) if r is w or idx.encloses(r, w)]
         anchor = top[0] if top else w
-        related = [u for u in users if u is not anchor]
-        lca, container, pos = _place_after(idx, anchor, [_top_level(idx, scope, u) for u in related], scope)
+        related = _nearest_readers(idx, anchor, [_top_level(idx, scope, u) for u in users if u is not anchor])
+        lca, container, pos = _place_after(idx, anchor, related, scope)
         ana = _analyzer_at(idx, lca)
         inner = [lp for lp in idx.loops_above(anchor) if type(lca) is not For or idx.encloses(lca, lp)]
         box = block_box(anchor, buf, inner, ana, writes=True)
@@ -243,7 +255,7 @@ def cache_write(self, block, write_buffer_index, storage_scope, consumer_blocks=
     direct = _resolve_consumers(self, prim, fname, consumer_blocks, buf, readers) if consumer_blocks else []
     new_buf = _new_cache_buffer(idx, buf, storage_scope)
     name = fresh_block_name(idx, f"{buf.name}_{storage_scope}")
-    related = consumers(idx, realize)
+    related = _nearest_readers(idx, realize, consumers(idx, realize))
     lca, container, pos = _place_after(idx, realize, related, scope)
     ana = _analyzer_at(idx, lca)
     inner = [lp for lp in idx.loops_above(realize) if type(lca) is not For or idx.encloses(lca, lp)]

@@ -107,6 +107,39 @@ def test_cache_read_of_an_intermediate_goes_after_its_writer_and_serves_chosen_c
     assert sch.get(cache).name_hint == "B_global"
 
 
+def test_cache_read_goes_inside_the_loop_a_consumer_shares_with_the_writer():
+    # found by the property test: C reverse_compute_at under B's row loop reads the copy in the same
+    # iteration, D after the loop reads all of it; a copy placed after the loop left C reading garbage
+    f = chain3()
+    sch = schedule(f)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    sch.cache_read(sch.get_block("C"), 0, "global")
+    loop = sch.get(sch.get_loops(sch.get_block("B"))[0])
+    assert _blocks_in(loop) == ["B", "B_global", "C"]
+    check_chain3(sch)
+    assert replays(sch, f)
+
+
+def test_cache_write_copies_back_inside_the_loop_a_consumer_shares_with_the_writer():
+    f = chain3()
+    sch = schedule(f)
+    i, _ = sch.get_loops(sch.get_block("B"))
+    sch.reverse_compute_at(sch.get_block("C"), i)
+    sch.cache_write(sch.get_block("B"), 0, "global")
+    loop = sch.get(sch.get_loops(sch.get_block("B"))[0])
+    assert _blocks_in(loop) == ["B", "B_global", "C"]
+    check_chain3(sch)
+    assert replays(sch, f)
+
+
+def _blocks_in(loop) -> list:
+    """Names of the blocks directly under a loop's body, in order."""
+    from tessera.tir.schedule.state import child_realizes
+
+    return [r.block.name_hint for r in child_realizes(loop.body)]
+
+
 def test_cache_read_then_compute_at_packs_one_tile_per_iteration():
     f = gemm()
     sch = schedule(f)
