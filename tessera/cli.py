@@ -402,7 +402,7 @@ def main(argv=None) -> int:
                        help="fix an input's shape (repeatable; a dimension may be a symbol name)")
         if not onnx_only:
             p.add_argument("--target", default="c", help='target string (default "c")')
-            p.add_argument("--opt-level", type=int, default=2, help="graph optimization level (default 2)")
+            p.add_argument("--opt-level", type=int, default=3, help="graph optimization level (default 3)")
 
     comp = sub.add_parser("compile", help="compile an ONNX model to a deployable library (+ its C header)")
     comp.add_argument("model", help="the .onnx model")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from .errors import TesseraError
 
 
-def compile(graph, params=None, target="c", opt_level: int = 2, disabled_passes=(),  # noqa: A001
+def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),  # noqa: A001
             executor: str = "graph"):
     """Compile `graph` for `target`; returns a GraphExecutor (`exe(x)`, `exe.run({...})`).
 
@@ -14,8 +14,10 @@ def compile(graph, params=None, target="c", opt_level: int = 2, disabled_passes=
 
     params: {graph input name: array} bound as constants (the weights `from_onnx` returns).
     opt_level: which graph passes run (tessera.graph.passes): 0 none, one kernel per node as given;
-    1 fold_constant, simplify_inference, dead_code_elimination; 2 (default) also
-    eliminate_common_subexpr and fuse_ops; 3 also alter_layout. disabled_passes: pass names left
+    1 fold_constant, simplify_inference, dead_code_elimination; 2 also eliminate_common_subexpr and
+    fuse_ops; 3 (default, as TVM's builds use) also alter_layout and pack_matmul_weights (blocked
+    convolutions, pre-packed matmul weights: ResNet-18 on 2 threads ran 2.4x ONNX Runtime's latency
+    at level 2, 1.2x at 3). disabled_passes: pass names left
     out (TVM's PassContext(disabled_pass=...)), e.g. ["fuse_ops"] for the fusion ablation.
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it).
     """

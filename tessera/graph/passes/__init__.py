@@ -1,7 +1,7 @@
 """Graph passes: each a function Graph -> Graph, and the pass manager that runs them by opt_level.
 
     from tessera.graph import passes
-    g2 = passes.optimize(graph, opt_level=2)                  # what tessera.compile runs
+    g2 = passes.optimize(graph, opt_level=3)                  # what tessera.compile runs
     g3 = passes.optimize(graph, opt_level=3, disabled_passes=["fuse_ops"])   # an ablation
     passes.fuse_ops(passes.fold_constant(graph))              # or one pass at a time
 
@@ -101,7 +101,7 @@ def passes_for(opt_level: int, disabled_passes: Iterable[str] = ()) -> list:
     return out
 
 
-def optimize(graph: Graph, opt_level: int = 2, target="c", disabled_passes: Iterable[str] = ()) -> Graph:
+def optimize(graph: Graph, opt_level: int = 3, target="c", disabled_passes: Iterable[str] = ()) -> Graph:
     """Run the pipeline's passes for `opt_level` (minus `disabled_passes`) on `graph`."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"optimize takes a tessera.graph.Graph, got {type(graph).__name__}")
