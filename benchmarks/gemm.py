@@ -35,7 +35,7 @@ def _threads_arg(default=2) -> int:
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = str(_threads_arg())
 import numpy as np  # noqa: E402
-from _common import parser, report  # noqa: E402
+from _common import parser, quiesce, report  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import te, tir  # noqa: E402
@@ -105,7 +105,13 @@ def alternate(lib, args, a, b, c_np, rounds, number=3):
     np.matmul(a, b, out=c_np)
     ts, ns = [], []
     for _ in range(rounds):
+        # each side after the other's spinning worker threads have parked (OpenBLAS's spin for a
+        # while after a call and take a core from the next thing timed), then one untimed call
+        quiesce()
+        lib(*args)
         ts.append(min(lib.time_evaluator(number=number, repeat=1)(*args).results))
+        quiesce()
+        np.matmul(a, b, out=c_np)
         ns.append(numpy_round(a, b, c_np, number))
     return np.array(ts), np.array(ns)
 
