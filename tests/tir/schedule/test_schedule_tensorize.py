@@ -333,7 +333,8 @@ def test_tensorize_a_reduction_of_one_step():
 COPY16_SRC = "static void test_copy16(float* d, const float* s) { for (int i = 0; i < 16; ++i) d[i] = s[i] * 2.0f; }"
 
 
-def test_allocation_compaction_keeps_the_region_an_intrinsic_writes():
+def _register_copy16():
+    """An intrinsic writing 16 floats (B = A * 2) that its call reaches through T.address_of."""
     from tessera.ir import BufferStore as Store
     R = Range.from_min_extent
     A, B = Buffer((16,), "float32", "A"), Buffer((16,), "float32", "B")
@@ -346,6 +347,10 @@ def test_allocation_compaction_keeps_the_region_an_intrinsic_writes():
     impl = PrimFunc([A2, B2], Evaluate(Call("handle", "test_copy16", [Call("handle", "address_of", [B2[0]]),
                                                                       Call("handle", "address_of", [A2[0]])])))
     TensorIntrin.register("test_copy16", desc, impl, override=True, c_source=COPY16_SRC)
+
+
+def test_allocation_compaction_keeps_the_region_an_intrinsic_writes():
+    _register_copy16()
     X = te.placeholder((64,), name="X")
     T = te.compute((64,), lambda j: X[j] * 2.0, name="T")
     Y = te.compute((8,), lambda j: T[j] + 1.0, name="Y")      # reads T[0:8]; the intrinsic writes T[0:64]
@@ -365,18 +370,7 @@ def test_allocation_compaction_keeps_the_region_an_intrinsic_writes():
 
 def test_allocation_compaction_shifts_a_tile_an_intrinsic_writes():
     """T computed per tile of Y by the intrinsic: compacted to one tile, the call's address shifted."""
-    from tessera.ir import BufferStore as Store
-    R = Range.from_min_extent
-    A, B = Buffer((16,), "float32", "A"), Buffer((16,), "float32", "B")
-    i, vi = Var("i"), IterVar(R(0, 16), "vi")
-    blk = Block([vi], [BufferRegion(A, [R(0, 16)])], [BufferRegion(B, [R(0, 16)])], "u",
-                Store(B, A[vi.var] * 2.0, [vi.var]))
-    desc = PrimFunc([A, B], BlockRealize([], True, Block([], [], [], "root", For(i, 0, 16, "serial",
-                                                                                 BlockRealize([i], True, blk)))))
-    A2, B2 = Buffer((16,), "float32", "A"), Buffer((16,), "float32", "B")
-    impl = PrimFunc([A2, B2], Evaluate(Call("handle", "test_copy16", [Call("handle", "address_of", [B2[0]]),
-                                                                      Call("handle", "address_of", [A2[0]])])))
-    TensorIntrin.register("test_copy16", desc, impl, override=True, c_source=COPY16_SRC)
+    _register_copy16()
     X = te.placeholder((64,), name="X")
     T = te.compute((64,), lambda j: X[j] * 2.0, name="T")
     Y = te.compute((64,), lambda j: T[j] + 1.0, name="Y")
