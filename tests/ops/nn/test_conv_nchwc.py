@@ -142,6 +142,28 @@ def test_depthwise_conv2d_nchwc_matches_onnxruntime(name, dims, k, strides, padd
     np.testing.assert_allclose(unpack(y), ref, rtol=1e-4, atol=1e-4)
 
 
+DW_BORDER_CASES = [
+    # name, (H, W), kernel, strides, padding (top, left, bottom, right), dilation
+    ("asymmetric_padding", (9, 11), 3, (1, 1), (0, 2, 2, 1), (1, 1)),
+    ("dilated_stride2", (13, 12), 3, (2, 2), (2, 2, 2, 2), (2, 2)),
+    ("no_interior_pixel", (3, 4), 3, (1, 1), (2, 2, 2, 2), (1, 1)),
+    ("window_wider_than_input", (4, 4), 5, (1, 1), (2, 2, 2, 2), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("name,hw,k,strides,padding,dilation", DW_BORDER_CASES, ids=[c[0] for c in DW_BORDER_CASES])
+def test_depthwise_conv2d_nchwc_border_and_interior_pixels_match_onnxruntime(name, hw, k, strides, padding, dilation):
+    # pixels whose window lies inside the input take an unclamped path, the others clamp and select
+    # per tap: every mix of the two (asymmetric padding, dilation, windows never inside) must agree
+    (H, W), C = hw, 16
+    data, w = rand(1, C, H, W), rand(C, 1, k, k)
+    y, _ = run_scheduled(DEPTHWISE, [pack_data(data, 8), pack_weight(w, 1, 8)], strides=strides, padding=padding,
+                         dilation=dilation)
+    (ref,) = ort_run("Conv", [data, w], dict(strides=list(strides), pads=list(padding), dilations=list(dilation),
+                                             group=C))
+    np.testing.assert_allclose(unpack(y), ref, rtol=1e-4, atol=1e-4)
+
+
 def _infer(op, data, weight, **attrs):
     opdef = get_op(op)
     return opdef.infer_types([TensorType(data), TensorType(weight)], opdef.normalize_attrs(attrs))
