@@ -535,6 +535,34 @@ def schedule_depthwise_nchwc(sch, ctx):
     _schedule_rest(sch, done, ctx.target)
 
 
+def _local_weights(sch, block):
+    """The row's filter (KH x KW vectors) copied into a local array at the start of each output row
+    (compute_at the row loop, the block's third): in a parallel loop's body, which OpenMP outlines
+    into a function where the pointers' restrict is lost, the C compiler keeps a local array's
+    values in registers across the row's stores, not loads through the weight pointer. Nothing
+    changes when the copy cannot be placed."""
+    reads = sch.get(block).reads
+    idx = next((k for k, r in enumerate(reads) if len(r.buffer.shape) == 6), None)
+    if idx is None:
+        return
+    name = sch.get(block).name_hint
+    trial = sch.copy()
+    try:
+        tb = trial.get_block(name)
+        trial.compute_at(trial.cache_read(tb, idx, "local"), trial.get_loops(tb)[2])
+    except ScheduleError:
+        return
+    cache = sch.cache_read(block, idx, "local")
+    sch.compute_at(cache, sch.get_loops(block)[2])
+    inner = sch.get_loops(cache)[-1]
+    e = _extent(sch, inner)
+    if e is not None and 2 <= e <= 64:
+        try:
+            sch.vectorize(inner)
+        except ScheduleError:
+            pass
+
+
 def _depthwise_block(sch, block, target, is_red, epilogue):
     loops = sch.get_loops(block)
     n, c, oh, ow, cb = loops[:5]
@@ -545,11 +573,14 @@ def _depthwise_block(sch, block, target, is_red, epilogue):
     e = _extent(sch, cb)
     if e is not None and 2 <= e <= 64:
         sch.vectorize(cb)
-    _place_epilogue(sch, epilogue, oh, target)
     work = 1
     for lp in loops[:5]:
         work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+    parallel = S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK
+    if parallel and not is_red:
+        _local_weights(sch, block)
+    _place_epilogue(sch, epilogue, oh, target)
+    if parallel:
         sch.parallel(sch.fuse(n, c, oh))
 
 

@@ -129,6 +129,9 @@ DW_CASES = [
     ("3x3_stride2", (24, 11, 11), 3, (2, 2), (1, 1, 1, 1), 8),
     ("5x5_block4", (8, 12, 12), 5, (1, 2), (2, 2, 2, 2), 4),
     ("9x9_reduction", (8, 12, 12), 9, (1, 1), (4, 4, 4, 4), 8),
+    # enough work for parallel rows (each row's filter then copied into a local array)
+    ("3x3_parallel_rows", (32, 40, 40), 3, (1, 1), (1, 1, 1, 1), 8),
+    ("3x3_stride2_parallel_rows", (32, 41, 40), 3, (2, 2), (1, 1, 1, 1), 8),
 ]
 
 
