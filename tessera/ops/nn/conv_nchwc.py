@@ -599,11 +599,16 @@ conv2d_NCHWc = register_op(
 @conv2d_NCHWc.def_infer
 def _conv_infer(types, attrs):
     data, weight = types
-    _check_float(CONV, data, weight)
-    odt = U.out_dtype(CONV, attrs["out_dtype"], data.dtype)
+    return [TensorType(conv2d_nchwc_shape(CONV, data, weight, attrs), _float_out(CONV, data, weight, attrs))]
+
+
+def _float_out(op, data, weight, attrs):
+    """The output dtype of a blocked convolution: float inputs, a float out_dtype (or the data's)."""
+    _check_float(op, data, weight)
+    odt = U.out_dtype(op, attrs["out_dtype"], data.dtype)
     if not odt.is_float():
-        raise DTypeError(f"{CONV}: out_dtype {odt} for float inputs must be a float type")
-    return [TensorType(conv2d_nchwc_shape(CONV, data, weight, attrs), odt)]
+        raise DTypeError(f"{op}: out_dtype {odt} for float inputs must be a float type")
+    return odt
 
 
 @conv2d_NCHWc.def_compute
@@ -624,10 +629,7 @@ depthwise_conv2d_NCHWc = register_op(
 @depthwise_conv2d_NCHWc.def_infer
 def _dw_infer(types, attrs):
     data, weight = types
-    _check_float(DEPTHWISE, data, weight)
-    odt = U.out_dtype(DEPTHWISE, attrs["out_dtype"], data.dtype)
-    if not odt.is_float():
-        raise DTypeError(f"{DEPTHWISE}: out_dtype {odt} for float inputs must be a float type")
+    odt = _float_out(DEPTHWISE, data, weight, attrs)
     return [TensorType(depthwise_nchwc_shape(DEPTHWISE, data, weight, attrs), odt)]
 
 

@@ -31,7 +31,10 @@ _CPU_SCOPES = {"shared": "global", "warp": "global", "shared.dyn": "global"}
 def compact_buffer_allocation(func: PrimFunc, target=None) -> PrimFunc:
     """`func` with every Allocate shrunk to the region its accesses use (see module docstring)."""
     cpu = target is None or getattr(target, "kind", "c") == "c"
-    body = _StripRegions().visit(_Compactor(func, cpu).visit(func.body))
+    compactor = _Compactor(func, cpu)
+    body = compactor.visit(func.body)
+    if compactor.regions:           # only tensorized kernels have markers to remove
+        body = _StripRegions().visit(body)
     return func if body is func.body else func.with_body(body)
 
 
@@ -139,6 +142,7 @@ class _Compactor(Mutator):
         self.ana = shape_var_analyzer(func)
         self.cpu = cpu
         self.aligns = {}
+        self.regions = False        # an access-region marker was seen
 
     def visit_For(self, s):
         with self.ana.scope():
@@ -151,6 +155,8 @@ class _Compactor(Mutator):
             axis, factor, offset = (int(a.value) for a in s.value.args)
             self.aligns.setdefault(s.node, {})[axis] = (factor, offset)
             return self.visit(s.body)
+        if s.attr_key == ACCESS_REGION:
+            self.regions = True
         return self.generic_visit(s)
 
     def visit_PrimExpr(self, e):

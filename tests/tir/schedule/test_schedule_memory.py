@@ -107,26 +107,18 @@ def test_cache_read_of_an_intermediate_goes_after_its_writer_and_serves_chosen_c
     assert sch.get(cache).name_hint == "B_global"
 
 
-def test_cache_read_goes_inside_the_loop_a_consumer_shares_with_the_writer():
+@pytest.mark.parametrize("prim", ["cache_read", "cache_write"])
+def test_cache_copy_goes_inside_the_loop_a_consumer_shares_with_the_writer(prim):
     # found by the property test: C reverse_compute_at under B's row loop reads the copy in the same
     # iteration, D after the loop reads all of it; a copy placed after the loop left C reading garbage
     f = chain3()
     sch = schedule(f)
     i, _ = sch.get_loops(sch.get_block("B"))
     sch.reverse_compute_at(sch.get_block("C"), i)
-    sch.cache_read(sch.get_block("C"), 0, "global")
-    loop = sch.get(sch.get_loops(sch.get_block("B"))[0])
-    assert _blocks_in(loop) == ["B", "B_global", "C"]
-    check_chain3(sch)
-    assert replays(sch, f)
-
-
-def test_cache_write_copies_back_inside_the_loop_a_consumer_shares_with_the_writer():
-    f = chain3()
-    sch = schedule(f)
-    i, _ = sch.get_loops(sch.get_block("B"))
-    sch.reverse_compute_at(sch.get_block("C"), i)
-    sch.cache_write(sch.get_block("B"), 0, "global")
+    if prim == "cache_read":
+        sch.cache_read(sch.get_block("C"), 0, "global")
+    else:
+        sch.cache_write(sch.get_block("B"), 0, "global")
     loop = sch.get(sch.get_loops(sch.get_block("B"))[0])
     assert _blocks_in(loop) == ["B", "B_global", "C"]
     check_chain3(sch)
