@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..ir.dtype import DataType, numpy_dtype
+from ..runtime.inputs import check_input_names, gather_inputs, input_array
 from .ir import FUSED_OP, Graph, TensorType, Value, attr_key
 
 _C_NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -503,47 +504,15 @@ class GraphExecutor:
 
     def _normalize_inputs(self, args, kwargs) -> list:
         """Positional (graph input order) and keyword arguments -> one array per graph input."""
-        g = self.graph
-        names = self.input_names
-        if len(args) > len(names):
-            raise TesseraError(f"graph {g.name!r} takes {len(names)} inputs ({', '.join(names) or 'none'}), "
-                               f"got {len(args)} positional arguments")
-        given = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k in given:
-                raise TesseraError(f"input {k!r} is given both positionally and by name")
-            given[k] = v
-        return self._from_dict(given)
+        return self._from_dict(gather_inputs(self.graph.name, self.input_names, args, kwargs))
 
     def _from_dict(self, given) -> list:
-        names = self.input_names
-        extra = sorted(set(given) - set(names))
-        missing = [n for n in names if n not in given]
-        if extra or missing:
-            parts = []
-            if missing:
-                parts.append(f"missing {missing}")
-            if extra:
-                parts.append(f"unknown {extra}")
-            raise TesseraError(f"graph {self.graph.name!r} inputs: {'; '.join(parts)}; it takes "
-                               f"{[f'{v.name}: {v.type}' for v in self.graph.inputs]}")
+        check_input_names(self.graph.name, self.input_names, given,
+                          [f"{v.name}: {v.type}" for v in self.graph.inputs])
         return [self._check_input(v, given[v.name], want) for v, want in zip(self.graph.inputs, self._input_np)]
 
     def _check_input(self, v: Value, x, want: np.dtype):
-        from ..runtime.ndarray import NDArray
-
-        if isinstance(x, NDArray):
-            x = x.numpy()
-        if not isinstance(x, np.ndarray):
-            if isinstance(x, (list, tuple, int, float, bool, np.generic)):
-                x = np.asarray(x, dtype=want)
-            elif hasattr(x, "__array__") or hasattr(x, "__dlpack__"):
-                x = np.asarray(x)
-            else:
-                raise TesseraError(f"input {v.name!r}: expected an array of {v.type}, got {type(x).__name__}")
-        if x.dtype != want:
-            raise DTypeError(f"input {v.name!r}: dtype {_dt_name(x.dtype)}, the graph expects {v.dtype} "
-                             f"({v.type}); convert it with .astype")
+        x = input_array(v.name, x, want, v.dtype, str(v.type))
         if x.ndim != v.type.ndim:
             raise ShapeError(f"input {v.name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
                              f"{v.type.ndim} ({v.type})")
@@ -551,8 +520,6 @@ class GraphExecutor:
             if isinstance(dim, int) and got != dim:
                 raise ShapeError(f"input {v.name!r}: dimension {d} is {got}, the graph expects {dim} "
                                  f"(shape {x.shape}, expected {v.type})")
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
         return x
 
     def _bind_symbols(self, arrays) -> dict:
@@ -829,15 +796,6 @@ def _data_ptr(x: np.ndarray) -> int:
 def op_label(node) -> str:
     """A node's op for tables and messages: a fused node's function name, else the op."""
     return node.attrs["function"].name if node.op == FUSED_OP else node.op
-
-
-def _dt_name(d: np.dtype) -> str:
-    try:
-        from ..ir.dtype import dtype_of_numpy
-
-        return str(dtype_of_numpy(d))
-    except TesseraError:
-        return str(d)
 
 
 class ProfileRow:

@@ -17,8 +17,9 @@ import weakref
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TesseraError
-from ..ir.dtype import DataType, dtype_of_numpy, numpy_dtype
+from ..errors import ShapeError, TesseraError
+from ..ir.dtype import DataType, numpy_dtype
+from .inputs import check_input_names, gather_inputs, input_array
 from .module import _FAST_NUMPY, _STATUS_ERRORS, BenchmarkResult, _check_timing, _from_address
 
 _P = ctypes.c_void_p
@@ -128,52 +129,18 @@ class AotExecutor:
 
     # ------------------------------------------------------------------ inputs
     def _normalize_inputs(self, args, kwargs) -> list:
-        names = self.input_names
-        if len(args) > len(names):
-            raise TesseraError(f"graph {self.doc['name']!r} takes {len(names)} inputs ({', '.join(names) or 'none'}), "
-                               f"got {len(args)} positional arguments")
-        given = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k in given:
-                raise TesseraError(f"input {k!r} is given both positionally and by name")
-            given[k] = v
-        return self._from_dict(given)
+        return self._from_dict(gather_inputs(self.doc["name"], self.input_names, args, kwargs))
 
     def _from_dict(self, given) -> list:
-        names = self.input_names
-        extra = sorted(set(given) - set(names))
-        missing = [n for n in names if n not in given]
-        if extra or missing:
-            parts = ([f"missing {missing}"] if missing else []) + ([f"unknown {extra}"] if extra else [])
-            raise TesseraError(f"graph {self.doc['name']!r} inputs: {'; '.join(parts)}; it takes "
-                               f"{[f'{s.name}: {s}' for s in self._inputs]}")
+        check_input_names(self.doc["name"], self.input_names, given, [f"{s.name}: {s}" for s in self._inputs])
         return [self._check_input(s, given[s.name]) for s in self._inputs]
 
     @staticmethod
     def _check_input(s: _Spec, x):
-        from .ndarray import NDArray
-
-        if isinstance(x, NDArray):
-            x = x.numpy()
-        if not isinstance(x, np.ndarray):
-            if isinstance(x, (list, tuple, int, float, bool, np.generic)):
-                x = np.asarray(x, dtype=s.np_dtype)
-            elif hasattr(x, "__array__") or hasattr(x, "__dlpack__"):
-                x = np.asarray(x)
-            else:
-                raise TesseraError(f"input {s.name!r}: expected an array of {s}, got {type(x).__name__}")
-        if x.dtype != s.np_dtype:
-            try:
-                got = str(dtype_of_numpy(x.dtype))
-            except TesseraError:
-                got = str(x.dtype)
-            raise DTypeError(f"input {s.name!r}: dtype {got}, the graph expects {s.dtype} ({s}); convert it with "
-                             f".astype")
+        x = input_array(s.name, x, s.np_dtype, s.dtype, str(s))
         if x.shape != s.shape:
             raise ShapeError(f"input {s.name!r}: shape {x.shape}, the graph expects {s} (the ahead-of-time module "
                              f"has static shapes)")
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
         return x
 
     # ------------------------------------------------------------------ running
