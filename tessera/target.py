@@ -38,6 +38,16 @@ def _choice_option(choices):
     return check
 
 
+def _sanitize_option(value, opt):
+    """'undefined,address' -> 'address,undefined': a comma list of sanitizers, canonical order."""
+    names = [v.strip() for v in value.split(",")]
+    bad = [v for v in names if v not in _SANITIZERS]
+    if bad or not names:
+        raise TesseraError(f"target option {opt}: expected one or more of {', '.join(_SANITIZERS)} "
+                           f"(comma-separated), got {value!r}")
+    return ",".join(s for s in _SANITIZERS if s in names)
+
+
 def _name_option(value, opt):
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", value):
         raise TesseraError(f"target option {opt}: {value!r} is not a valid name")
@@ -52,7 +62,7 @@ def _cuda_arch(value, opt):
 
 _OPTIONS = {
     "c": {"mcpu": _name_option, "mattr": None, "num-threads": _int_option(0),
-          "sanitize": _choice_option(_SANITIZERS)},
+          "sanitize": _sanitize_option},
     "cuda": {"arch": _cuda_arch, "max-threads-per-block": _int_option(1)},
     "opencl": {"device": _name_option, "max-threads-per-block": _int_option(1)},
     "vdla": {},
@@ -199,6 +209,8 @@ class Target:
         san = self.attrs.get("sanitize")
         if san:
             flags += [f"-fsanitize={san}", "-fno-omit-frame-pointer"]
+            if "undefined" in san.split(","):
+                flags.append("-fno-sanitize-recover=undefined")  # UBSan aborts instead of going on
         return flags
 
     @staticmethod

@@ -17,6 +17,7 @@ def cpuinfo_flags():
 
 
 EXAMPLES = ["c", "llvm", "c -mcpu=native -num-threads=2", "c -mcpu=znver3", "c -sanitize=address",
+            "c -sanitize=undefined,address",
             "c -mattr=+avx2,+fma", "cuda", "cuda -arch=sm_90", "opencl", "vdla"]
 
 
@@ -38,6 +39,9 @@ def test_parsed_fields():
     z = Target("c -mcpu=znver3")
     assert z.mcpu == "znver3" and z.features == frozenset() and str(z) == "c -mcpu=znver3"
     assert Target("c -sanitize=address").attrs == {"sanitize": "address"}
+    both = Target("c -sanitize=undefined,address")
+    assert both.attrs == {"sanitize": "address,undefined"} and str(both) == "c -sanitize=address,undefined"
+    assert both == Target("c -sanitize=address,undefined") == Target("c -sanitize=address,undefined,address")
     cuda = Target("cuda -arch=sm_90")
     assert cuda.kind == "cuda" and cuda.attrs == {"arch": "sm_90"} and cuda.mcpu is None
     assert Target("opencl").kind == "opencl" and Target("vdla").kind == "vdla"
@@ -60,6 +64,8 @@ def test_option_order_does_not_matter():
     ("c -num-threads=two", ["-num-threads", "integer"]),
     ("c -num-threads=-1", ["-num-threads"]),
     ("c -sanitize=memory", ["address", "undefined"]),
+    ("c -sanitize=address,thread", ["-sanitize", "'address,thread'", "address", "undefined"]),
+    ("c -sanitize=address,", ["-sanitize", "'address,'"]),
     ("cuda -arch=hopper", ["sm_90"]),
     ("c -mcpu", ["expected -key=value"]),
     ("c mcpu=native", ["expected -key=value"]),
@@ -116,6 +122,12 @@ def test_cflags():
     assert Target("c -mcpu=znver3").cflags() == ["-O3", "-march=znver3"] + base[2:]
     asan = Target("c -sanitize=address").cflags()
     assert asan[-2:] == ["-fsanitize=address", "-fno-omit-frame-pointer"]
+    ubsan = Target("c -sanitize=undefined").cflags()
+    assert ubsan[-3:] == ["-fsanitize=undefined", "-fno-omit-frame-pointer",
+                          "-fno-sanitize-recover=undefined"]
+    both = Target("c -sanitize=undefined,address").cflags()
+    assert both[-3:] == ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+                         "-fno-sanitize-recover=undefined"]
     avx512 = Target("c -mcpu=x86-64-v3 -mattr=+avx512f,-amx-tile,+avx512_vnni").cflags()
     assert "-mavx512f" in avx512 and "-mno-amx-tile" in avx512 and "-mavx512vnni" in avx512
     assert "-mprefer-vector-width=512" in avx512
