@@ -841,12 +841,13 @@ class _Converter:
                 nv = v if final[v] == v.name else Value(final[v], v.type)
                 vmap[v] = nv
                 consts[nv] = arr
-        params, param_inputs = {}, []
+        params, param_inputs, param_public = {}, [], []
         for v in self.param_values:
             if v in used:
                 nv = Value(final[v], v.type)
                 vmap[v] = nv
                 param_inputs.append(nv)
+                param_public.append(self.onnx_name.get(v, nv.name))
                 params[nv.name] = self.params[v]
         new_nodes = []
         for n in nodes:
@@ -859,7 +860,11 @@ class _Converter:
             for o, no in zip(n.outputs, nn.outputs):
                 vmap[o] = no
             new_nodes.append(nn)
-        graph = Graph(list(b.inputs) + param_inputs, [vmap[v] for v in outs], new_nodes, consts, b.name)
+        # the public names: the model's own input and output names (the Values keep sanitized ones)
+        input_names = [self.input_of_value.get(v, v.name) for v in b.inputs] + param_public
+        output_names = [vi.name for vi in self.graph_proto.output]
+        graph = Graph(list(b.inputs) + param_inputs, [vmap[v] for v in outs], new_nodes, consts, b.name,
+                      input_names, output_names)
         return graph, params
 
 

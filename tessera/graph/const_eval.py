@@ -93,21 +93,28 @@ def _blocked(wanted, inp):
 
 
 def bind_params(graph: Graph, params: Mapping | None) -> Graph:
-    """`graph` with the inputs named in `params` turned into constants (TVM's bind_params_by_name)."""
+    """`graph` with the inputs named in `params` turned into constants (TVM's bind_params_by_name).
+
+    A key is an input's public name (graph.input_names: the ONNX name) or its Value's name (the
+    keys from_onnx's params use); the public name wins where the two point at different inputs."""
     if not params:
         return graph
     by_name = {v.name: v for v in graph.inputs}
+    by_name.update(zip(graph.input_names, graph.inputs))
     unknown = sorted(set(params) - set(by_name))
     if unknown:
         raise TesseraError(f"params name {unknown}, which are not inputs of graph {graph.name!r} "
-                           f"(inputs: {sorted(by_name)})")
+                           f"(inputs: {sorted(graph.input_names)})")
     consts = dict(graph.constants)
     for name, arr in params.items():
         v = by_name[name]
-        a = _as_array(arr, v)
-        consts[v] = a
-    inputs = [v for v in graph.inputs if v.name not in params]
-    return Graph(inputs, graph.outputs, graph.nodes, consts, graph.name)
+        if v in consts:
+            raise TesseraError(f"params give input {name!r} of graph {graph.name!r} twice (by its public name "
+                               f"and by its value name %{v.name})")
+        consts[v] = _as_array(arr, v)
+    kept = [(v, n) for v, n in zip(graph.inputs, graph.input_names) if v not in consts]
+    return Graph([v for v, _ in kept], graph.outputs, graph.nodes, consts, graph.name,
+                 [n for _, n in kept], graph.output_names)
 
 
 def _as_array(arr, v: Value) -> np.ndarray:

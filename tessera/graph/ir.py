@@ -316,11 +316,18 @@ class Graph:
 
     constants: Value -> read-only numpy array (weights). A Value is exactly one of: a graph input,
     a constant, or a node output.
+
+    input_names / output_names: the public names of the inputs and outputs, one per position (what
+    users type and see: `exe.run({name: x})`, the executors' input and output lists, error
+    messages, profiles, the CLI, an exported library's metadata and model.h). They default to the
+    Values' names (a graph.Builder graph); from_onnx gives the model's own names ("gpu_0/data_0"),
+    while the Values keep sanitized names for the printer and code generation. Input names are
+    unique when given; every pass keeps both tuples (graph.passes.run_pass checks it).
     """
 
-    __slots__ = ("inputs", "outputs", "nodes", "constants", "name")
+    __slots__ = ("inputs", "outputs", "nodes", "constants", "name", "input_names", "output_names")
 
-    def __init__(self, inputs, outputs, nodes, constants=None, name="main"):
+    def __init__(self, inputs, outputs, nodes, constants=None, name="main", input_names=None, output_names=None):
         inputs, outputs, nodes = tuple(inputs), tuple(outputs), tuple(nodes)
         consts = {}
         for v, arr in dict(constants or {}).items():
@@ -336,6 +343,8 @@ class Graph:
         _set(self, "nodes", nodes)
         _set(self, "constants", MappingProxyType(consts))
         _set(self, "name", str(name))
+        _set(self, "input_names", _public_names(self.name, "input", inputs, input_names))
+        _set(self, "output_names", _public_names(self.name, "output", outputs, output_names))
         self._check()
 
     def __setattr__(self, key, value):
@@ -367,11 +376,19 @@ class Graph:
 
     # queries -------------------------------------------------------------------------------
     def input(self, name: str) -> Value:
+        """The input of this public name, else the input whose Value has this name."""
+        for v, public in zip(self.inputs, self.input_names):
+            if public == name:
+                return v
         for v in self.inputs:
             if v.name == name:
                 return v
-        raise TesseraError(f"graph {self.name!r} has no input {name!r}; inputs: "
-                           f"{[v.name for v in self.inputs]}")
+        raise TesseraError(f"graph {self.name!r} has no input {name!r}; inputs: {list(self.input_names)}")
+
+    @property
+    def interface(self) -> tuple:
+        """(input_names, output_names): what a pass must keep."""
+        return self.input_names, self.output_names
 
     def consumers(self) -> dict:
         """Value -> list of (node, input position) that read it."""
@@ -398,7 +415,12 @@ class Graph:
         return counts
 
     def with_(self, **changes) -> "Graph":
+        """A copy with some fields changed (new inputs or outputs drop the public names unless given)."""
         kw = {k: getattr(self, k) for k in self.__slots__}
+        if "inputs" in changes and "input_names" not in changes:
+            kw["input_names"] = None
+        if "outputs" in changes and "output_names" not in changes:
+            kw["output_names"] = None
         kw.update(changes)
         return Graph(**kw)
 
@@ -416,6 +438,28 @@ class Graph:
 
     def __reduce__(self):
         raise TypeError("tessera graphs are not pickled")
+
+
+def _public_names(graph: str, kind: str, values: tuple, names) -> tuple:
+    """The public names of a graph's inputs or outputs: `names` checked (one non-empty str per
+    value; input names unique), or the Values' own names (checked where they are made)."""
+    if names is None:
+        return tuple(v.name for v in values)
+    if isinstance(names, str):
+        raise TesseraError(f"graph {graph!r}: {kind}_names must be a sequence of names, got the string {names!r}")
+    names = tuple(names)
+    if len(names) != len(values):
+        raise TesseraError(f"graph {graph!r}: {len(names)} {kind} names for {len(values)} {kind}s")
+    for i, n in enumerate(names):
+        if not isinstance(n, str) or not n:
+            raise TesseraError(f"graph {graph!r}: the name of {kind} {i} must be a non-empty str, got {n!r}")
+    if kind == "input":
+        seen: dict = {}
+        for i, n in enumerate(names):
+            if n in seen:
+                raise TesseraError(f"graph {graph!r}: inputs {seen[n]} and {i} are both named {n!r}")
+            seen[n] = i
+    return names
 
 
 def _check_call(n: Node) -> None:

@@ -6,8 +6,10 @@
       return %conv1
     }
 
-Attributes equal to the op's defaults are left out; constants show their values when small (or
-always with show_constants=True). The functions that fused nodes call are printed first, and a
+An input or output whose public name (graph.input_names / output_names: an ONNX model's own
+name) is not its value's name shows it: `%gpu_0_data_0: float32[1, 3, 224, 224] as "gpu_0/data_0"`,
+`return %prob as "prob:0"`. Attributes equal to the op's defaults are left out; constants show
+their values when small (or always with show_constants=True). The functions that fused nodes call are printed first, and a
 fused node reads as a call:
 
     fn @fused_nn_conv2d_add_nn_relu(%data: float32[1, 3, 32, 32], %weight: ..., %rhs: ...) {
@@ -19,6 +21,7 @@ fused node reads as a call:
 """
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -72,7 +75,7 @@ def script(graph: Graph, show_constants: bool = False) -> str:
     for fn in graph.functions:
         lines.extend(_function_lines(fn, fn_names[id(fn)]))
         lines.append("")
-    params = ", ".join(f"{_name(v)}: {v.type}" for v in graph.inputs)
+    params = ", ".join(f"{_name(v)}: {v.type}{_public(v, n)}" for v, n in zip(graph.inputs, graph.input_names))
     lines.append(f"graph {graph.name}({params}) {{")
     for v, arr in graph.constants.items():
         text = f"  const {_name(v)}: {v.type}"
@@ -80,9 +83,14 @@ def script(graph: Graph, show_constants: bool = False) -> str:
             text += " = " + _array_text(arr)
         lines.append(text)
     _node_lines(graph.nodes, lines, fn_names)
-    lines.append("  return " + ", ".join(_name(v) for v in graph.outputs))
+    lines.append("  return " + ", ".join(_name(v) + _public(v, n) for v, n in zip(graph.outputs, graph.output_names)))
     lines.append("}")
     return "\n".join(lines)
+
+
+def _public(v: Value, name: str) -> str:
+    """` as "public name"` where an input's or output's public name is not its value's name."""
+    return "" if name == v.name else " as " + json.dumps(name)
 
 
 def script_function(fn: Function) -> str:
@@ -149,7 +157,8 @@ def structural_equal(a: Graph, b: Graph, compare_names: bool = False) -> bool:
 
     Inputs correspond by position; nodes by op, attributes, output types and wiring (shared
     values must be shared in both); constants by dtype, shape and array equality (NaN == NaN).
-    Nodes no output depends on are compared by count only.
+    Nodes no output depends on are compared by count only. compare_names: also the public
+    input and output names (graph.input_names / output_names).
     """
     return _Matcher(a, b, compare_names).run()
 
@@ -163,6 +172,8 @@ class _Matcher:
     def run(self) -> bool:
         a, b = self.a, self.b
         if len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs):
+            return False
+        if self.names and a.interface != b.interface:
             return False
         if len(a.nodes) != len(b.nodes):
             return False

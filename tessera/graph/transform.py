@@ -69,7 +69,7 @@ def substitute(graph: Graph, mapping: Mapping[Value, Value], constants: Mapping 
         for n in nodes:
             used.update(n.inputs)
         consts = {v: a for v, a in consts.items() if v in used}
-    return Graph(graph.inputs, outputs, nodes, consts, graph.name)
+    return Graph(graph.inputs, outputs, nodes, consts, graph.name, *graph.interface)
 
 
 def subgraph(outputs, constants: Mapping, name: str = "subgraph") -> Graph:

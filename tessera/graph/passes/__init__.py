@@ -120,6 +120,10 @@ def run_pass(fn, graph: Graph, target, name: str) -> Graph:
     out = fn(graph, target=target) if takes_target else fn(graph)
     if not isinstance(out, Graph):
         raise TesseraError(f"graph pass {name} returned {type(out).__name__}, not a Graph")
+    if out.interface != graph.interface:
+        raise TesseraError(f"graph pass {name} changed the public names of graph {graph.name!r}: inputs "
+                           f"{list(graph.input_names)} -> {list(out.input_names)}, outputs "
+                           f"{list(graph.output_names)} -> {list(out.output_names)}")
     return out
 
 

@@ -80,5 +80,5 @@ class Rewriter:
         from .dead_code_elimination import dead_code_elimination
 
         outputs = [self.get(v) for v in self.graph.outputs]
-        g = Graph(self.graph.inputs, outputs, self.nodes, self.constants, self.graph.name)
+        g = Graph(self.graph.inputs, outputs, self.nodes, self.constants, self.graph.name, *self.graph.interface)
         return dead_code_elimination(g)

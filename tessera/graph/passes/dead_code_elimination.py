@@ -18,4 +18,4 @@ def dead_code_elimination(graph: Graph) -> Graph:
     constants = {v: a for v, a in graph.constants.items() if v in used}
     if len(nodes) == len(graph.nodes) and len(constants) == len(graph.constants):
         return graph
-    return Graph(graph.inputs, graph.outputs, nodes, constants, graph.name)
+    return Graph(graph.inputs, graph.outputs, nodes, constants, graph.name, graph.input_names, graph.output_names)

@@ -50,5 +50,6 @@ def eliminate_common_subexpr(graph: Graph) -> Graph:
         nodes.append(n)
     if not changed:
         return graph
-    out = Graph(graph.inputs, [vmap.get(v, v) for v in graph.outputs], nodes, graph.constants, graph.name)
+    out = Graph(graph.inputs, [vmap.get(v, v) for v in graph.outputs], nodes, graph.constants, graph.name,
+                *graph.interface)
     return dead_code_elimination(out)

@@ -258,7 +258,8 @@ def fuse_ops(graph: Graph, max_fuse_depth: int = MAX_FUSE_DEPTH) -> Graph:
                     [v.type for v in escaping], [v.name for v in escaping])
         vmap.update(zip(escaping, node.outputs))
         new_nodes.append(node)
-    return Graph(graph.inputs, [vmap.get(v, v) for v in graph.outputs], new_nodes, graph.constants, graph.name)
+    return Graph(graph.inputs, [vmap.get(v, v) for v in graph.outputs], new_nodes, graph.constants, graph.name,
+                 graph.input_names, graph.output_names)
 
 
 def _function_of(members, consumers, outputs):
