@@ -194,20 +194,37 @@ def _read_npy(path: str):
         raise TesseraError(f"cannot read {path} as a .npy array: {e}") from None
 
 
-def _input_arrays(exe, items) -> dict:
-    """--input x.npy (positional, graph input order) / --input name=x.npy -> {name: array}."""
+def _split_input(item: str, names) -> tuple:
+    """(input name, file) of `--input NAME=FILE`, or (None, item) for a positional FILE.
+
+    A name may itself hold '=' or ':' (ONNX names such as "gpu_0/data_0" or "x=1:0"): the item is
+    split at each '=' from the right, and the first split whose left part is one of the model's
+    input names wins (the longest such name); with none, an item that is an existing file is
+    positional, and any other item with '=' is an error naming the model's inputs."""
     from .errors import TesseraError
 
-    names = [v.name for v in exe.graph.inputs]
+    cut = len(item)
+    while True:
+        cut = item.rfind("=", 0, cut)
+        if cut <= 0:
+            break
+        if item[:cut] in names:
+            return item[:cut], item[cut + 1:]
+    if "=" in item and not os.path.isfile(item):
+        raise TesseraError(f"--input {item!r}: the model has no input {item.partition('=')[0]!r} (nor one named "
+                           f"like any longer part before an '='); its inputs are {list(names)}")
+    return None, item
+
+
+def _input_arrays(exe, items) -> dict:
+    """--input x.npy (positional, graph input order) / --input NAME=x.npy -> {public name: array}."""
+    from .errors import TesseraError
+
+    names = list(exe.input_names)
     out, pos = {}, 0
     for item in items or ():
-        name, sep, path = item.partition("=")
-        if sep and name in names:
-            key = name
-        elif sep and not os.path.isfile(item):
-            raise TesseraError(f"--input {item!r}: the model has no input {name!r}; its inputs are {names}")
-        else:
-            path = item
+        key, path = _split_input(item, names)
+        if key is None:
             while pos < len(names) and names[pos] in out:
                 pos += 1
             if pos >= len(names):
@@ -224,15 +241,15 @@ def _random_inputs(exe, symbol_value=1):
 
     rng = np.random.default_rng(0)
     out = {}
-    for v in exe.graph.inputs:
+    for name, v in zip(exe.input_names, exe.graph.inputs):
         shape = tuple(d if isinstance(d, int) else symbol_value for d in v.shape)
         dt = v.dtype.numpy()
         if dt == np.bool_:
-            out[v.name] = rng.integers(0, 2, shape).astype(bool)
+            out[name] = rng.integers(0, 2, shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
-            out[v.name] = rng.integers(0, 4, shape).astype(dt)
+            out[name] = rng.integers(0, 4, shape).astype(dt)
         else:
-            out[v.name] = rng.standard_normal(shape).astype(np.float32).astype(dt)
+            out[name] = rng.standard_normal(shape).astype(np.float32).astype(dt)
     return out
 
 
@@ -251,8 +268,8 @@ def _compile(args) -> int:
     g = exe.graph
     print(f"compiled {args.model}: {len(g.nodes)} nodes, {len(exe.kernels)} kernels, {len(g.constants)} "
           f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
-    print(f"inputs:  " + ", ".join(f"{v.name}: {v.type}" for v in g.inputs))
-    print(f"outputs: " + ", ".join(f"{v.name}: {v.type}" for v in g.outputs))
+    print("inputs:  " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.input_names, g.inputs)))
+    print("outputs: " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.output_names, g.outputs)))
     from .graph.aot import static_problem
     from .graph.export import header_path
 
@@ -271,14 +288,14 @@ def _run(args) -> int:
 
     exe = _load_any(args.model, args)
     inputs = _input_arrays(exe, args.input)
-    missing = [v.name for v in exe.graph.inputs if v.name not in inputs]
+    missing = [n for n in exe.input_names if n not in inputs]
     if missing:
         raise TesseraError(f"give every model input with --input: missing {missing} (inputs: "
-                           f"{[f'{v.name}: {v.type}' for v in exe.graph.inputs]})")
+                           f"{[f'{n}: {v.type}' for n, v in zip(exe.input_names, exe.graph.inputs)]})")
     t0 = time.perf_counter()
     outs = exe.run(inputs)
     ms = (time.perf_counter() - t0) * 1e3
-    names = [v.name for v in exe.graph.outputs]
+    names = list(exe.output_names)
     paths = list(args.output or ())
     if len(paths) == 1 and len(outs) > 1:
         if not paths[0].endswith(".npz"):
@@ -348,7 +365,7 @@ def _bench(args) -> int:
     report = exe.profile(inputs, number=max(1, args.number), repeat=3, show=args.profile)
     print(f"tessera      end to end {ts_ms:9.3f} ms (median of {args.repeat} runs)   kernels {report.total_ms:9.3f} ms "
           f"(sum of per-node C timers)")
-    ort_ms = _ort_latency(args, inputs, outs) if _is_onnx(args.model) else None
+    ort_ms = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_onnx(args.model) else None
     if ort_ms is not None:
         print(f"onnxruntime  end to end {ort_ms:9.3f} ms (median of {args.repeat} runs)")
         print(f"ratio tessera / onnxruntime: {ts_ms / ort_ms:.2f}x end to end, {report.total_ms / ort_ms:.2f}x "
@@ -358,8 +375,10 @@ def _bench(args) -> int:
     return 0
 
 
-def _ort_latency(args, inputs, tessera_outs):
+def _ort_latency(args, inputs, tessera_outs, output_names):
     import numpy as np
+
+    from .errors import TesseraError
 
     try:
         import onnxruntime as ort
@@ -373,20 +392,25 @@ def _ort_latency(args, inputs, tessera_outs):
         opts.inter_op_num_threads = 1
     m = load_model(args.model)
     sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    # the model's own input names (tessera's are sanitized versions of them, in the same order)
-    init = {t.name for t in m.graph.initializer}
-    onnx_names = [i.name for i in m.graph.input if i.name not in init]
-    feeds = dict(zip(onnx_names, inputs.values()))
+    # tessera's input and output names are the model's own: feed and fetch by name
+    feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+    missing = [i.name for i in sess.get_inputs() if i.name not in inputs]
+    if missing:
+        raise TesseraError(f"onnxruntime's session of {args.model} takes inputs {missing} that the compiled "
+                           f"model does not (its inputs: {list(inputs)})")
+    fetch = [o.name for o in sess.get_outputs()]
+    if sorted(fetch) != sorted(output_names):
+        raise TesseraError(f"onnxruntime's outputs {fetch} differ from the compiled model's {output_names}")
     for _ in range(args.warmup):
-        ref = sess.run(None, feeds)
+        ref = sess.run(output_names, feeds)
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        ref = sess.run(None, feeds)
+        ref = sess.run(output_names, feeds)
         times.append(time.perf_counter() - t0)
-    for k, (a, b) in enumerate(zip(tessera_outs, ref)):
+    for name, a, b in zip(output_names, tessera_outs, ref):
         if a.shape != b.shape or (a.dtype.kind == "f" and not np.allclose(a, b, rtol=1e-3, atol=1e-3)):
-            print(f"warning: output {k} differs from onnxruntime's (max |diff| "
+            print(f"warning: output {name!r} differs from onnxruntime's (max |diff| "
                   f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})")
     return float(np.median(times)) * 1e3
 
@@ -416,7 +440,9 @@ def main(argv=None) -> int:
     run = sub.add_parser("run", help="run a compiled library or an ONNX model on .npy inputs")
     run.add_argument("model", help="a library from `tessera compile`, or an .onnx model")
     run.add_argument("--input", action="append", metavar="[NAME=]FILE.npy",
-                     help="an input (repeatable): by position in the model's input order, or NAME=file")
+                     help="an input (repeatable): by position in the model's input order, or NAME=file with "
+                          "the model's own input name (it may hold '/', ':' or '='; the longest input name "
+                          "before an '=' wins)")
     run.add_argument("--output", action="append", metavar="FILE",
                      help="save the outputs (.npy per output, or one .npz for all)")
     model_opts(run)

@@ -22,7 +22,10 @@ The C API (PREFIX defaults to `tessera_model`; `model.h` declares it with the sh
                                         void* const* outputs, char* err, int32_t err_len);
 
 inputs[i] / outputs[k] point to compact row-major buffers of the graph's input / output types
-(in graph order; they must not overlap each other). A status other than 0 is a tessera ABI status
+(in graph order; they must not overlap each other). model.h names each by the model's public name
+(`PREFIX_INPUT_0_NAME "gpu_0/data_0"`) and gives its index under a C identifier made from that
+name (`PREFIX_INPUT_INDEX_gpu_0_data_0 0`; names that make the same identifier get `_1`, `_2`...,
+in graph order: `c_names`). A status other than 0 is a tessera ABI status
 (codegen/abi.py) with the message naming the node that failed. One instance runs one call at a time;
 make one instance per thread. `PREFIX_run_with_workspace` takes a caller-owned arena of
 PREFIX_WORKSPACE_BYTES (64-byte aligned) instead, for programs that do not allocate.
@@ -221,6 +224,32 @@ def _comment(text: str) -> str:
     return str(text).replace("*/", "* /")
 
 
+def _quoted(name: str) -> str:
+    """A public name for a C comment: quoted and escaped like a C string."""
+    from ..codegen.c_base import c_string
+
+    return _comment(c_string(name))
+
+
+def c_names(names) -> list:
+    """One distinct C identifier per name, deterministically: the name with every character
+    outside [A-Za-z0-9_] made '_' (a leading digit gets 'v_'); a name whose identifier an earlier
+    one took gets the first free `_1`, `_2`... that no other name makes on its own."""
+    from .executor import _ident
+
+    bases = [_ident(n, "v") for n in names]
+    own = set(bases)
+    used, out = set(), []
+    for b in bases:
+        name, k = b, 0
+        while name in used or (k and name in own):
+            k += 1
+            name = f"{b}_{k}"
+        used.add(name)
+        out.append(name)
+    return out
+
+
 def _c_type_name(dt) -> str:
     from ..codegen.c_base import _STORAGE_C
 
@@ -269,12 +298,12 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
     body += ["  if (outputs == NULL) {",
              f'    snprintf(err, err_len, "{prefix}_run: outputs is NULL; the model writes {n_out} output(s)");',
              "    return 1;", "  }"]
-    for i, v in enumerate(g.inputs):
+    for i, name in enumerate(g.input_names):
         body.append(f"  if (inputs[{i}] == NULL) return tsr_aot_null(err, err_len, \"input\", {i}, "
-                    f"{c_string(v.name)});")
-    for k, v in enumerate(g.outputs):
+                    f"{c_string(name)});")
+    for k, name in enumerate(g.output_names):
         body.append(f"  if (outputs[{k}] == NULL) return tsr_aot_null(err, err_len, \"output\", {k}, "
-                    f"{c_string(v.name)});")
+                    f"{c_string(name)});")
     if plan.arena_bytes:
         body += ["  if (workspace == NULL) {",
                  f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs '
@@ -304,7 +333,8 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
             continue
         src = ptr(v, "const void*") if (v in in_index or v in w_offsets) else f"(const void*)outputs[{out_index[v]}]"
         nbytes = v.type.nbytes()
-        body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k}: %{_comment(v.name)} */")
+        body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k} {_quoted(g.output_names[k])}: "
+                    f"%{_comment(v.name)} */")
     body += ["  return 0;", "}"]
 
     helpers = [
@@ -430,12 +460,14 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
              f"#define {P}_WEIGHTS_BYTES {weights_bytes}ULL  /* embedded in the library */",
              f"#define {P}_OK 0",
              ""]
-    for kind, values in (("INPUT", graph.inputs), ("OUTPUT", graph.outputs)):
-        for i, v in enumerate(values):
+    for kind, values, names in (("INPUT", graph.inputs, graph.input_names),
+                                ("OUTPUT", graph.outputs, graph.output_names)):
+        for i, (v, name, ident) in enumerate(zip(values, names, c_names(names))):
             t = v.type
             c = f"{P}_{kind}_{i}"
-            lines.append(f"/* {kind.lower()} {i}: %{_comment(v.name)}: {t} */")
-            lines.append(f"#define {c}_NAME {c_string(v.name)}")
+            lines.append(f"/* {kind.lower()} {i}: {_quoted(name)}: {t} */")
+            lines.append(f"#define {P}_{kind}_INDEX_{ident} {i}")
+            lines.append(f"#define {c}_NAME {c_string(name)}")
             lines.append(f"#define {c}_DTYPE \"{t.dtype}\"")
             lines.append(f"typedef {_c_type_name(t.dtype)} {prefix}_{kind.lower()}_{i}_t;")
             lines.append(f"#define {c}_NDIM {t.ndim}")

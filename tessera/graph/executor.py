@@ -496,43 +496,48 @@ class GraphExecutor:
     # ------------------------------------------------------------------ inputs
     @property
     def input_names(self) -> list:
-        return [v.name for v in self.graph.inputs]
+        """The inputs' public names, in graph order (an ONNX model's own names: what run() takes)."""
+        return list(self.graph.input_names)
 
     @property
     def output_names(self) -> list:
-        return [v.name for v in self.graph.outputs]
+        """The outputs' public names, in the order run() returns them."""
+        return list(self.graph.output_names)
 
     def _normalize_inputs(self, args, kwargs) -> list:
         """Positional (graph input order) and keyword arguments -> one array per graph input."""
         return self._from_dict(gather_inputs(self.graph.name, self.input_names, args, kwargs))
 
     def _from_dict(self, given) -> list:
-        check_input_names(self.graph.name, self.input_names, given,
-                          [f"{v.name}: {v.type}" for v in self.graph.inputs])
-        return [self._check_input(v, given[v.name], want) for v, want in zip(self.graph.inputs, self._input_np)]
+        g = self.graph
+        check_input_names(g.name, self.input_names, given, [f"{n}: {v.type}" for n, v in zip(g.input_names, g.inputs)],
+                          [v.name for v in g.inputs])
+        return [self._check_input(v, name, given[name], want)
+                for v, name, want in zip(g.inputs, g.input_names, self._input_np)]
 
-    def _check_input(self, v: Value, x, want: np.dtype):
-        x = input_array(v.name, x, want, v.dtype, str(v.type))
+    @staticmethod
+    def _check_input(v: Value, name: str, x, want: np.dtype):
+        x = input_array(name, x, want, v.dtype, str(v.type))
         if x.ndim != v.type.ndim:
-            raise ShapeError(f"input {v.name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
+            raise ShapeError(f"input {name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
                              f"{v.type.ndim} ({v.type})")
         for d, (got, dim) in enumerate(zip(x.shape, v.shape)):
             if isinstance(dim, int) and got != dim:
-                raise ShapeError(f"input {v.name!r}: dimension {d} is {got}, the graph expects {dim} "
+                raise ShapeError(f"input {name!r}: dimension {d} is {got}, the graph expects {dim} "
                                  f"(shape {x.shape}, expected {v.type})")
         return x
 
     def _bind_symbols(self, arrays) -> dict:
         env, origin = {}, {}
-        for v, x in zip(self.graph.inputs, arrays):
+        for v, name, x in zip(self.graph.inputs, self.graph.input_names, arrays):
             for d, dim in enumerate(v.shape):
                 if isinstance(dim, str):
                     got = int(x.shape[d])
                     if dim in env and env[dim] != got:
-                        raise ShapeError(f"input {v.name!r}: dimension {d} is {dim} = {got}, but {origin[dim]} "
+                        raise ShapeError(f"input {name!r}: dimension {d} is {dim} = {got}, but {origin[dim]} "
                                          f"bound {dim} = {env[dim]} (the same symbol must have one value)")
                     if dim not in env:
-                        env[dim], origin[dim] = got, f"input {v.name!r} dimension {d}"
+                        env[dim], origin[dim] = got, f"input {name!r} dimension {d}"
         return env
 
     # ------------------------------------------------------------------ running
@@ -634,7 +639,10 @@ class GraphExecutor:
 
         self._execute(arrays)              # warm-up: thread pools started, caches filled
         self._execute(arrays, timer)
-        report = ProfileReport(self.graph.name, rows)
+        g = self.graph
+        report = ProfileReport(g.name, rows,
+                               inputs=[(n, str(v.type)) for n, v in zip(g.input_names, g.inputs)],
+                               outputs=[(n, str(v.type)) for n, v in zip(g.output_names, g.outputs)])
         if show:
             print(report)
         return report
@@ -810,10 +818,14 @@ class ProfileRow:
 
 
 class ProfileReport:
-    """Per-node times (ms, median of the C timer's repeats) in execution order; str() is the table."""
+    """Per-node times (ms, median of the C timer's repeats) in execution order; str() is the table,
+    headed by the model's inputs and outputs under their public names.
 
-    def __init__(self, graph_name: str, rows: list):
+    inputs / outputs: (public name, type text) per graph input / output."""
+
+    def __init__(self, graph_name: str, rows: list, inputs=(), outputs=()):
         self.graph_name, self.rows = graph_name, list(rows)
+        self.inputs, self.outputs = list(inputs), list(outputs)
 
     @property
     def total_ms(self) -> float:
@@ -837,6 +849,9 @@ class ProfileReport:
         cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), "100.0"))
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
         lines = [f"profile of graph {self.graph_name!r} (per node, C timer median)"]
+        for label, items in (("inputs", self.inputs), ("outputs", self.outputs)):
+            if items:
+                lines.append(f"{label}: " + ", ".join(f"{name!r}: {t}" for name, t in items))
         fmt = lambda row: "  ".join(  # noqa: E731
             c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
         lines.append(fmt(head))

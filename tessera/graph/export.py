@@ -154,7 +154,9 @@ def graph_document(exe, fn_of: dict, kernels_json: dict, weight_offsets: dict, p
                            "inputs": [ids[v] for v in n.inputs], "outputs": outs, "kernel": fn_of[id(st.kernel)]})
     return {"format": FORMAT, "version": VERSION, "name": g.name, "target": str(exe.target),
             "inputs": inputs_json, "constants": consts_json, "nodes": nodes_json,
-            "outputs": [ids[v] for v in g.outputs], "kernels": kernels_json,
+            "outputs": [ids[v] for v in g.outputs],
+            "input_names": list(g.input_names), "output_names": list(g.output_names),
+            "kernels": kernels_json,
             "weights": {"symbol": f"{prefix}_weights", "nbytes": weights_bytes}, "aot": None}
 
 
@@ -350,8 +352,12 @@ def rebuild_graph(path: str, mod, doc):
             values[oj["id"]] = o
         nodes.append(n)
         fns.append(j["kernel"])
-    graph = Graph(inputs, [values[i] for i in doc["outputs"]], nodes, consts, doc["name"])
+    from ..runtime.aot_executor import doc_public_names
+
+    input_names, output_names = doc_public_names(doc, path)
+    graph = Graph(inputs, [values[i] for i in doc["outputs"]], nodes, consts, doc["name"], input_names, output_names)
     return graph, fns
+
 
 
 def _rebuild(path, mod, doc):

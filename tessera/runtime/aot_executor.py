@@ -3,7 +3,8 @@
 The library exports `PREFIX_create/run/error/destroy/time` (its C API, model.h); this class holds
 one model instance (the arena, allocated once by PREFIX_create), checks the inputs against the
 graph's static types, allocates the outputs and makes one ctypes call per run: no per-op Python.
-It has the GraphExecutor's interface: `exe(x)`, `exe.run({"input": x})`, `exe.profile(...)` (per
+It has the GraphExecutor's interface: `exe(x)`, `exe.run({"input": x})` (inputs and outputs go by
+the model's public names, the library's `input_names` / `output_names`), `exe.profile(...)` (per
 node, through the graph executor over the same library), `exe.benchmark(...)` (the whole model
 timed inside the library), `exe.export_library(path)`.
 
@@ -26,10 +27,12 @@ _P = ctypes.c_void_p
 
 
 class _Spec:
-    __slots__ = ("name", "dtype", "np_dtype", "shape", "nbytes")
+    """One input or output: its public name, the graph value's name, its static type."""
 
-    def __init__(self, j):
-        self.name, self.dtype = j["name"], DataType(j["dtype"])
+    __slots__ = ("name", "value_name", "dtype", "np_dtype", "shape", "nbytes")
+
+    def __init__(self, j, name: str):
+        self.name, self.value_name, self.dtype = name, j["name"], DataType(j["dtype"])
         self.np_dtype = numpy_dtype(self.dtype)
         self.shape = tuple(int(d) for d in j["shape"])
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.np_dtype.itemsize
@@ -54,12 +57,13 @@ class AotExecutor:
         self._graph = graph
         self._plan = None
         self._source_exe = None      # the GraphExecutor it was built from, in this process
-        self._inputs = [_Spec(j) for j in doc["inputs"]]
+        in_names, out_names = doc_public_names(doc, module.path)
+        self._inputs = [_Spec(j, name) for j, name in zip(doc["inputs"], in_names)]
         by_id = {j["id"]: j for j in doc["inputs"]}
         by_id.update({j["id"]: j for j in doc["constants"]})
         for n in doc["nodes"]:
             by_id.update({o["id"]: o for o in n["outputs"]})
-        self._outputs = [_Spec(by_id[i]) for i in doc["outputs"]]
+        self._outputs = [_Spec(by_id[i], name) for i, name in zip(doc["outputs"], out_names)]
         lib = module._lib
         where = f"{module.path}"
         self._create = _fn(lib, f"{self.prefix}_create", where, _P, [])
@@ -83,10 +87,12 @@ class AotExecutor:
     # ------------------------------------------------------------------ description
     @property
     def input_names(self) -> list:
+        """The inputs' public names, in graph order (an ONNX model's own names: what run() takes)."""
         return [s.name for s in self._inputs]
 
     @property
     def output_names(self) -> list:
+        """The outputs' public names, in the order run() returns them."""
         return [s.name for s in self._outputs]
 
     @property
@@ -132,7 +138,8 @@ class AotExecutor:
         return self._from_dict(gather_inputs(self.doc["name"], self.input_names, args, kwargs))
 
     def _from_dict(self, given) -> list:
-        check_input_names(self.doc["name"], self.input_names, given, [f"{s.name}: {s}" for s in self._inputs])
+        check_input_names(self.doc["name"], self.input_names, given, [f"{s.name}: {s}" for s in self._inputs],
+                          [s.value_name for s in self._inputs])
         return [self._check_input(s, given[s.name]) for s in self._inputs]
 
     @staticmethod
@@ -237,6 +244,32 @@ class AotExecutor:
     def __repr__(self):
         return (f"<tessera.AotExecutor {self.doc['name']!r}: {len(self.doc['nodes'])} nodes in one call "
                 f"({self.prefix}_run), arena {self.workspace_bytes} bytes, target {self.doc['target']}>")
+
+
+def doc_public_names(doc: dict, where: str = "tessera graph library") -> tuple:
+    """(input names, output names) of a library's tessera_graph document: its `input_names` and
+    `output_names` (the model's public names, aligned with `inputs` / `outputs`), or the values'
+    names for a library written before them; malformed lists are refused."""
+    out = []
+    for key, items in (("input_names", doc["inputs"]), ("output_names", doc["outputs"])):
+        names = doc.get(key)
+        if names is None:
+            if key == "input_names":
+                names = [j["name"] for j in items]
+            else:
+                by_id = {j["id"]: j["name"] for j in doc["inputs"]}
+                by_id.update({j["id"]: j["name"] for j in doc["constants"]})
+                for n in doc["nodes"]:
+                    by_id.update({o["id"]: o["name"] for o in n["outputs"]})
+                names = [by_id[i] for i in items]
+        if not isinstance(names, list) or len(names) != len(items) or \
+                not all(isinstance(n, str) and n for n in names):
+            raise TesseraError(f"{where}: malformed tessera_graph: {key} must be a list of {len(items)} non-empty "
+                               f"names, got {names!r}")
+        if key == "input_names" and len(set(names)) != len(names):
+            raise TesseraError(f"{where}: malformed tessera_graph: input_names repeat a name ({names})")
+        out.append(list(names))
+    return tuple(out)
 
 
 def _fill(slots, arrays):

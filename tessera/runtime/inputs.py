@@ -1,6 +1,9 @@
 """Binding a compiled model's inputs: positional and keyword arguments to one array per input,
 checked by name and dtype (the graph executor and the ahead-of-time module check shapes their own
-way: symbolic dimensions, or static shapes only)."""
+way: symbolic dimensions, or static shapes only).
+
+Names here are the model's public names (an ONNX model's own input names, such as
+"gpu_0/data_0"), not the sanitized names of the graph's Values."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,13 +25,22 @@ def gather_inputs(graph: str, names: list, args, kwargs) -> dict:
     return given
 
 
-def check_input_names(graph: str, names: list, given: dict, takes: list) -> None:
-    """Every input given, nothing else; `takes` describes the inputs ("name: type") for the error."""
-    extra = sorted(set(given) - set(names))
+def check_input_names(graph: str, names: list, given: dict, takes: list, internal: list | None = None) -> None:
+    """Every input given, nothing else; `takes` describes the inputs ("name: type") for the error.
+
+    internal: the inputs' sanitized value names, in the order of `names`: an unknown key that is
+    one of them gets a hint naming the input's public name."""
+    extra = sorted(set(given) - set(names), key=str)
     missing = [n for n in names if n not in given]
     if extra or missing:
         parts = ([f"missing {missing}"] if missing else []) + ([f"unknown {extra}"] if extra else [])
-        raise TesseraError(f"graph {graph!r} inputs: {'; '.join(parts)}; it takes {takes}")
+        hints = []
+        if internal:
+            public_of = {i: n for i, n in zip(internal, names) if i != n}
+            hints = [f"{k!r} is the internal name of input {public_of[k]!r}" for k in extra
+                     if isinstance(k, str) and k in public_of]
+        hint = f" ({'; '.join(hints)}: inputs go by the model's own names)" if hints else ""
+        raise TesseraError(f"graph {graph!r} inputs: {'; '.join(parts)}; it takes {takes}{hint}")
 
 
 def input_array(name: str, x, want: np.dtype, dtype, type_text: str) -> np.ndarray:
