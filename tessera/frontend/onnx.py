@@ -941,6 +941,10 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c")
     -1/None for a fresh symbol per dimension). const_inputs: {input name: array} freezes runtime
     inputs as constants (TVM's freeze_params for one input). opset: overrides the default domain's
     opset version. target: where constant subgraphs are evaluated.
+
+    The graph's inputs and outputs keep the model's own names as their public names
+    (graph.input_names / output_names: what the compiled model takes and reports); its Values get
+    sanitized, unique names (sanitize_name), and params is keyed by those value names.
     """
     m = inline_functions(load_model(model))
     conv = _Converter(m, shape_dict, const_inputs, opset, target=target)

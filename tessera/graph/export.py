@@ -5,7 +5,8 @@
   its checked entry), the weights embedded in its read-only data (`PREFIX_weights`), the model
   entry points (`PREFIX_create/run/error/destroy`: the whole graph in one C call over the static
   memory plan), and `tessera_graph`, a JSON string describing the graph: inputs, constants (their
-  offsets in the weights), nodes (op, attrs, types, the kernel function each calls), outputs, per
+  offsets in the weights), nodes (op, attrs, types, the kernel function each calls), outputs, the
+  public input and output names (`input_names`, `output_names`: the model's own), per
   kernel how its output extents follow from its input extents, and the C API (`aot`).
 - model.h beside it: the C API with the inputs' and outputs' shapes and dtypes as macros.
 A graph with symbolic dimensions has no static memory plan: its library has everything but the
