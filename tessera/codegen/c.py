@@ -177,11 +177,32 @@ class CodeGenC(CodeGenCBase):
         return f"({_VALUE_C[elem]}){self.text(v, P_UNARY)}"
 
     def _varith(self, e, sym, prec):
+        if sym in ("+", "-", "*") and self.wraps(e):
+            return self._vwrapping_arith(e, sym)
         a, b = self._vop(e, prec)
         s = f"{a} {sym} {b}"
         if e.dtype.element_of() in _HALF:
             return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
         return s, prec
+
+    def wraps(self, e) -> bool:
+        dt = e.dtype.element_of()
+        return dt.code == "int" and dt.bits >= 32 and self.reads_data(e)
+
+    def _vwrapping_arith(self, e, sym):
+        """Signed lanes computed in the unsigned vector type (wrap-around, see CodeGenCBase.wraps)."""
+        dt = e.dtype
+        bits = dt.element_of().bits
+        uv, sv = self.vtype(DataType(f"uint{bits}x{dt.lanes}")), self.vtype(dt)
+
+        def operand(x):
+            if type(x) is E.Broadcast:      # a scalar: GCC splats it
+                return f"(uint{bits}_t){self.text(x.value, P_UNARY)}"
+            return f"({uv}){self.text(x, P_UNARY)}"
+
+        if type(e.a) is E.Broadcast and type(e.b) is E.Broadcast:
+            return f"({sv})(({uv}){{}} + {operand(e.a)} {sym} {operand(e.b)})", P_UNARY
+        return f"({sv})({operand(e.a)} {sym} {operand(e.b)})", P_UNARY
 
     def vec_Add(self, e):
         return self._varith(e, "+", P_ADD)

@@ -26,7 +26,7 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.dtype import DataType
-from ..ir.functor import Mutator, Visitor
+from ..ir.functor import Mutator, Visitor, _children
 
 # C operator precedence (higher binds tighter)
 P_PRIMARY, P_UNARY, P_MUL, P_ADD, P_SHIFT, P_REL, P_EQ = 16, 15, 13, 12, 11, 10, 9
@@ -260,6 +260,8 @@ class CodeGenCBase:
         self._indents = [self.indent_unit * i for i in range(64)]
         self._expr_cache = {}
         self._nonneg: set = set()
+        self._data_vars: set = set()  # let-bound variables holding values that depend on tensor data
+        self._reads_data_memo: dict = {}
         self.lane_lets: dict = {}
         self._lane_vars: dict = {}
         self.array_vars: set = set()  # vector let vars stored as C arrays (not native vectors)
@@ -466,7 +468,46 @@ class CodeGenCBase:
             f"{q} float tsr_round_bfloat16(float f) {{\n"
             f"  return tsr_bfloat16_to_float(tsr_float_to_bfloat16(f));\n}}"))
 
+    # Signed int32/int64 arithmetic on tensor data wraps around on overflow (ONNX and numpy say so);
+    # in C signed overflow is undefined (gcc -O3 may assume it never happens, UBSan reports it), so
+    # data arithmetic goes through the unsigned type. Index arithmetic (loads of no tensor) stays
+    # signed: the loop optimizers rely on it not wrapping, and shapes keep it in range.
+    def wraps(self, e) -> bool:
+        dt = e.dtype
+        return dt.code == "int" and dt.bits >= 32 and self.reads_data(e)
+
+    def reads_data(self, e) -> bool:
+        """Whether the value of e depends on tensor data (a buffer load, or a variable bound to one)."""
+        t = type(e)
+        if t is E.Var:
+            return e in self._data_vars
+        if t is E.BufferLoad:
+            return True
+        if t is E.IntImm or t is E.FloatImm or t is E.SizeVar:
+            return False
+        memo = self._reads_data_memo
+        hit = memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        if t is E.Let and self.reads_data(e.value):
+            self._data_vars.add(e.var)
+        r = any(self.reads_data(c) for c in _children(e) if isinstance(c, E.PrimExpr))
+        memo[id(e)] = (e, r)
+        return r
+
+    def note_let(self, var, value):
+        """A variable is bound to value: remember whether it holds tensor data."""
+        if self.reads_data(value):
+            self._data_vars.add(var)
+
+    def _wrapping_arith(self, e, sym):
+        ut, st = f"uint{e.dtype.bits}_t", f"int{e.dtype.bits}_t"
+        a, b = self.text(e.a, P_UNARY), self.text(e.b, P_UNARY)
+        return f"({st})(({ut}){a} {sym} ({ut}){b})", P_UNARY
+
     def _arith(self, e, sym, prec):
+        if sym in ("+", "-", "*") and self.wraps(e):
+            return self._wrapping_arith(e, sym)
         a = self.text(e.a, prec)
         b = self.text_right(e.b, prec)
         return self._round_result(e.dtype, f"{a} {sym} {b}", prec)
@@ -477,6 +518,9 @@ class CodeGenCBase:
     def scalar_Sub(self, e):
         a = e.a
         if type(a) is E.IntImm and a.value == 0 and e.dtype.code != "bool":
+            if self.wraps(e):      # -INT_MIN wraps to INT_MIN (numpy), not undefined behaviour
+                bits = e.dtype.bits
+                return f"(int{bits}_t)-(uint{bits}_t){self.text(e.b, P_UNARY)}", P_UNARY
             return self._round_result(e.dtype, "-" + self.text(e.b, P_UNARY), P_UNARY)
         return self._arith(e, "-", P_ADD)
 
@@ -656,6 +700,7 @@ class CodeGenCBase:
         t = self.let_type(e.var, e.value)
         value = self.text(e.value)
         name = self.define_var(e.var)
+        self.note_let(e.var, e.value)
         body = self.text(e.body)
         self.names.pop()
         return f"({{ const {t} {name} = {value}; {body}; }})", P_PRIMARY
@@ -865,10 +910,15 @@ class CodeGenCBase:
             raise TesseraError(f"abs: operand is {x.dtype}, result {dt}")
         if dt.code in ("uint", "bool"):
             return self.expr(x)
-        if dt.bits == 64:
-            return f"llabs({self.text(x)})", P_PRIMARY
-        s = f"abs({self.text(x)})"
-        return (f"({_VALUE_C[dt]}){s}", P_UNARY) if dt.bits < 32 else (s, P_PRIMARY)
+        if dt.bits < 32:
+            return f"({_VALUE_C[dt]})abs({self.text(x)})", P_UNARY
+        # abs(INT_MIN) is undefined in C (libc abs/llabs); numpy's wraps to INT_MIN
+        name = f"tsr_abs_{dt}"
+        t, ut = _VALUE_C[dt], f"uint{dt.bits}_t"
+        self.helpers.require(name, (
+            f"/* |x| with two's complement wrap-around: abs(INT_MIN) is INT_MIN, as numpy's */\n"
+            f"{self.func_qualifier} {t} {name}({t} x) {{\n  return x < 0 ? ({t})-({ut})x : x;\n}}"))
+        return f"{name}({self.text(x)})", P_PRIMARY
 
     def extern_call(self, e):
         op = e.op
@@ -976,6 +1026,7 @@ class CodeGenCBase:
         if value.dtype.lanes != 1 and not self.vector_native(value):
             lanes = value.dtype.lanes
             name = self.define_var(var)
+            self.note_let(var, value)
             self.array_vars.add(var)
             self.emit(f"{self.value_type(value.dtype.element_of())} {name}[{lanes}];")
             self.scalarize(lambda lane, m: self.emit(f"{name}[{self.var_name(lane)}] = "
@@ -984,6 +1035,7 @@ class CodeGenCBase:
             t = self.let_type(var, value)
             text = self.text(value, P_ASSIGN)
             name = self.define_var(var)
+            self.note_let(var, value)
             if self.nonneg(value) and value.dtype.lanes == 1:
                 self._nonneg.add(var)
             self.emit(f"const {t} {name} = {text};")
