@@ -175,6 +175,29 @@ def run_graphs(which, start):
         say(f"PASS {i}")
 
 
+# ------------------------------------------------------------------------------------ selfcheck
+def run_selfcheck(start):
+    """Kernels with a known fault, each followed by a sound one: the harness must name the faulty ones."""
+    import tessera
+    from tessera import te
+
+    def shifted(read_past_end):
+        A = te.placeholder((8,), "float32", "A")
+        off = 1 if read_past_end else 0
+        B = te.compute((8,), lambda i: A[i + off] * 2.0, name="B")
+        return tessera.build(te.create_prim_func([A, B]), target=SANITIZE_TARGET)
+
+    cases = [("out-of-bounds read", lambda: shifted(True)), ("in-bounds read", lambda: shifted(False))]
+    for i, (label, make) in enumerate(cases):
+        if i < start:
+            continue
+        lib = make()
+        say(f"CASE {i} {label}")
+        a, b = np.arange(8, dtype=np.float32), np.zeros(8, np.float32)
+        lib(a, b)
+        say(f"PASS {i}")
+
+
 def main(argv):
     kind, what = argv[0], argv[1]
     start = int(argv[argv.index("--start") + 1]) if "--start" in argv else 0
@@ -182,6 +205,8 @@ def main(argv):
         run_ops(what, start)
     elif kind == "graphs":
         run_graphs(what, start)
+    elif kind == "selfcheck":
+        run_selfcheck(start)
     else:
         raise SystemExit(f"unknown kind {kind!r}")
     say("DONE")

@@ -11,3 +11,10 @@ def test_models_under_asan_and_ubsan():
     problems = res.problems()
     assert not problems, "\n".join(problems)
     assert res.passed == set(range(len(cases)))
+
+
+def test_the_harness_names_a_kernel_that_reads_out_of_bounds():
+    res = run_cases("selfcheck", "-", total=2)
+    assert set(res.crashed) == {0} and res.labels[0] == "out-of-bounds read", res.problems()
+    assert "heap-buffer-overflow" in res.crashed[0] and "READ of size" in res.crashed[0], res.crashed[0]
+    assert res.passed == {1}          # the run went on after the crash
