@@ -221,14 +221,23 @@ def _weights_c(prefix: str, blob: bytes) -> str:
 # the model entry points
 # ---------------------------------------------------------------------------------------------
 def _comment(text: str) -> str:
-    return str(text).replace("*/", "* /")
+    """`text` safe inside a C comment (no `*/` to end it, no `/*` for -Wcomment)."""
+    text = str(text)
+    while "*/" in text or "/*" in text:
+        text = text.replace("*/", "* /").replace("/*", "/ *")
+    return text
+
+
+def _c_str(text: str) -> str:
+    """A C string literal of `text` that also survives trigraphs (`??/` under -std=c11): '?' as `\\?`."""
+    from ..codegen.c_base import c_string
+
+    return c_string(text).replace("?", "\\?")
 
 
 def _quoted(name: str) -> str:
     """A public name for a C comment: quoted and escaped like a C string."""
-    from ..codegen.c_base import c_string
-
-    return _comment(c_string(name))
+    return _comment(_c_str(name))
 
 
 def c_names(names) -> list:
@@ -300,10 +309,10 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
              "    return 1;", "  }"]
     for i, name in enumerate(g.input_names):
         body.append(f"  if (inputs[{i}] == NULL) return tsr_aot_null(err, err_len, \"input\", {i}, "
-                    f"{c_string(name)});")
+                    f"{_c_str(name)});")
     for k, name in enumerate(g.output_names):
         body.append(f"  if (outputs[{k}] == NULL) return tsr_aot_null(err, err_len, \"output\", {k}, "
-                    f"{c_string(name)});")
+                    f"{_c_str(name)});")
     if plan.arena_bytes:
         body += ["  if (workspace == NULL) {",
                  f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs '
@@ -467,7 +476,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
             c = f"{P}_{kind}_{i}"
             lines.append(f"/* {kind.lower()} {i}: {_quoted(name)}: {t} */")
             lines.append(f"#define {P}_{kind}_INDEX_{ident} {i}")
-            lines.append(f"#define {c}_NAME {c_string(name)}")
+            lines.append(f"#define {c}_NAME {_c_str(name)}")
             lines.append(f"#define {c}_DTYPE \"{t.dtype}\"")
             lines.append(f"typedef {_c_type_name(t.dtype)} {prefix}_{kind.lower()}_{i}_t;")
             lines.append(f"#define {c}_NDIM {t.ndim}")

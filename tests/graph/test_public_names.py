@@ -412,3 +412,29 @@ def test_library_documents_without_names_and_malformed_names():
         doc_public_names(dict(doc, input_names=[3]), "m.so")
     with pytest.raises(TesseraError, match="input_names repeat a name"):
         doc_public_names(dict(doc, inputs=doc["inputs"] * 2, input_names=["a", "a"]), "m.so")
+
+
+def test_model_h_survives_hostile_names(tmp_path):
+    """Comment ends, comment starts, a trigraph, quotes, non-ASCII and a newline in the names: the header
+    compiles with -std=c11 -Werror and its _NAME macros give the names back byte for byte."""
+    g0 = _builder_graph()
+    names_in, names_out = ['in*/x "q" ??/ \u00e9\n', "y"], ["out/*y*/", "a\\b"]
+    g = Graph(g0.inputs, g0.outputs, g0.nodes, g0.constants, g0.name, names_in, names_out)
+    tessera.compile(g).export_library(tmp_path / "m.so")
+    (tmp_path / "u.c").write_text(textwrap.dedent("""
+        #include <stdio.h>
+        #include "m.h"
+        int main(void) {
+          fputs(TESSERA_MODEL_INPUT_0_NAME, stdout); putchar(0);
+          fputs(TESSERA_MODEL_OUTPUT_0_NAME, stdout); putchar(0);
+          fputs(TESSERA_MODEL_OUTPUT_1_NAME, stdout); putchar(0);
+          return TESSERA_MODEL_INPUT_INDEX_in__x__q * 10 + TESSERA_MODEL_OUTPUT_INDEX_a_b;
+        }
+        """))
+    proc = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{tmp_path}", str(tmp_path / "u.c"),
+                           "-o", str(tmp_path / "u")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    run = subprocess.run([str(tmp_path / "u")], capture_output=True)
+    assert run.returncode == 1
+    assert run.stdout.split(b"\0")[:3] == [n.encode() for n in (names_in[0], *names_out)]
+    assert load_module(tmp_path / "m.so").input_names == names_in
