@@ -164,7 +164,7 @@ def run_tessera(case) -> tuple:
             feeds = [a for n, a in zip(in_names, arrays) if n not in frozen]
             if len(feeds) != len(exe.graph.inputs):
                 return ERROR, f"{len(feeds)} input arrays for the graph's {len(exe.graph.inputs)} inputs"
-            got = exe.run({v.name: a for v, a in zip(exe.graph.inputs, feeds)})
+            got = exe.run(dict(zip(exe.input_names, feeds)))
             if len(got) != len(wants):
                 return WRONG, f"{len(got)} outputs, expected {len(wants)}"
             for k, (g, w) in enumerate(zip(got, wants)):
