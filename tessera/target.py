@@ -11,6 +11,7 @@ import os
 import re
 
 from .errors import TesseraError
+from .toolchain import isa_features, workaround_flags
 
 _KIND_ALIASES = {"c": "c", "llvm": "c", "cuda": "cuda", "opencl": "opencl", "vdla": "vdla"}
 
@@ -70,7 +71,8 @@ _OPTIONS = {
 
 # Other spellings of CPU features (LLVM / gcc style) -> the /proc/cpuinfo name tessera uses.
 _FEATURE_ALIASES = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "avx512bf16": "avx512_bf16",
-                    "avx512fp16": "avx512_fp16", "amxtile": "amx_tile", "amxint8": "amx_int8",
+                    "avx512fp16": "avx512_fp16", "avx512vbmi2": "avx512_vbmi2", "avx512bitalg": "avx512_bitalg",
+                    "avx512vpopcntdq": "avx512_vpopcntdq", "avx512vp2intersect": "avx512_vp2intersect", "amxtile": "amx_tile", "amxint8": "amx_int8",
                     "amxbf16": "amx_bf16", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse3": "pni"}
 # cpuinfo name -> gcc -m flag stem, where removing underscores is not enough.
 _GCC_FEATURE = {"amx_tile": "amx-tile", "amx_int8": "amx-int8", "amx_bf16": "amx-bf16",
@@ -153,13 +155,7 @@ class Target:
         mcpu = opts.pop("mcpu", "native" if kind == "c" else None)
         mattr = _parse_mattr(opts.pop("mattr", ""), text)
         threads = int(opts.pop("num-threads", 0))
-        if kind == "c":
-            feats = set(host_features()) if mcpu == "native" else set()
-            for sign, feat in mattr:
-                (feats.add if sign == "+" else feats.discard)(feat)
-            features = frozenset(feats)
-        else:
-            features = frozenset()
+        features = _cpu_features(mcpu, mattr) if kind == "c" else frozenset()
         set_(self, "kind", kind)
         set_(self, "mcpu", mcpu)
         set_(self, "features", features)
@@ -201,11 +197,10 @@ class Target:
         if self.kind != "c":
             raise TesseraError(f"target {self._text!r} is not compiled by a C compiler (only kind 'c' is)")
         flags = ["-O3", f"-march={self.mcpu}", "-fopenmp", "-fPIC", "-shared", "-std=gnu11"]
-        for sign, feat in self._mattr:
-            stem = _GCC_FEATURE.get(feat, feat.replace("_", ""))
-            flags.append(f"-m{stem}" if sign == "+" else f"-mno-{stem}")
+        flags += _mflags(self._mattr)
         if "avx512f" in self.features:
             flags.append("-mprefer-vector-width=512")
+        flags += workaround_flags(self.features)
         san = self.attrs.get("sanitize")
         if san:
             flags += [f"-fsanitize={san}", "-fno-omit-frame-pointer"]
@@ -240,6 +235,37 @@ class Target:
 
     def __reduce__(self):
         return (Target, (self._text,))
+
+
+def _mflags(mattr: tuple) -> list[str]:
+    """-mattr as C compiler flags: (('+', 'avx512_vnni'), ('-', 'avx512f')) -> -mavx512vnni -mno-avx512f."""
+    out = []
+    for sign, feat in mattr:
+        stem = _GCC_FEATURE.get(feat, feat.replace("_", ""))
+        out.append(f"-m{stem}" if sign == "+" else f"-mno-{stem}")
+    return out
+
+
+def _cpu_features(mcpu: str, mattr: tuple) -> frozenset:
+    """The CPU features of a C target. The host's (/proc/cpuinfo) for -mcpu=native; a named CPU's
+    as the C compiler defines them for -march=<mcpu>. -mattr adds and removes features, and what the
+    compiler turns on or off with them follows (-mattr=-avx512f also drops avx512_vnni, so an
+    AVX-512 host can build and run the AVX2 code paths). Without a C compiler, a named CPU has only
+    the features -mattr lists."""
+    flags = tuple(_mflags(mattr))
+    if mcpu == "native" and not mattr:
+        return host_features()
+    feats = set(host_features()) if mcpu == "native" else set()
+    for sign, feat in mattr:
+        (feats.add if sign == "+" else feats.discard)(feat)
+    enabled = isa_features(mcpu, flags)
+    if enabled is None:
+        return frozenset(feats)
+    enabled = {_canon_feature(f) for f in enabled}
+    if mcpu != "native":
+        return frozenset(feats | enabled)
+    base = {_canon_feature(f) for f in isa_features(mcpu, ())}
+    return frozenset((feats - (base - enabled)) | (enabled - base))   # what -mattr took and gave
 
 
 def _parse_mattr(value: str, text: str) -> tuple:

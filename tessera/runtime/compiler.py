@@ -17,17 +17,15 @@ import hashlib
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import tempfile
 
 from ..errors import BuildError, TesseraError
 from ..target import Target
+from ..toolchain import compiler_version, find_compiler
 
 _SCHEME = "tessera-cc-1"   # bump when the build recipe below changes
 _LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to itself
-_COMPILERS: dict = {}      # $CC value -> argv prefix of the compiler
-_VERSIONS: dict = {}       # argv prefix -> first line of `--version`
 _HAS_SOURCE = re.compile(r"\btessera_source\b")
 
 # bytes 0..255 (decoded as latin-1) -> text inside a C string literal
@@ -38,41 +36,6 @@ _ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): '\\n"\n"'})
 def cache_dir() -> str:
     """Where compiled libraries are kept: $TESSERA_CACHE_DIR, else ~/.cache/tessera."""
     return os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
-
-
-def find_compiler() -> list[str]:
-    """The C compiler command: $CC (may carry arguments), else gcc, cc or clang from PATH."""
-    env = os.environ.get("CC", "")
-    argv = _COMPILERS.get(env)
-    if argv is not None:
-        return argv
-    if env.strip():
-        argv = shlex.split(env)
-        exe = shutil.which(argv[0])
-        if exe is None:
-            raise BuildError(f"the C compiler named by $CC ({env!r}) was not found")
-        argv = [exe] + argv[1:]
-    else:
-        exe = next((p for p in map(shutil.which, ("gcc", "cc", "clang")) if p), None)
-        if exe is None:
-            raise BuildError("no C compiler found: install gcc (or clang) or set $CC")
-        argv = [exe]
-    _COMPILERS[env] = argv
-    return argv
-
-
-def compiler_version(argv: list[str]) -> str:
-    """First line of `<compiler> --version` (asked once per process)."""
-    key = tuple(argv)
-    version = _VERSIONS.get(key)
-    if version is None:
-        try:
-            out = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60)
-        except OSError as e:
-            raise BuildError(f"cannot run the C compiler {argv[0]}: {e}") from None
-        version = (out.stdout or out.stderr).strip().split("\n", 1)[0]
-        _VERSIONS[key] = version
-    return version
 
 
 def _literal(source: str) -> str:

@@ -39,11 +39,11 @@ def _placeholders(arrays, sym=None):
     return phs, types, vars_
 
 
-def run_ops(arrays, specs, sym=None, schedule=True):
+def run_ops(arrays, specs, sym=None, schedule=True, target="c"):
     """specs: [(op name, attrs, input indices)]; returns, per spec, the list of its outputs.
 
     schedule: apply the ops' default schedule (when they all share one, it runs once over the
-    whole function, whose blocks it schedules one by one)."""
+    whole function, whose blocks it schedules one by one) for `target`, and build for it."""
     phs, types, _ = _placeholders(arrays, sym)
     all_outs, per_spec, want_types = [], [], []
     for name, attrs, idx in specs:
@@ -63,11 +63,11 @@ def run_ops(arrays, specs, sym=None, schedule=True):
         sch = tessera.tir.Schedule(func)
         op = get_op(specs[0][0])
         ctx = ScheduleContext(block=all_outs[-1].name, attrs=op.normalize_attrs(specs[0][1]),
-                              target=tessera.Target("c"), input_types=tuple(types),
+                              target=tessera.Target(target), input_types=tuple(types),
                               output_types=tuple(want_types))
         op.schedule(sch, ctx)
         func = sch.mod
-    lib = tessera.build(func)
+    lib = tessera.build(func, target=target)
     # concrete output shapes: symbolic dims take their values from the inputs
     binding = {}
     for k, a in enumerate(arrays):

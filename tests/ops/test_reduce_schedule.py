@@ -49,12 +49,22 @@ def test_inner_reductions_on_vector_partials_match_numpy(dtype):
                                    err_msg=f"{name} {attrs}")
 
 
-def test_row_sum_source_accumulates_one_vector_per_row():
+def _lanes(target):
+    """float32 lanes of the target's vectors."""
+    return tessera.Target(target).vector_bits // 32
+
+
+def test_row_sum_source_accumulates_one_vector_per_row(isa_target):
     a = _rand((16, 128), "float32")
-    src = _source("sum", [a], axis=(1,))
+    target = f"{isa_target} -num-threads=2"
+    src = _source("sum", [a], target=target, axis=(1,))
     kernel = src[src.index("main_kernel("):]
-    assert "T_sum_rf[8]" in kernel and "tsr_vload_float32x8(&T_sum_rf[0]) + tsr_vload_float32x8(&x0[" in kernel
+    v = f"float32x{_lanes(target)}"
+    assert f"T_sum_rf[{_lanes(target)}]" in kernel
+    assert f"tsr_vload_{v}(&T_sum_rf[0]) + tsr_vload_{v}(&x0[" in kernel
     assert "#pragma omp parallel for" not in kernel  # 2048 elements: too little work for threads
+    (y,), = run_ops([a], [("sum", {"axis": (1,)}, [0])], target=target)
+    np.testing.assert_allclose(y, a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 
 def test_reduction_not_along_the_contiguous_axis_stays_serial_and_right():
@@ -74,14 +84,16 @@ def test_max_propagates_nan_through_the_partials():
     np.testing.assert_array_equal(y[[0, 3]], a[[0, 3]].max(1))
 
 
-def test_softmax_and_layer_norm_compute_rows_in_one_loop_nest():
+def test_softmax_and_layer_norm_compute_rows_in_one_loop_nest(isa_target):
     x = _rand((12, 64, 64), "float32")
-    src = _source("nn.softmax", [x])
+    target = f"{isa_target} -num-threads=2"
+    lanes = _lanes(target)
+    src = _source("nn.softmax", [x], target=target)
     kernel = src[src.index("main_kernel("):src.index("main_args_t")]
     # one parallel row loop; the row's intermediates are per-row locals; exp on whole vectors
     assert kernel.count("#pragma omp parallel for") == 1
-    assert "float softmax_exp[64]" in kernel and "tsr_vexp_float32x8(" in kernel
+    assert "float softmax_exp[64]" in kernel and f"tsr_vexp_float32x{lanes}(" in kernel
     g, b = _rand((64,), "float32"), _rand((64,), "float32")
-    src = _source("nn.layer_norm", [x, g, b], axis=-1)
+    src = _source("nn.layer_norm", [x, g, b], target=target, axis=-1)
     kernel = src[src.index("main_kernel("):src.index("main_args_t")]
-    assert kernel.count("#pragma omp parallel for") == 1 and "layer_norm_sqdev_rf[8]" in kernel
+    assert kernel.count("#pragma omp parallel for") == 1 and f"layer_norm_sqdev_rf[{lanes}]" in kernel

@@ -1,5 +1,7 @@
 """Target parsing, canonical text, CPU features and compiler flags."""
 import os
+import re
+import subprocess
 
 import pytest
 
@@ -37,7 +39,7 @@ def test_parsed_fields():
     assert Target("c").num_threads == len(os.sched_getaffinity(0))
     assert Target("c -num-threads=0").num_threads == len(os.sched_getaffinity(0))
     z = Target("c -mcpu=znver3")
-    assert z.mcpu == "znver3" and z.features == frozenset() and str(z) == "c -mcpu=znver3"
+    assert z.mcpu == "znver3" and str(z) == "c -mcpu=znver3"
     assert Target("c -sanitize=address").attrs == {"sanitize": "address"}
     both = Target("c -sanitize=undefined,address")
     assert both.attrs == {"sanitize": "address,undefined"} and str(both) == "c -sanitize=address,undefined"
@@ -99,19 +101,67 @@ def test_host_features_match_cpuinfo():
     assert host.vector_bits == expect
 
 
-def test_named_cpu_features_come_only_from_mattr():
-    t = Target("c -mcpu=skylake-avx512 -mattr=+avx512f,+avx512vnni,+amx-tile")
-    assert t.features == {"avx512f", "avx512_vnni", "amx_tile"}
-    assert t.vector_bits == 512 and t.has_feature("avx512_vnni") and not t.has_feature("avx2")
-    assert Target("c -mcpu=haswell -mattr=+avx2,+fma").vector_bits == 256
-    assert Target("c -mcpu=x86-64").vector_bits == 128
+def compiler_macros(*flags):
+    """The C compiler's predefined macros for `flags` (what the CPU features must agree with)."""
+    from tessera.toolchain import find_compiler
+    out = subprocess.run(find_compiler() + list(flags) + ["-dM", "-E", "-x", "c", "-"], input="",
+                         capture_output=True, text=True, check=True).stdout
+    return set(re.findall(r"#define (__[A-Z0-9_]+__) 1", out))
+
+
+@pytest.mark.parametrize("mcpu, macros, lacks", [
+    ("x86-64", [], ["avx", "avx2", "fma", "avx512f"]),
+    ("haswell", ["__AVX2__", "__FMA__"], ["avx512f", "avx512_vnni"]),
+    ("x86-64-v3", ["__AVX2__", "__FMA__"], ["avx512f"]),
+    ("skylake-avx512", ["__AVX512F__", "__AVX512BW__", "__AVX512VL__", "__AVX2__"], ["avx512_vnni", "amx_tile"]),
+    ("cascadelake", ["__AVX512F__", "__AVX512VNNI__"], ["amx_tile"]),
+    ("sapphirerapids", ["__AVX512F__", "__AVX512VNNI__", "__AMX_TILE__", "__AMX_INT8__"], []),
+])
+def test_named_cpu_features_are_the_compilers(mcpu, macros, lacks):
+    """A named -mcpu has what the C compiler enables for -march=<mcpu>, whatever the host has."""
+    t = Target(f"c -mcpu={mcpu}")
+    assert compiler_macros(f"-march={mcpu}") >= set(macros)
+    for macro in macros:
+        assert t.has_feature(macro.strip("_"))
+    for feat in lacks:
+        assert not t.has_feature(feat)
+    wide = "__AVX512F__" in macros
+    assert t.vector_bits == (512 if wide else 256 if "__AVX2__" in macros else 128)
+    assert ("-mprefer-vector-width=512" in t.cflags()) == wide
+
+
+def test_mattr_on_a_named_cpu_adds_and_takes_away_what_follows():
+    t = Target("c -mcpu=skylake-avx512 -mattr=+avx512vnni")
+    assert t.has_feature("avx512_vnni") and t.has_feature("avx512f") and t.has_feature("avx2")
+    narrow = Target("c -mcpu=sapphirerapids -mattr=-avx512f")
+    assert narrow.vector_bits == 256 and narrow.has_feature("avx2")
+    assert not any(f.startswith("avx512") for f in narrow.features)
+
+
+def test_unknown_cpu_is_refused_naming_it():
+    with pytest.raises(TesseraError, match="-march=not-a-cpu"):
+        Target("c -mcpu=not-a-cpu")
+
+
+def test_turning_avx512_off_on_the_host_drops_its_extensions():
+    """-mattr=-avx512f on the host: the AVX2 half of an AVX-512 machine (VNNI, BW, ... go with it)."""
+    flags = cpuinfo_flags()
+    t = Target("c -mattr=-avx512f")
+    assert not any(f.startswith("avx512") for f in t.features)
+    assert t.vector_bits == (256 if {"avx2", "avx"} & flags else 128)
+    assert t.has_feature("avx2") == ("avx2" in flags) and t.has_feature("fma") == ("fma" in flags)
+    assert "-mno-avx512f" in t.cflags() and "-mprefer-vector-width=512" not in t.cflags()
 
 
 def test_mattr_modifies_host_features():
     flags = cpuinfo_flags()
     t = Target("c -mattr=-avx2,+amx_int8")
     assert "avx2" not in t.features and "amx_int8" in t.features
-    assert t.features - {"amx_int8"} == frozenset(flags - {"avx2", "amx_int8"})
+    # what needs AVX2 goes with it; nothing the host lacks appears but what -mattr asked for
+    assert not any(f.startswith("avx512") for f in t.features)
+    assert t.features - {"amx_int8"} <= frozenset(flags - {"avx2"})
+    added = Target("c -mattr=+amx_int8")
+    assert added.features - {"amx_int8"} == frozenset(flags - {"amx_int8"})
 
 
 def test_cflags():

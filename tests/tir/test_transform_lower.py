@@ -5,6 +5,7 @@ import pytest
 from interp_lowered import run
 from tessera import ir
 from tessera.errors import TesseraError
+from tessera.target import Target
 from tessera.ir import (Allocate, AssertStmt, AttrStmt, Block, BlockRealize, Buffer, BufferLoad,
                         BufferStore, Evaluate, For, IfThenElse, IRModule, LetStmt, PrimFunc, Ramp,
                         Reduce, SeqStmt, Var)
@@ -33,16 +34,18 @@ def assert_lowered(func):
         assert acc.buffer.ndim == 1 and len(acc.indices) == 1
 
 
-def test_matmul_with_vectorized_spatial_loop():
-    A, B, C = matmul_buffers(4, 16, 5)
+def test_matmul_with_vectorized_spatial_loop(isa_target):
+    """j (extent 32) vectorized: float32 vectors as wide as the target's registers."""
+    A, B, C = matmul_buffers(4, 32, 5)
     i, j, k = Var("i"), Var("j"), Var("k")
-    nest = loops([(i, 4), (k, 5), (j, 16)], matmul_block(A, B, C, [i, j, k]), kinds={"j": "vectorized"})
+    nest = loops([(i, 4), (k, 5), (j, 32)], matmul_block(A, B, C, [i, j, k]), kinds={"j": "vectorized"})
     f = PrimFunc([A, B, C], root(nest))
-    g = lower(f)
+    g = lower(f, target=isa_target)
     assert_lowered(g)
     assert not [x for x in find(g.body, For) if x.kind == "vectorized"]
+    lanes = Target(isa_target).vector_bits // 32
     for st in find(g.body, BufferStore):
-        assert isinstance(st.indices[0], Ramp) and st.indices[0].lanes == 8
+        assert isinstance(st.indices[0], Ramp) and st.indices[0].lanes == lanes
     a, b, c = assert_same(f, g)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
