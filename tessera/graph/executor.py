@@ -261,7 +261,8 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
         placeholders.append(te.placeholder(shape, t.dtype, name))
         in_vars.append(tuple(dims))
     try:
-        outs = fused.compute(list(placeholders)) if fused is not None else opdef.compute(list(placeholders), attrs)
+        outs = (fused.compute(list(placeholders), target) if fused is not None
+                else opdef.compute_for(list(placeholders), attrs, target))
     except TesseraError as e:
         if node and node not in str(e):
             raise type(e)(f"{e} (node {node!r})") if type(e) in (ShapeError, TesseraError, DTypeError) else e

@@ -60,8 +60,9 @@ class FusedKernel:
             out.append(nm)
         return out
 
-    def compute(self, placeholders) -> list:
-        """The te tensors of the function's outputs, computed from `placeholders` (one per param)."""
+    def compute(self, placeholders, target=None) -> list:
+        """The te tensors of the function's outputs, computed from `placeholders` (one per param)
+        for `target` (None: the host)."""
         from .. import te
         from ..ops.registry import get_op
 
@@ -74,7 +75,7 @@ class FusedKernel:
                 raise TesseraError(f"{self.where}: node {n.name!r} ({n.op}) has no compute registered")
             ins = [env[v] for v in n.inputs]
             try:
-                outs = opdef.compute(list(ins), n.attrs)
+                outs = opdef.compute_for(list(ins), n.attrs, target)
             except TesseraError as e:
                 if n.name not in str(e) and type(e) in (ShapeError, TesseraError, DTypeError):
                     raise type(e)(f"{e} (node {n.name!r} in {self.where})") from None

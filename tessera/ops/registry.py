@@ -5,7 +5,8 @@ An operator is registered once, by name (Relay-style: "add", "nn.conv2d", "resha
 - `attrs`: attribute name -> default (`REQUIRED` for none); unknown attributes are refused;
 - `pattern`: its fusion pattern (TVM's OpPattern), read by the graph fusion pass;
 - `infer(types, attrs) -> [TensorType]`: output types from input types (shape inference);
-- `compute(tensors, attrs) -> [te.Tensor]`: the tensor expression over te placeholders;
+- `compute(tensors, attrs) -> [te.Tensor]`: the tensor expression over te placeholders (a compute
+  that takes `target` too gets the Target it is built for: `OpDef.compute_for`);
 - `schedule(sch, ctx)`: optional default CPU schedule of the PrimFunc made from compute.
 
     conv2d = register_op("nn.conv2d", inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
@@ -17,6 +18,7 @@ An operator is registered once, by name (Relay-style: "add", "nn.conv2d", "resha
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from enum import IntEnum
 from types import MappingProxyType
@@ -81,7 +83,10 @@ class OpDef:
         return fn
 
     def def_compute(self, fn):
+        """Register fn(tensors, attrs) -> [te.Tensor]; a compute whose layout depends on the target
+        (nn.matmul packs B in the panels of the target's micro-kernel) also takes `target`."""
         self.compute = fn
+        self._extra["compute_takes_target"] = "target" in inspect.signature(fn).parameters
         return fn
 
     def def_schedule(self, fn):
@@ -89,6 +94,13 @@ class OpDef:
         return fn
 
     # use -------------------------------------------------------------------------------------
+    def compute_for(self, tensors, attrs, target=None) -> list:
+        """The op's te tensors over `tensors`, for `target` (None: the host) where the compute
+        depends on it."""
+        if self._extra.get("compute_takes_target"):
+            return self.compute(tensors, attrs, target=target)
+        return self.compute(tensors, attrs)
+
     @property
     def variadic(self) -> bool:
         return bool(self.inputs) and self.inputs[-1].endswith("*")

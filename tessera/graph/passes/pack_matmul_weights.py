@@ -30,7 +30,7 @@ def _has_microkernels(target) -> bool:
     return (t.has_feature("avx2") and t.has_feature("fma")) or t.has_feature("avx512f")
 
 
-def _panel_for(node, consts):
+def _panel_for(node, consts, target):
     """The panel width for node's B, or None when the node does not qualify."""
     from ...ops.nn.dense import pack_panel
 
@@ -47,7 +47,7 @@ def _panel_for(node, consts):
     M, K, N = a.type.shape[-2], b.type.shape[-2], b.type.shape[-1]
     if not all(isinstance(d, int) and d > 0 for d in (M, K, N)):
         return None
-    return pack_panel(M, N)
+    return pack_panel(M, N, target)
 
 
 def pack_matmul_weights(graph: Graph, target="c") -> Graph:
@@ -57,7 +57,7 @@ def pack_matmul_weights(graph: Graph, target="c") -> Graph:
     if not _has_microkernels(target) or not any(n.op == _MATMUL for n in graph.nodes):
         return graph
     consts = const_derived(graph)
-    panels = {n: _panel_for(n, consts) for n in graph.nodes}
+    panels = {n: _panel_for(n, consts, target) for n in graph.nodes}
     if not any(panels.values()):
         return graph
     from .fold_constant import fold_constant

@@ -275,6 +275,16 @@ def gemv_chunks(vecs: int, threads: int) -> int:
     return min(cands, key=lambda d: (-(-d // threads) / d, d))
 
 
+def gemv_lanes(n: int, lanes: int) -> int:
+    """Vector lanes of a matrix-vector product's N = n columns: the widest power of two up to the
+    target's lanes that divides n (1000 columns take 8-lane vectors on an AVX-512 target too), or 0
+    when no vector of at least 4 lanes fits two or more times."""
+    w = lanes
+    while w >= 4 and (n % w or n < 2 * w):
+        w //= 2
+    return w if w >= 4 else 0
+
+
 def _gemv_block(sch, block, target):
     """A matrix-vector product (one row of A, B row-major): (j chunk, k, j vectors, lanes), so every k
     step streams contiguous rows of B into a row of C held in L1 (the k-major order loads each cache
@@ -289,9 +299,9 @@ def _gemv_block(sch, block, target):
     j = spatial[-1]
     rows = [_extent(sch, lp) for lp in spatial[:-1]]
     N = _extent(sch, j)
-    lanes = _lanes(sch, block, target)
+    lanes = gemv_lanes(N, _lanes(sch, block, target)) if N is not None else 0
     jv = S._bound_iter_var(sch, block, j)
-    if None in rows or any(r != 1 for r in rows[-1:]) or N is None or N % lanes or N < 2 * lanes \
+    if None in rows or any(r != 1 for r in rows[-1:]) or not lanes \
             or jv is None or not S._unit_stride_in_last_index(blk, jv.var):
         raise ScheduleError("gemv: not a one-row product with B contiguous along a multiple of the lanes")
     threads = S._threads(target)

@@ -45,29 +45,31 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
     return tuple(batch) + ((m,) if m is not None else ()) + ((n,) if n is not None else ())
 
 
-def _panel(M, N):
-    """Columns of a packed B panel: the nr of the host's best micro-kernel tile (the most FMAs per
-    load, _cpu_schedule.tile_preference; AVX-512 tiles where the host has them) whose rows divide
-    M and columns divide N (N None: any N), or None."""
+def _panel(M, N, target=None):
+    """Columns of a packed B panel: the nr of the target's best micro-kernel tile (the most FMAs per
+    load, _cpu_schedule.tile_preference; AVX-512 tiles where the target has them; target None: the
+    host) whose rows divide M and columns divide N (N None: any N), or None."""
     from ...target import Target
     from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
     from ._cpu_schedule import tile_preference
 
-    host = Target.host()
+    t = Target.host() if target is None else Target(target)
+    if t.kind != "c":
+        return None
     for isa, feats, lanes in (("avx512", AVX512, 16), ("avx2", AVX2, 8)):
-        if all(host.has_feature(f) for f in feats):
-            for mr, nr in sorted(FP32_GEMM[isa], key=lambda t: tile_preference(t, lanes)):
+        if all(t.has_feature(f) for f in feats):
+            for mr, nr in sorted(FP32_GEMM[isa], key=lambda tile: tile_preference(tile, lanes)):
                 if M % mr == 0 and (N is None or N % nr == 0):
                     return nr
     return None
 
 
-def _padded_panel(M, N):
-    """For an N that no tile divides: the nr of the host's preferred tile whose rows divide M (B is
-    then packed in zero-padded panels and C computed N rounded up to nr wide), or None."""
+def _padded_panel(M, N, target=None):
+    """For an N that no tile divides: the nr of the target's preferred tile whose rows divide M (B
+    is then packed in zero-padded panels and C computed N rounded up to nr wide), or None."""
     if any(N % nr == 0 for tiles in _fp32_tiles().values() for _, nr in tiles):
         return None
-    return _panel(M, None)
+    return _panel(M, None, target)
 
 
 def _fp32_tiles():
@@ -84,7 +86,7 @@ def k_unroll(K) -> int:
     return next(u for u in (4, 2, 1) if K.value % u == 0)
 
 
-def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
+def gemm_tileable(a, b, transpose_a, transpose_b, acc, target=None) -> bool:
     """Whether a float32 matmul fits the x86 GEMM micro-kernels (tessera.tir.tensor_intrin.x86):
     static M, N, K, B read row-major, and a supported tile whose rows divide M and whose columns
     divide N, or, for any N (GPT-2's 50257-word vocabulary), whose columns are padded to (B packed
@@ -102,7 +104,7 @@ def gemm_tileable(a, b, transpose_a, transpose_b, acc) -> bool:
         return False
     if any(M % mr == 0 and N % nr == 0 for tiles in FP32_GEMM.values() for mr, nr in tiles):
         return True
-    return _padded_panel(M, N) is not None
+    return _padded_panel(M, N, target) is not None
 
 
 def _unpacked_type(b, b_cols):
@@ -112,7 +114,7 @@ def _unpacked_type(b, b_cols):
 
 
 def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, name="matmul",
-                   a_zero_point=None, b_zero_point=None, b_panel=0, b_cols=0):
+                   a_zero_point=None, b_zero_point=None, b_panel=0, b_cols=0, target=None):
     """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics); k is
     reduced `k_unroll(K)` steps at a time. b_panel > 0: b is already packed in panels of that many
     columns of a B with b_cols columns (nn.pack_matmul_weight's layout)."""
@@ -121,7 +123,7 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     b_type = _unpacked_type(b, b_cols) if b_panel else U.ttype(b)
     shape = U.shape_exprs(matmul_shape(name, U.ttype(a), b_type, transpose_a, transpose_b), a, b)
     K = a.shape[0] if a.ndim == 1 else (a.shape[-2] if transpose_a else a.shape[-1])
-    plain = b_panel or (a_zero_point is None and gemm_tileable(a, b, transpose_a, transpose_b, acc))
+    plain = b_panel or (a_zero_point is None and gemm_tileable(a, b, transpose_a, transpose_b, acc, target))
     unroll = 1 if plain else k_unroll(K)
     k = te.reduce_axis((0, K // unroll if unroll > 1 else K), "k")
     nbatch = len(shape) - (a.ndim >= 2) - (b.ndim >= 2)
@@ -144,8 +146,8 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     if b_panel:
         panel, padded = b_panel, (b_panel if b_cols % b_panel else None)
     else:
-        padded = _padded_panel(M.value, b.shape[-1].value) if plain and M is not None else None
-        panel = padded or (_panel(M.value, b.shape[-1].value) if plain and M is not None and M.value >= 64
+        padded = _padded_panel(M.value, b.shape[-1].value, target) if plain and M is not None else None
+        panel = padded or (_panel(M.value, b.shape[-1].value, target) if plain and M is not None and M.value >= 64
                            else None)
     if b_panel:
         b_packed = b
@@ -249,10 +251,10 @@ def _matmul_infer(types, attrs):
 
 
 @matmul.def_compute
-def _matmul_compute(tensors, attrs):
+def _matmul_compute(tensors, attrs, target=None):
     a, b = tensors
     return [matmul_compute(a, b, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"],
-                           b_panel=attrs["b_panel"], b_cols=attrs["b_cols"])]
+                           b_panel=attrs["b_panel"], b_cols=attrs["b_cols"], target=target)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,10 +298,10 @@ def _pack_compute(tensors, attrs):
                       pack, "packed_b")]
 
 
-def pack_panel(M, N):
+def pack_panel(M, N, target=None):
     """The panel width nn.pack_matmul_weight should use for an (M, K) x (K, N) float32 product on
-    this host (the best micro-kernel tile whose rows divide M), or None when no tile fits M."""
-    return _panel(M, N) or _panel(M, None)
+    `target` (the best micro-kernel tile whose rows divide M), or None when no tile fits M."""
+    return _panel(M, N, target) or _panel(M, None, target)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -376,10 +378,10 @@ def _bmm_infer(types, attrs):
 
 
 @batch_matmul.def_compute
-def _bmm_compute(tensors, attrs):
+def _bmm_compute(tensors, attrs, target=None):
     x, y = tensors
     return [matmul_compute(x, y, bool(attrs["transpose_a"]), bool(attrs["transpose_b"]), attrs["out_dtype"],
-                           name="batch_matmul")]
+                           name="batch_matmul", target=target)]
 
 
 # ---------------------------------------------------------------------------------------------

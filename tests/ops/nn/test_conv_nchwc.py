@@ -17,7 +17,6 @@ from tessera.ops.nn.conv_nchwc import CONV, DEPTHWISE
 from tessera.ops.registry import ScheduleContext, get_op
 
 RNG = np.random.default_rng(11)
-HOST_ISA = _x86_conv.isa_of("c")
 
 
 def rand(*shape, dtype="float32"):
@@ -39,7 +38,7 @@ def unpack(y):
     return y.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
 
 
-def run_scheduled(op, arrays, threads=2, epilogue=None, **attrs):
+def run_scheduled(op, arrays, threads=2, epilogue=None, isa_target="c", **attrs):
     """(outputs, generated C) of op with its default schedule; epilogue(out, inputs) adds an
     elementwise stage after the op that the schedule gets as ScheduleContext.epilogue."""
     opdef = get_op(op)
@@ -54,7 +53,7 @@ def run_scheduled(op, arrays, threads=2, epilogue=None, **attrs):
         final = epilogue(out, phs)
         epi = (final.name,)
     sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
-    target = tessera.Target(f"c -num-threads={threads}")
+    target = tessera.Target(f"{isa_target} -num-threads={threads}")
     opdef.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
                                         output_types=(ot,), epilogue=epi))
     lib = tessera.build(sch, target=target)
@@ -77,21 +76,26 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("name,dims,k,strides,padding,dilation,blocks,batch", CONV_CASES,
                          ids=[c[0] for c in CONV_CASES])
-def test_conv2d_nchwc_matches_onnxruntime(name, dims, k, strides, padding, dilation, blocks, batch):
+def test_conv2d_nchwc_matches_onnxruntime(name, dims, k, strides, padding, dilation, blocks, batch, isa_target):
     C, O, H, W = dims
     ib, ob = blocks
     x, w = rand(batch, C, H, W), rand(O, C, k, k)
     y, src = run_scheduled(CONV, [pack_data(x, ib), pack_weight(w, ib, ob)], strides=strides, padding=padding,
                            dilation=dilation, data_layout=f"NCHW{ib}c", kernel_layout=f"OIHW{ib}i{ob}o",
-                           out_layout=f"NCHW{ob}c")
+                           out_layout=f"NCHW{ob}c", isa_target=isa_target)
     (ref,) = ort_run("Conv", [x, w], dict(strides=list(strides), pads=list(padding), dilations=list(dilation)))
     np.testing.assert_allclose(unpack(y), ref, rtol=1e-4, atol=1e-4)
-    if HOST_ISA is not None and ob == 8:
-        assert "tensor intrinsic x86_" in src and "conv2d_nchwc_" in src     # the micro-kernel ran
+    # the micro-kernel of the block's vector width ran: 8 channels (256 bits) on AVX2 and AVX-512
+    # targets, 16 (512 bits) on AVX-512 ones
+    kernel_isa = {8: "avx2", 16: "avx512"}.get(ob)
+    if kernel_isa is not None and _x86_conv.isa_of(isa_target) in {"avx2": ("avx2", "avx512"),
+                                                                    "avx512": ("avx512",)}[kernel_isa]:
+        assert f"tensor intrinsic x86_{kernel_isa}" in src and "conv2d_nchwc_" in src
 
 
-@pytest.mark.skipif(HOST_ISA is None, reason="the row micro-kernel needs AVX2+FMA or AVX-512")
-def test_conv2d_nchwc_tensorized_row_is_parallel_with_the_epilogue_in_the_row_loop():
+def test_conv2d_nchwc_tensorized_row_is_parallel_with_the_epilogue_in_the_row_loop(isa_target):
+    if _x86_conv.isa_of(isa_target) is None:
+        pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
     x, w, b = rand(1, 16, 48, 48), rand(32, 16, 3, 3), rand(1, 4, 1, 1, 8)
 
     def bias_relu(out, phs):
@@ -99,7 +103,7 @@ def test_conv2d_nchwc_tensorized_row_is_parallel_with_the_epilogue_in_the_row_lo
                           name="T_relu")
 
     y, src = run_scheduled(CONV, [pack_data(x, 8), pack_weight(w, 8, 8), b], epilogue=bias_relu,
-                           padding=(1, 1, 1, 1))
+                           padding=(1, 1, 1, 1), isa_target=isa_target)
     (ref,) = ort_run("Conv", [x, w], dict(pads=[1, 1, 1, 1]))
     ref = np.maximum(ref + unpack(np.broadcast_to(b, (1, 4, 48, 48, 8))), 0)
     np.testing.assert_allclose(unpack(y), ref, rtol=1e-4, atol=1e-4)
