@@ -181,17 +181,26 @@ def _load_any(path, args):
     return exe
 
 
-def _read_npy(path: str):
+def _read_npy(path: str, expects: str = ""):
+    """The array in the .npy file `path`; anything else (a raw .bin, a pickle, text) is refused,
+    saying what the input (`expects`, e.g. "input 'x' expects float32[1, 3, 224, 224]") takes."""
     import numpy as np
 
     from .errors import TesseraError
 
     if not os.path.isfile(path):
         raise TesseraError(f"input file {path} does not exist")
+    hint = f"; {expects}" if expects else ""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":
+        raise TesseraError(f"input file {path} is not a .npy array (no .npy header; {os.path.getsize(path)} bytes)"
+                           f"{hint}: save it with numpy.save (a raw file: np.save('x.npy', np.fromfile("
+                           f"{path!r}, dtype).reshape(shape)))")
     try:
         return np.load(path, allow_pickle=False)
     except (ValueError, OSError) as e:
-        raise TesseraError(f"cannot read {path} as a .npy array: {e}") from None
+        raise TesseraError(f"cannot read {path} as a .npy array: {e}{hint}") from None
 
 
 def _split_input(item: str, names) -> tuple:
@@ -221,6 +230,7 @@ def _input_arrays(exe, items) -> dict:
     from .errors import TesseraError
 
     names = list(exe.input_names)
+    types = {n: _type_text(v) for n, v in zip(names, exe.graph.inputs)}
     out, pos = {}, 0
     for item in items or ():
         key, path = _split_input(item, names)
@@ -232,8 +242,13 @@ def _input_arrays(exe, items) -> dict:
             key = names[pos]
         if key in out:
             raise TesseraError(f"input {key!r} is given twice")
-        out[key] = _read_npy(path)
+        out[key] = _read_npy(path, f"input {key!r} expects {types.get(key, 'an array')}")
     return out
+
+
+def _type_text(value) -> str:
+    """A graph value's type as 'float32[1, 3, 224, 224]' (symbolic dims by name)."""
+    return f"{value.dtype}[{', '.join(str(d) for d in value.shape)}]"
 
 
 def _random_inputs(exe, symbol_value=1):

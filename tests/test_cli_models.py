@@ -91,6 +91,24 @@ def test_errors_are_one_line_with_status_2(model_path, capsys):
     assert "takes an ONNX model" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("model", ["onnx", "library"])
+def test_run_refuses_a_file_that_is_not_npy_saying_what_the_input_expects(model_path, capsys, model):
+    """A raw .bin (what examples/run_model.c reads) or a pickle is not a .npy array: the error says
+    so and gives the input's type, not numpy's advice about allow_pickle."""
+    d, p, x = model_path
+    if model == "library":
+        p = d / "refuse.so"
+        assert main(["compile", str(d / "model.onnx"), "-o", str(p)]) == 0
+        capsys.readouterr()
+    x.tofile(d / "x.bin")
+    (d / "x.pkl").write_bytes(b"\x80\x04\x95" + bytes(20))
+    for bad in ("x.bin", "x.pkl"):
+        assert main(["run", str(p), "--input", str(d / bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{d / bad} is not a .npy array" in err and "input 'x' expects float32[2, 3]" in err
+        assert "pickle" not in err and "Traceback" not in err
+
+
 def test_check_lists_every_unsupported_op_and_exits_1(tmp_path, capsys):
     m = _model([helper.make_node("Fancy", ["x"], ["a"], name="n1"),
                 helper.make_node("TCopy", ["x"], ["b"], domain=T, name="ok"),
