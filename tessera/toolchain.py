@@ -84,11 +84,12 @@ def gcc_version() -> tuple | None:
 
 def workaround_flags(features) -> list[str]:
     """Flags that keep the installed C compiler away from its known miscompiles for a target with
-    these CPU features. GCC before 12.4 / 13.3 vectorizes if-converted loops with AVX-512 masked
-    loads whose masks belong to other lanes (GCC PR 114375, a permutation of masked loads dropped):
-    `x < 0 ? x * slope : x` over a [3, 4, 5] array gave 10 of 60 wrong elements. Loop
-    if-conversion is what makes those masked loads; tessera vectorizes its own selects."""
-    if "avx512f" not in features:
+    these CPU features. GCC before 12.4 / 13.3 vectorizes if-converted loops with masked loads
+    (AVX vmaskmovps, AVX-512 masks) whose masks or lanes belong to other elements (GCC PR 114375,
+    a permutation of masked loads dropped): `x < 0 ? x * slope : x` over a [3, 4, 5] array gave 10
+    of 60 wrong elements on AVX-512, a Concat's `i < 3 ? A[..] : B[..]` zeros on AVX and AVX2.
+    Loop if-conversion is what makes those masked loads; tessera vectorizes its own selects."""
+    if "avx" not in features:
         return []
     v = gcc_version()
     if v is not None and (v < (12, 4, 0) or (13, 0, 0) <= v < (13, 3, 0)):

@@ -817,6 +817,14 @@ def generate(func: PrimFunc, target=None) -> str:
 def generate_module(funcs, target=None) -> str:
     """One translation unit holding several lowered PrimFuncs (a list, or an IRModule whose
     keys name the functions); `tessera_metadata` lists them all."""
+    return render_module(funcs, target)[0]
+
+
+def render_module(funcs, target=None) -> tuple:
+    """(C source, one dict per function): generate_module's text and, per function, its metadata
+    (name, entry and timer symbols, params) plus what a caller in the same translation unit needs:
+    the kernel body's symbol ("kernel"), its C parameter types ("kernel_params": the buffers and
+    scalars, then the symbolic extents "shape_vars"), and whether it takes (err, err_len) last."""
     if isinstance(funcs, PrimFunc):
         funcs = [funcs]
     if isinstance(funcs, IRModule):
@@ -854,21 +862,23 @@ def generate_module(funcs, target=None) -> str:
     reserved.update(f"{c}_kernel" for _, c, _ in entries)
     reserved.update(f"{c}_unpack" for _, c, _ in entries)
     reserved.update(f"{c}_args_t" for _, c, _ in entries)
-    functions, meta = [], []
+    functions, meta, infos = [], [], []
     for name, cname, f in entries:
         while True:
             mark = helpers.mark()
             try:
-                text, m = _FunctionWriter(f, name, cname, helpers, frozenset(reserved), num_threads,
-                                          max_vector_bytes, target).write()
+                writer = _FunctionWriter(f, name, cname, helpers, frozenset(reserved), num_threads,
+                                         max_vector_bytes, target)
+                text, m = writer.write()
                 break
             except _Restart as r:
                 helpers.rollback(mark)
                 reserved.add(r.name)
         functions.append(text)
         meta.append(m)
+        infos.append({**m, **writer.kernel_info})
     target_text = str(target) if target is not None else "c"
-    return _assemble(helpers, functions, meta, target_text, len(entries))
+    return _assemble(helpers, functions, meta, target_text, len(entries)), infos
 
 
 def _assemble(helpers: HelperRegistry, functions, meta, target_text, count) -> str:
@@ -1107,6 +1117,9 @@ class _FunctionWriter:
             sig.append("char* err")
             sig.append("int32_t err_len")
         self.kernel_args = [cn for _, _, cn, _ in params] + [gen.names.get(v) for v in shape_vars]
+        self.kernel_info = {"kernel": f"{self.cname}_kernel",
+                            "kernel_params": [s.rsplit(" ", 1)[0] for s in sig[:len(params) + len(shape_vars)]],
+                            "kernel_takes_err": gen.needs_err, "shape_vars": [v.name for v in shape_vars]}
         head = f"static int32_t {self.cname}_kernel({', '.join(sig) or 'void'}) {{"
         lines = [f"/* {self.name}: {self._describe(params)} */", head]
         if gen.needs_status:

@@ -44,6 +44,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backend import Source, functions_of, get_backend
 from ..errors import BuildError, TesseraError
 from ..ir.dtype import DataType
 from .ir import Graph
@@ -52,8 +53,6 @@ DEFAULT_PREFIX = "tessera_model"
 WEIGHT_ALIGN = 64
 ERR_LEN = 1024
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PROTO = re.compile(r"^static int32_t (\w+)_kernel\((.*)\) \{$", re.M)
-_POINTER = re.compile(r"^((?:const )?[A-Za-z_][\w ]*?\*) restrict \w+$")
 
 
 class Library(NamedTuple):
@@ -99,11 +98,10 @@ def _static_error(graph: Graph, why: str) -> TesseraError:
 def _lower_kernels(exe):
     """One lowered PrimFunc per distinct kernel of exe, named `<op>_<k>`; (name per kernel id,
     lowered functions, kernels JSON for the graph document)."""
-    from ..build_module import _functions
-    from ..tir.transform import lower as lower_func
     from .executor import _ident
     from .export import _expr_json
 
+    backend = get_backend(exe.target)
     fn_of, lowered, kernels_json = {}, [], {}
     for st in exe._steps:
         k = st.kernel
@@ -114,13 +112,13 @@ def _lower_kernels(exe):
             raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) was not built in this "
                                f"process, so its program is not at hand (a loaded library is exported by "
                                f"copying it: exe.export_library on the loaded module)")
-        funcs = _functions(prim)
+        funcs = functions_of(prim)
         if len(funcs) != 1:
             raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) has {len(funcs)} functions, "
                                f"expected 1")
         name = f"{_ident(k.op)}_{len(fn_of)}"
         fn_of[id(k)] = name
-        lowered.append(lower_func(funcs[0].replace(name=name), exe.target))
+        lowered.append(backend.lower(funcs[0].replace(name=name), exe.target))
         kernels_json[name] = {
             "op": k.op,
             "in_vars": [[[d, v.name if hasattr(v, "name") else v] for d, v in dims] for dims in k.in_vars],
@@ -129,27 +127,21 @@ def _lower_kernels(exe):
     return fn_of, lowered, kernels_json
 
 
-def _prototypes(source: str, names) -> dict:
-    """kernel name -> (C pointer type per parameter, takes (err, err_len)) read from the generated C."""
-    found = {m.group(1): m.group(2) for m in _PROTO.finditer(source)}
+def _prototypes(source, names) -> dict:
+    """kernel name -> (C pointer type per parameter, takes (err, err_len)), from the backend's
+    description of each generated kernel."""
     out = {}
     for name in names:
-        sig = found.get(name)
-        if sig is None:
-            raise BuildError(f"ahead-of-time module: the generated C has no kernel function {name}_kernel "
-                             f"(the code generator's layout changed?)")
-        params = [] if sig == "void" else sig.split(", ")
-        has_err = params[-2:] == ["char* err", "int32_t err_len"]
-        if has_err:
-            params = params[:-2]
-        types = []
-        for p in params:
-            m = _POINTER.match(p)
-            if m is None:
-                raise BuildError(f"ahead-of-time module: kernel {name} takes `{p}`, not a tensor pointer; "
-                                 f"a kernel with symbolic extents cannot run from a static plan")
-            types.append(m.group(1))
-        out[name] = (types, has_err)
+        info = source.function(name)
+        if info.shape_vars:
+            raise BuildError(f"ahead-of-time module: kernel {name} takes the symbolic extents "
+                             f"{', '.join(info.shape_vars)}; a kernel with symbolic extents cannot run from a "
+                             f"static plan")
+        types = [t.replace(" restrict", "") for t in info.kernel_params]
+        scalar = [t for t in types if not t.endswith("*")]
+        if scalar:
+            raise BuildError(f"ahead-of-time module: kernel {name} takes `{scalar[0]}`, not a tensor pointer")
+        out[name] = (types, info.kernel_takes_err)
     return out
 
 
@@ -522,8 +514,6 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     aot: True requires the model entry points (static shapes), False leaves them out, None adds
     them when the shapes are static. strategy: plan_memory's.
     """
-    from ..codegen import c as codegen_c
-    from ..runtime.compiler import compile_source
     from .executor import GraphExecutor, _ident
     from .export import graph_document
     from .passes.plan_memory import plan_memory
@@ -534,6 +524,7 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     g = exe.graph
     if exe.target.kind != "c":
         raise TesseraError(f"the ahead-of-time module is generated C; target {exe.target} is not a C target")
+    backend = get_backend(exe.target)
     why = static_problem(g)
     if aot and why:
         raise _static_error(g, why)
@@ -546,15 +537,17 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
         raise TesseraError(f"the C API prefix {prefix!r} collides with kernel names {clash}; pick another prefix")
     w_offsets, blob = _weights_layout(g)
     if lowered:
-        source = codegen_c.generate_module(lowered, exe.target)
+        source = backend.render(lowered, exe.target, _ident(g.name))
+        text = source.text
     else:
-        source = ('/* a graph without kernels */\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
-                  '#include <string.h>\n#include <math.h>\n#include <time.h>\n'
-                  'const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n')
+        source = None
+        text = ('/* a graph without kernels */\n#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n'
+                '#include <string.h>\n#include <math.h>\n#include <time.h>\n'
+                'const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n')
     header = None
-    parts = [source, "", _weights_c(prefix, blob)]
+    parts = [text, "", _weights_c(prefix, blob)]
     if with_entry:
-        protos = _prototypes(source, kernels_json)
+        protos = _prototypes(source, kernels_json) if source is not None else {}
         parts.append(_entry_source(exe, prefix, plan, fn_of, protos, w_offsets))
         header = header_text(g, prefix, plan, len(blob), exe.target)
     doc = graph_document(exe, fn_of, kernels_json, w_offsets, prefix, len(blob))
@@ -566,7 +559,7 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
 
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
                  + _c_string(text) + ";\n")
-    path = compile_source("\n".join(parts), exe.target, name_hint=_ident(g.name))
+    path = backend.compile(Source("\n".join(parts), source.functions if source else (), exe.target, _ident(g.name)))
     return Library(path, header, doc)
 
 

@@ -174,12 +174,14 @@ def get_kernels(requests, target="c") -> list:
 
 
 def _compile_all(preps, target) -> list:
-    """compile_source on every prepared kernel; a list of library paths (or exceptions)."""
-    from ..runtime.compiler import compile_source
+    """Compile every prepared kernel's source (several at once); a list of paths (or exceptions)."""
+    from ..backend import get_backend  # the build layer, not needed to run a loaded library
+
+    backend = get_backend(target)
 
     def one(p):
         try:
-            return compile_source(p.source, target, name_hint=p.name_hint)
+            return backend.compile(p.source)
         except TesseraError as e:
             return e
 
@@ -204,19 +206,12 @@ class _Prepared:
 
 
 def _generate(obj, target, name=None):
-    """(C source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a single
-    function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
-    from ..build_module import _functions
-    from ..codegen import c as codegen_c
-    from ..tir.transform import lower as lower_func
+    """(backend Source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a
+    single function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
+    from ..backend import functions_of, generate
 
-    if target.kind != "c":
-        raise TesseraError(f"the graph executor: target kind {target.kind!r} has no code generator yet; use 'c'")
-    funcs = _functions(obj)
-    if name and len(funcs) == 1 and funcs[0].name != name:
-        funcs = [funcs[0].replace(name=name)]
-    lowered = [lower_func(f, target) for f in funcs]
-    return codegen_c.generate_module(lowered, target), lowered[0].name
+    source = generate(obj, target, name if name and len(functions_of(obj)) == 1 else None)
+    return source, source.name_hint
 
 
 def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
@@ -343,19 +338,20 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
 
 def _finish_kernel(p: _Prepared, path, target) -> Kernel:
     """The Kernel of a prepared kernel once its library is compiled (path, or the BuildError)."""
-    from ..runtime.compiler import compile_source
-    from ..runtime.module import Module
+    from ..backend import get_backend
 
+    backend = get_backend(target)
     if isinstance(path, Exception):
         if not p.scheduled:
             raise path
         # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
         warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
                       f"unscheduled kernel", stacklevel=4)
-        source, hint = _generate(p.func, target, _ident(p.op))
-        path = compile_source(source, target, name_hint=hint)
+        source, _ = _generate(p.func, target, _ident(p.op))
+        path = backend.compile(source)
         p.scheduled, p.prim = False, p.func
-    return Kernel(p.op, Module(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled, p.prim)
+    return Kernel(p.op, backend.load(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled,
+                  p.prim)
 
 
 def _input_names(opdef, n: int) -> list:

@@ -8,6 +8,7 @@ import pytest
 import tessera
 from tessera.errors import TesseraError
 from tessera.target import Target
+from tessera.toolchain import gcc_version, workaround_flags
 
 
 def cpuinfo_flags():
@@ -169,7 +170,8 @@ def test_cflags():
     host = Target("c").cflags()
     assert host[:6] == base
     assert ("-mprefer-vector-width=512" in host) == ("avx512f" in cpuinfo_flags())
-    assert Target("c -mcpu=znver3").cflags() == ["-O3", "-march=znver3"] + base[2:]
+    znver3 = Target("c -mcpu=znver3")
+    assert znver3.cflags() == ["-O3", "-march=znver3"] + base[2:] + workaround_flags(znver3.features)
     asan = Target("c -sanitize=address").cflags()
     assert asan[-2:] == ["-fsanitize=address", "-fno-omit-frame-pointer"]
     ubsan = Target("c -sanitize=undefined").cflags()
@@ -190,3 +192,15 @@ def test_immutable_and_package_level_name():
     with pytest.raises(AttributeError):
         t.kind = "cuda"
     assert tessera.Target is Target and tessera.Target(t) is t
+
+
+def test_gcc_with_the_masked_load_bug_gets_loop_if_conversion_off_for_avx_targets():
+    """GCC < 12.4 / 13.3 miscompiles if-converted loops with masked loads (PR 114375) on AVX,
+    AVX2 and AVX-512; SSE-only targets have no masked loads; other compilers are left alone."""
+    v = gcc_version()
+    buggy = v is not None and (v < (12, 4, 0) or (13, 0, 0) <= v < (13, 3, 0))
+    for text, avx in (("c -mcpu=x86-64-v2", False), ("c -mcpu=sandybridge", True), ("c -mcpu=haswell", True),
+                      ("c -mcpu=skylake-avx512", True)):
+        t = Target(text)
+        assert t.has_feature("avx") == avx
+        assert ("-fno-tree-loop-if-convert" in t.cflags()) == (buggy and avx), text

@@ -23,6 +23,7 @@ from ...ir.buffer import BufferRegion
 from ...ir.expr import LE, LT, Add, And, Mul, Sub
 from .analysis import uses_vars
 from .handles import BlockRV, LoopRV
+from .region import fresh_block_name
 from .schedule import primitive
 from .state import child_realizes
 
@@ -165,14 +166,6 @@ def bind_range(ana: Analyzer, var, lo, ext):
             ana.bind(var, (lo.value, lo.value + ext.value - 1))
     else:
         ana.bind(var, Range.from_min_extent(lo, ext))
-
-
-def fresh_block_name(idx, base: str) -> str:
-    name, k = base, 0
-    while name in idx.blocks:
-        k += 1
-        name = f"{base}_{k}"
-    return name
 
 
 def _conjuncts(e):
@@ -514,4 +507,4 @@ def _blockize_blocks(self, rvs):
     return self._new_block_rv(fname, oname)
 
 
-__all__ = ["blockize", "linear_form", "relax_region", "union_regions", "fresh_block_name"]
+__all__ = ["blockize", "linear_form", "relax_region", "union_regions"]

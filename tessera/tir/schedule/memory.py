@@ -13,6 +13,7 @@ allocated buffer (stride[axis] = k * factor + offset) when it is lowered.
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...ir.names import fresh_name
 from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferStore, For, ForKind, IterVar, Range,
                    Var, const, max_expr, min_expr)
 from ...ir.buffer import SCOPES
@@ -20,8 +21,10 @@ from ...ir.node import frozen_map
 from .analysis import _lowest_common_sref, consumers, scope_children
 from .handles import BlockRV
 from .region import (BufferReplacer, analyzer_for, block_box, buffer_names, edit,
-                     fresh_block_name, fresh_name, insert_into, item_position, point_region)
+                     fresh_block_name, insert_into, item_position, point_region)
 from .schedule import primitive
+from .rewrite import shape_var_analyzer
+from .state import child_realizes
 
 
 def _check_scope(prim, storage_scope):
@@ -53,7 +56,6 @@ def _all_blocks(idx, scope) -> list:
     while stack:
         r = stack.pop()
         out.append(r)
-        from .state import child_realizes
 
         stack.extend(reversed(child_realizes(r.block.body)))
     return out
@@ -118,13 +120,12 @@ def _analyzer_at(idx, lca):
     """An analyzer knowing the loops down to lca (a For), or only the shape variables."""
     if type(lca) is For:
         return analyzer_for(idx, lca, include=lca)
-    from .rewrite import shape_var_analyzer
 
     return shape_var_analyzer(idx.func)
 
 
 def _new_cache_buffer(idx, buf, storage_scope):
-    name = fresh_name(buffer_names(idx.func), f"{buf.name}_{storage_scope}")
+    name = fresh_name(f"{buf.name}_{storage_scope}", buffer_names(idx.func))
     return Buffer(buf.shape, buf.dtype, name, scope=storage_scope, data_alignment=buf.data_alignment)
 
 
@@ -207,7 +208,6 @@ def cache_read(self, block, read_buffer_index, storage_scope, consumer_blocks=No
         bounds = _clip(box, buf, ana)
     else:
         container, pos = scope.block, 0
-        from .rewrite import shape_var_analyzer
 
         ana = shape_var_analyzer(idx.func)
         bounds = [(const(0, e.dtype), ana.simplify(e - 1)) for e in buf.shape]

@@ -12,15 +12,18 @@ reduction loops, so the factored axis can be parallelized or vectorized.
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...ir.names import fresh_name
 from ...ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferStore, FloatImm, ForKind,
                    IntImm, IterVar, Max, Min, Mul, Range, Select, Var, collect_vars, const, seq,
                    structural_equal, substitute)
 from .analysis import _complete_or_reduction
 from .handles import BlockRV
 from .region import (accesses, analyzer_for, buffer_names, dedup_regions, edit, fresh_block_name,
-                     fresh_name, point_region)
+                     point_region)
 from .schedule import primitive
 from .state import child_realizes
+from ...ir import IfThenElse, all_of
+from ...te.intrin import max_value, min_value
 
 
 def _conjuncts(e) -> list:
@@ -191,7 +194,6 @@ def _match_reducer(blk, prim):
     if cond is not None:
         identity = init.value if ident is None else const(ident, buf.dtype)
         if ident is None:  # min/max: a neutral element of the same dtype
-            from ...te.intrin import max_value, min_value
 
             identity = min_value(buf.dtype) if kind == "max" else max_value(buf.dtype)
         rhs = Select(cond, rhs, identity)
@@ -265,7 +267,7 @@ def rfactor(self, loop, factor_axis):
     # the rfactor buffer and block
     rf_shape = list(buf.shape)
     rf_shape.insert(factor_axis, node.extent)
-    rf_buf = Buffer(rf_shape, buf.dtype, fresh_name(buffer_names(idx.func), f"{buf.name}_rf"),
+    rf_buf = Buffer(rf_shape, buf.dtype, fresh_name(f"{buf.name}_rf", buffer_names(idx.func)),
                     scope=buf.scope, data_alignment=buf.data_alignment)
     rf_iv = IterVar(Range.from_min_extent(node.min, node.extent), Var(f"v{lname}", node.loop_var.dtype), "data_par")
     ivs, values = [rf_iv], [node.loop_var]
@@ -306,7 +308,6 @@ def rfactor(self, loop, factor_axis):
             if not ana.can_prove(c):
                 guards.append(c)
     if guards:
-        from ...ir import IfThenElse, all_of
 
         rf_update = IfThenElse(all_of(*guards), rf_update)
     replaced_loops = set()

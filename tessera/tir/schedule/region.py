@@ -17,7 +17,14 @@ from ...ir import (Add, Block, BlockRealize, Buffer, BufferLoad, BufferRegion, B
                    FloorDiv, FloorMod, For, IntImm, Max, Min, Mul, Range, Select, SeqStmt, Sub, const,
                    max_expr, min_expr, seq, substitute)
 from ...ir.functor import Mutator, Visitor
+from ...ir.names import fresh_name
 from .analysis import uses_var, uses_vars
+from .state import child_realizes
+from ...ir import structural_equal
+from .rewrite import shape_var_analyzer
+from ...ir import (Allocate, AssertStmt, AttrStmt, IfThenElse, LetStmt)
+from ...ir.stmt import NOP
+from ...ir.stmt import NOP as _NOP
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,12 +266,8 @@ def insert_into(body, pos: int, stmt):
 
 
 def fresh_block_name(idx, base: str) -> str:
-    if base not in idx.blocks:
-        return base
-    k = 1
-    while f"{base}_{k}" in idx.blocks:
-        k += 1
-    return f"{base}_{k}"
+    """A block name the schedule's function does not use yet."""
+    return fresh_name(base, idx.blocks)
 
 
 def buffer_names(func) -> set:
@@ -290,13 +293,6 @@ def buffer_names(func) -> set:
     return names
 
 
-def fresh_name(taken: set, base: str) -> str:
-    if base not in taken:
-        return base
-    k = 1
-    while f"{base}_{k}" in taken:
-        k += 1
-    return f"{base}_{k}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +361,6 @@ class BufferReplacer(Mutator):
 
 
 def _has_blocks(stmt) -> bool:
-    from .state import child_realizes
 
     return bool(child_realizes(stmt))
 
@@ -399,7 +394,6 @@ def accesses(stmt, buffer=None) -> list:
 
 def dedup_regions(regions) -> tuple:
     """Regions without structural duplicates, in order of first appearance."""
-    from ...ir import structural_equal
 
     out = []
     for r in regions:
@@ -411,7 +405,6 @@ def dedup_regions(regions) -> tuple:
 def analyzer_for(idx, node, include=None) -> Analyzer:
     """An analyzer knowing the symbolic shape vars and the ranges of the loops above node (and of
     `include`, a loop, when given)."""
-    from .rewrite import shape_var_analyzer
 
     ana = shape_var_analyzer(idx.func)
     for lp in idx.loops_above(node):
@@ -432,8 +425,6 @@ def edit(stmt, edits: dict):
     """stmt with edits applied bottom-up: edits maps id(original statement) to a function taking
     that statement rebuilt with its own edited children and returning its replacement (None
     deletes it). Only statements are entered (expressions are left alone)."""
-    from ...ir import (Allocate, AssertStmt, AttrStmt, IfThenElse, LetStmt)
-    from ...ir.stmt import NOP
 
     def go(s):
         t = type(s)
@@ -464,12 +455,11 @@ def edit(stmt, edits: dict):
         return fn(new) if fn is not None else new
 
     out = go(stmt)
-    from ...ir.stmt import NOP as _NOP
 
     return out if out is not None else _NOP
 
 
 __all__ = ["edit", "relax", "relax_range", "region_bounds", "union_bounds", "block_box", "bindings",
            "solve_linear", "ceildiv", "removal_root", "loops_in", "body_items", "item_position",
-           "insert_into", "fresh_block_name", "fresh_name", "buffer_names", "BufferReplacer",
+           "insert_into", "fresh_block_name", "buffer_names", "BufferReplacer",
            "point_region", "accesses", "dedup_regions", "analyzer_for", "loop_triples", "is_one"]

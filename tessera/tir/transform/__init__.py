@@ -4,8 +4,11 @@
 """
 from __future__ import annotations
 
+import functools
+
 from ...errors import TesseraError
 from ...ir import IRModule, PrimFunc
+from ...target import Target
 from .compact_buffer_allocation import compact_buffer_allocation
 from .flatten_buffer import flatten_buffer
 from .lower_blocks import lower_blocks
@@ -29,6 +32,20 @@ PIPELINE = (
 )
 
 
+def pipeline(target=None) -> list:
+    """PIPELINE with its passes bound to target (a Target or its text, default "c"): its vector
+    width for vectorize_loop, the target for compact_buffer_allocation. [(name, PrimFunc -> PrimFunc)]."""
+    target = Target(target or "c")
+    out = []
+    for name, fn in PIPELINE:
+        if fn is vectorize_loop:
+            fn = functools.partial(vectorize_loop, vector_bits=target.vector_bits)
+        elif fn is compact_buffer_allocation:
+            fn = functools.partial(compact_buffer_allocation, target=target)
+        out.append((name, fn))
+    return out
+
+
 def lower(func_or_mod, target=None, dump=None):
     """Lower a PrimFunc (or every function of an IRModule) to the flat loop program codegen takes.
 
@@ -39,32 +56,14 @@ def lower(func_or_mod, target=None, dump=None):
         return IRModule({name: lower(f, target, dump) for name, f in func_or_mod})
     if not isinstance(func_or_mod, PrimFunc):
         raise TesseraError(f"lower takes a PrimFunc or an IRModule, got {type(func_or_mod).__name__}")
-    vector_bits = _vector_bits(target)
     func = func_or_mod
-    for name, fn in PIPELINE:
-        if fn is vectorize_loop:
-            func = fn(func, vector_bits=vector_bits)
-        elif fn is compact_buffer_allocation:
-            func = fn(func, target=_target(target))
-        else:
-            func = fn(func)
+    for name, fn in pipeline(target):
+        func = fn(func)
         if dump is not None:
             dump(name, func)
     return func
 
 
-def _target(target):
-    from ...target import Target
-
-    return Target(target or "c")
-
-
-def _vector_bits(target) -> int:
-    from ...target import Target
-
-    return Target(target or "c").vector_bits
-
-
-__all__ = ["PIPELINE", "lower", "lower_vthread", "plan_buffer_allocation", "lower_blocks",
+__all__ = ["PIPELINE", "pipeline", "lower", "lower_vthread", "plan_buffer_allocation", "lower_blocks",
            "compact_buffer_allocation", "flatten_buffer", "simplify", "vectorize_loop",
            "unroll_loop"]

@@ -1,0 +1,24 @@
+"""Names: the one fresh-name rule and the one identifier rule every layer uses (value names in the
+graph, block and buffer names in schedules, C identifiers in generated code)."""
+from __future__ import annotations
+
+import re
+
+_NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def fresh_name(base: str, taken) -> str:
+    """`base`, or `base_1`, `base_2`, ...: the first that is not in `taken` (anything with `in`)."""
+    if base not in taken:
+        return base
+    k = 1
+    while f"{base}_{k}" in taken:
+        k += 1
+    return f"{base}_{k}"
+
+
+def identifier(name: str, fallback: str = "t") -> str:
+    """`name` as a C/Python identifier: every character outside [A-Za-z0-9_] becomes '_', leading
+    and trailing '_' are dropped, an empty result is `fallback`, a leading digit gets `fallback_`."""
+    s = _NOT_IDENT.sub("_", str(name)).strip("_") or fallback
+    return s if not s[0].isdigit() else f"{fallback}_{s}"
