@@ -172,10 +172,11 @@ def _load_any(path, args):
         raise TesseraError(f"no such file: {path}")
     if _is_onnx(path):
         return _load_onnx_executable(path, args)
+    from .runtime.executor import Executor
     from .runtime.module import load_module
 
     exe = load_module(path)
-    if not hasattr(exe, "graph"):
+    if not isinstance(exe, Executor):
         raise TesseraError(f"{path} is a kernel library, not a compiled model; make one with "
                            f"`tessera compile model.onnx -o {os.path.basename(path)}`")
     return exe
@@ -230,7 +231,7 @@ def _input_arrays(exe, items) -> dict:
     from .errors import TesseraError
 
     names = list(exe.input_names)
-    types = {n: _type_text(v) for n, v in zip(names, exe.graph.inputs)}
+    types = {n: _type_text(v) for n, v in zip(names, exe.inputs)}
     out, pos = {}, 0
     for item in items or ():
         key, path = _split_input(item, names)
@@ -247,7 +248,7 @@ def _input_arrays(exe, items) -> dict:
 
 
 def _type_text(value) -> str:
-    """A graph value's type as 'float32[1, 3, 224, 224]' (symbolic dims by name)."""
+    """An input's type (a runtime TensorSpec) as 'float32[1, 3, 224, 224]' (symbolic dims by name)."""
     return f"{value.dtype}[{', '.join(str(d) for d in value.shape)}]"
 
 
@@ -256,9 +257,9 @@ def _random_inputs(exe, symbol_value=1):
 
     rng = np.random.default_rng(0)
     out = {}
-    for name, v in zip(exe.input_names, exe.graph.inputs):
+    for name, v in zip(exe.input_names, exe.inputs):
         shape = tuple(d if isinstance(d, int) else symbol_value for d in v.shape)
-        dt = v.dtype.numpy()
+        dt = v.np_dtype
         if dt == np.bool_:
             out[name] = rng.integers(0, 2, shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
@@ -285,8 +286,8 @@ def _compile(args) -> int:
           f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
     print("inputs:  " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.input_names, g.inputs)))
     print("outputs: " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.output_names, g.outputs)))
-    from .graph.aot import static_problem
-    from .graph.export import header_path
+    from .graph.compiler import static_problem
+    from .runtime.executor import header_path
 
     why = static_problem(g)
     if why is None:
@@ -306,7 +307,7 @@ def _run(args) -> int:
     missing = [n for n in exe.input_names if n not in inputs]
     if missing:
         raise TesseraError(f"give every model input with --input: missing {missing} (inputs: "
-                           f"{[f'{n}: {v.type}' for n, v in zip(exe.input_names, exe.graph.inputs)]})")
+                           f"{[f'{n}: {v}' for n, v in zip(exe.input_names, exe.inputs)]})")
     t0 = time.perf_counter()
     outs = exe.run(inputs)
     ms = (time.perf_counter() - t0) * 1e3
@@ -368,7 +369,7 @@ def _bench(args) -> int:
     exe = _load_any(args.model, args)
     inputs = _random_inputs(exe, args.symbol_value)
     shapes = ", ".join(f"{k}: {v.dtype}{list(v.shape)}" for k, v in inputs.items())
-    print(f"{args.model}: {len(exe.graph.nodes)} nodes, inputs {shapes}, {args.threads or 'all'} threads")
+    print(f"{args.model}: {len(exe.plan.steps)} nodes, inputs {shapes}, {args.threads or 'all'} threads")
     for _ in range(args.warmup):
         outs = exe.run(inputs)
     times = []

@@ -6,7 +6,7 @@ from .errors import TesseraError
 
 def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),  # noqa: A001
             executor: str = "graph"):
-    """Compile `graph` for `target`; returns a GraphExecutor (`exe(x)`, `exe.run({...})`).
+    """Compile `graph` for `target`; returns a tessera.runtime GraphExecutor (`exe(x)`, `exe.run({...})`).
 
     executor: "graph" (default) runs node by node from Python (per-op profiling, symbolic shapes);
     "aot" compiles the whole graph into one C entry point over a static memory plan and returns an
@@ -19,10 +19,11 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     convolutions, pre-packed matmul weights: ResNet-18 on 2 threads ran 2.4x ONNX Runtime's latency
     at level 2, 1.2x at 3). disabled_passes: pass names left
     out (TVM's PassContext(disabled_pass=...)), e.g. ["fuse_ops"] for the fusion ablation.
-    `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it).
+    `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
+    (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
     """
+    from .graph.compiler import compile_graph, graph_executor
     from .graph.const_eval import bind_params
-    from .graph.executor import GraphExecutor
     from .graph.ir import Graph
     from .graph.passes import optimize, passes_for
     from .target import Target
@@ -38,10 +39,9 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     target = Target(target)
     g = bind_params(graph, params)
     g = optimize(g, opt_level, target, disabled_passes)
-    exe = GraphExecutor(g, target)
-    exe.opt_level = opt_level
+    compiled = compile_graph(g, target)
     if executor == "aot":
         from .graph.aot import build_aot
 
-        return build_aot(exe)
-    return exe
+        return build_aot(compiled, opt_level=opt_level)
+    return graph_executor(compiled, opt_level)

@@ -1,7 +1,8 @@
 """The ahead-of-time module: a whole compiled graph as one C library with one entry point.
 
-`build_library(exe)` turns a GraphExecutor (every node with one compiled kernel, fused or not)
-into ONE C translation unit:
+`build_library(compiled)` turns a compiled graph (graph/compiler.py: every node with one compiled
+kernel, fused or not, and the runtime Plan; or the executor tessera.compile returns) into ONE C
+translation unit:
 - every distinct kernel, as the C code generator writes it (a `static` kernel function, its
   checked entry `tessera_call_NAME` and timer, so the graph executor can run the same library);
 - the weights, embedded in the library's read-only data (`PREFIX_weights`, one 64-byte aligned
@@ -10,7 +11,7 @@ into ONE C translation unit:
   directly, node after node, over the static memory plan (tessera.graph.passes.plan_memory):
   intermediates live in one arena, graph inputs are read from and outputs written to the
   caller's buffers, no per-op Python and no allocation per call;
-- `tessera_graph`, the graph as JSON (graph/export.py), for loading back from Python.
+- `tessera_graph`, the Plan as JSON (graph/export.py, runtime/plan.py), for loading back from Python.
 
 The C API (PREFIX defaults to `tessera_model`; `model.h` declares it with the shapes as macros):
 
@@ -47,6 +48,7 @@ import numpy as np
 from ..backend import Source, functions_of, get_backend
 from ..errors import BuildError, TesseraError
 from ..ir.dtype import DataType
+from .compiler import compiled_of, memory_layout, static_problem
 from .ir import Graph
 
 DEFAULT_PREFIX = "tessera_model"
@@ -57,11 +59,13 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 class Library(NamedTuple):
     """A compiled graph library: its path (in the compiler cache), the C header text (None
-    without model entry points) and the tessera_graph document."""
+    without model entry points), the tessera_graph document and the MemoryPlan of the entry
+    points (None without them)."""
 
     path: str
     header: str | None
     doc: dict
+    memory_plan: object = None
 
 
 def check_prefix(prefix: str) -> str:
@@ -70,18 +74,6 @@ def check_prefix(prefix: str) -> str:
         raise TesseraError(f"the C API prefix must be a C identifier not starting with tsr_/tessera_call/"
                            f"tessera_time (e.g. 'resnet18'), got {prefix!r}")
     return prefix
-
-
-def static_problem(graph: Graph) -> str | None:
-    """Why the graph cannot have a static memory plan (a symbolic dimension), or None."""
-    for v in graph.inputs:
-        if not v.type.is_static:
-            return f"graph input %{v.name} is {v.type}"
-    for n in graph.nodes:
-        for o in n.outputs:
-            if not o.type.is_static:
-                return f"%{o.name} (output of node {n.name!r}, {n.op}) is {o.type}"
-    return None
 
 
 def _static_error(graph: Graph, why: str) -> TesseraError:
@@ -95,36 +87,30 @@ def _static_error(graph: Graph, why: str) -> TesseraError:
 # ---------------------------------------------------------------------------------------------
 # kernels
 # ---------------------------------------------------------------------------------------------
-def _lower_kernels(exe):
-    """One lowered PrimFunc per distinct kernel of exe, named `<op>_<k>`; (name per kernel id,
-    lowered functions, kernels JSON for the graph document)."""
-    from .executor import _ident
-    from .export import _expr_json
-
-    backend = get_backend(exe.target)
-    fn_of, lowered, kernels_json = {}, [], {}
-    for st in exe._steps:
-        k = st.kernel
-        if id(k) in fn_of:
-            continue
+def _lower_kernels(compiled):
+    """One lowered PrimFunc per distinct kernel of the compiled graph, named as the plan names it
+    (`<op>_<k>`); (lowered functions, kernels JSON for the graph document)."""
+    backend = get_backend(compiled.target)
+    plan = compiled.plan
+    lowered, kernels_json = [], {}
+    nodes = {st.kernel: st for st in plan.steps}
+    for name, k in compiled.kernels.items():
+        st = nodes[name]
         prim = getattr(k, "prim", None)
         if prim is None:
-            raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) was not built in this "
+            raise TesseraError(f"export: the kernel of node {st.name!r} ({k.op}) was not built in this "
                                f"process, so its program is not at hand (a loaded library is exported by "
                                f"copying it: exe.export_library on the loaded module)")
         funcs = functions_of(prim)
         if len(funcs) != 1:
-            raise TesseraError(f"export: the kernel of node {st.node.name!r} ({k.op}) has {len(funcs)} functions, "
+            raise TesseraError(f"export: the kernel of node {st.name!r} ({k.op}) has {len(funcs)} functions, "
                                f"expected 1")
-        name = f"{_ident(k.op)}_{len(fn_of)}"
-        fn_of[id(k)] = name
-        lowered.append(backend.lower(funcs[0].replace(name=name), exe.target))
-        kernels_json[name] = {
-            "op": k.op,
-            "in_vars": [[[d, v.name if hasattr(v, "name") else v] for d, v in dims] for dims in k.in_vars],
-            "out_shapes": [[_expr_json(e) for e in shape] for shape in k.out_shape_exprs],
-        }
-    return fn_of, lowered, kernels_json
+        try:
+            kernels_json[name] = plan.kernels[name].as_json(name)
+        except TesseraError as e:
+            raise TesseraError(f"export_library: node {st.name!r}: {e}") from None
+        lowered.append(backend.lower(funcs[0].replace(name=name), compiled.target))
+    return lowered, kernels_json
 
 
 def _prototypes(source, names) -> dict:
@@ -236,7 +222,7 @@ def c_names(names) -> list:
     """One distinct C identifier per name, deterministically: the name with every character
     outside [A-Za-z0-9_] made '_' (a leading digit gets 'v_'); a name whose identifier an earlier
     one took gets the first free `_1`, `_2`... that no other name makes on its own."""
-    from .executor import _ident
+    from .kernels import _ident
 
     bases = [_ident(n, "v") for n in names]
     own = set(bases)
@@ -257,11 +243,11 @@ def _c_type_name(dt) -> str:
     return _STORAGE_C[DataType(dt)]
 
 
-def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
+def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
     """C of PREFIX_run_with_workspace, the instance functions and the timer."""
     from ..codegen.c_base import c_string
 
-    g = exe.graph
+    g = compiled.graph
     in_index = {v: i for i, v in enumerate(g.inputs)}
     out_index: dict = {}
     for k, v in enumerate(g.outputs):
@@ -314,9 +300,8 @@ def _entry_source(exe, prefix, plan, fn_of, protos, w_offsets) -> str:
     body.append(f"  const uint8_t* const W = {prefix}_weights;")
     body.append("  (void)ws; (void)W;")
     body.append("  int32_t s;")
-    for i, st in enumerate(exe._steps):
-        n = st.node
-        name = fn_of[id(st.kernel)]
+    for i, (n, st) in enumerate(zip(g.nodes, compiled.plan.steps)):
+        name = st.kernel
         types, has_err = protos[name]
         vals = list(n.inputs) + list(n.outputs)
         if len(types) != len(vals):
@@ -509,35 +494,40 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
 # ---------------------------------------------------------------------------------------------
 def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
                   strategy: str = "greedy") -> Library:
-    """Compile exe's graph into one library (see the module docstring).
+    """Compile a compiled graph (a CompiledGraph, or the executor tessera.compile returns) into one
+    library (see the module docstring).
 
     aot: True requires the model entry points (static shapes), False leaves them out, None adds
     them when the shapes are static. strategy: plan_memory's.
     """
-    from .executor import GraphExecutor, _ident
     from .export import graph_document
+    from .kernels import _ident
     from .passes.plan_memory import plan_memory
 
-    if not isinstance(exe, GraphExecutor):
-        raise TesseraError(f"build_library takes the GraphExecutor tessera.compile returns, got {type(exe).__name__}")
+    compiled = compiled_of(exe)
     check_prefix(prefix)
-    g = exe.graph
-    if exe.target.kind != "c":
-        raise TesseraError(f"the ahead-of-time module is generated C; target {exe.target} is not a C target")
-    backend = get_backend(exe.target)
+    g = compiled.graph
+    target = compiled.target
+    if target.kind != "c":
+        raise TesseraError(f"the ahead-of-time module is generated C; target {target} is not a C target")
+    backend = get_backend(target)
     why = static_problem(g)
     if aot and why:
         raise _static_error(g, why)
     with_entry = why is None if aot is None else bool(aot)
-    plan = plan_memory(g, strategy=strategy) if with_entry else None
-    fn_of, lowered, kernels_json = _lower_kernels(exe)
+    plan = None
+    if with_entry:
+        plan = compiled.memory_plan
+        if plan is None or plan.strategy != strategy:
+            plan = plan_memory(g, strategy=strategy)
+    lowered, kernels_json = _lower_kernels(compiled)
     taken = set(kernels_json)
     clash = [n for n in taken if n.startswith(prefix + "_") or prefix.startswith(n + "_") or n == prefix]
     if clash:
         raise TesseraError(f"the C API prefix {prefix!r} collides with kernel names {clash}; pick another prefix")
     w_offsets, blob = _weights_layout(g)
     if lowered:
-        source = backend.render(lowered, exe.target, _ident(g.name))
+        source = backend.render(lowered, target, _ident(g.name))
         text = source.text
     else:
         source = None
@@ -548,9 +538,11 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     parts = [text, "", _weights_c(prefix, blob)]
     if with_entry:
         protos = _prototypes(source, kernels_json) if source is not None else {}
-        parts.append(_entry_source(exe, prefix, plan, fn_of, protos, w_offsets))
-        header = header_text(g, prefix, plan, len(blob), exe.target)
-    doc = graph_document(exe, fn_of, kernels_json, w_offsets, prefix, len(blob))
+        parts.append(_entry_source(compiled, prefix, plan, protos, w_offsets))
+        header = header_text(g, prefix, plan, len(blob), target)
+    slot_of = _slots(compiled)
+    doc = graph_document(compiled, w_offsets, prefix, len(blob),
+                         memory_layout(plan, slot_of) if with_entry else None)
     if with_entry:
         doc["aot"] = {"prefix": prefix, "workspace_bytes": plan.arena_bytes, "strategy": plan.strategy,
                       "plan": plan.as_dict(), "header": header}
@@ -559,17 +551,45 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
 
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
                  + _c_string(text) + ";\n")
-    path = backend.compile(Source("\n".join(parts), source.functions if source else (), exe.target, _ident(g.name)))
-    return Library(path, header, doc)
+    path = backend.compile(Source("\n".join(parts), source.functions if source else (), target, _ident(g.name)))
+    return Library(path, header, doc, plan)
 
 
-def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy"):
-    """The AotExecutor of a compiled graph (static shapes): `exe(x)`, `exe.run({...})`, one C call per run."""
+def _slots(compiled) -> dict:
+    """Value -> its slot in the compiled graph's plan (inputs, constants, node outputs)."""
+    g, plan = compiled.graph, compiled.plan
+    out = dict(zip(g.inputs, plan.inputs))
+    out.update(zip(g.constants, sorted(plan.constants)))
+    for n, st in zip(g.nodes, plan.steps):
+        out.update(zip(n.outputs, st.outs))
+    return out
+
+
+def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy", opt_level=None):
+    """The AotExecutor of a compiled graph (static shapes; a CompiledGraph or the executor
+    tessera.compile returns): `exe(x)`, `exe.run({...})`, one C call per run."""
     from ..runtime.aot_executor import AotExecutor
+    from ..runtime.executor import target_path, write_library
     from ..runtime.module import Module
+    from ..runtime.plan import Plan
 
-    lib = build_library(exe, prefix, aot=True, strategy=strategy)
-    out = AotExecutor(Module(lib.path), lib.doc, graph=exe.graph)
-    out._source_exe = exe
-    out.opt_level = getattr(exe, "opt_level", None)
+    compiled = compiled_of(exe)
+    lib = build_library(compiled, prefix, aot=True, strategy=strategy)
+    constants = dict(compiled.plan.constants)      # document ids are the plan's slots
+    out = AotExecutor(Module(lib.path), lib.doc, Plan.from_document(lib.doc, constants, lib.path))
+    out.graph = compiled.graph
+    out.compiled = compiled
+    out.memory_plan = lib.memory_plan
+    out.opt_level = opt_level if opt_level is not None else getattr(exe, "opt_level", None)
+
+    def exporter(aot, path, new_prefix):
+        path = target_path(path)
+        if new_prefix is not None and new_prefix != aot.prefix:
+            renamed = build_library(compiled, new_prefix, aot=True, strategy=strategy)
+            write_library(renamed.path, renamed.header, path)
+        else:
+            write_library(aot.library_path, aot.header, path)
+        return path
+
+    out.exporter = exporter
     return out

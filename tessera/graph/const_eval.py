@@ -2,7 +2,8 @@
 
 One mechanism for every user: the ONNX frontend evaluates shape subgraphs with it, `tessera.compile`
 folds constant subgraphs (opt_level >= 1) with it, and the graph's fold_constant pass builds on it.
-The subgraph runs through the graph executor, so what is folded is exactly what would have run.
+The subgraph is compiled by the graph compiler (graph/compiler.py) and run by the runtime's graph
+executor over its plan, so what is folded is exactly what would have run.
 """
 from __future__ import annotations
 
@@ -34,8 +35,6 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
     evaluation starts from them. Raises NotConstantError naming the first runtime input a value
     depends on.
     """
-    from .executor import GraphExecutor
-
     values = list(values)
     out: list = [None] * len(values)
     todo = []
@@ -62,10 +61,19 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
     if leaf:
         nodes, wanted = _cut_at(nodes, wanted, leaf)
     g = Graph([], wanted, nodes, consts, "const_eval")
-    results = GraphExecutor(g, target).run({})
+    results = _run_once(g, target)
     for i, r in zip(todo, results):
         out[i] = r
     return out
+
+
+def _run_once(graph: Graph, target) -> list:
+    """graph (no inputs) compiled and run once: graph -> kernels + plan -> the runtime executor."""
+    from ..runtime.graph_executor import GraphExecutor
+    from .compiler import compile_graph
+
+    compiled = compile_graph(graph, target, memory_plan=False)
+    return GraphExecutor(compiled.plan, compiled.kernels).run({})
 
 
 def _cut_at(nodes, wanted, leaf):

@@ -35,7 +35,7 @@ from .ir import Function
 
 
 class FusedKernel:
-    """How the executor builds the kernel of one Function (see the module docstring)."""
+    """How the graph compiler builds the kernel of one Function (see the module docstring)."""
 
     def __init__(self, function: Function, where: str):
         self.function = function
@@ -47,7 +47,7 @@ class FusedKernel:
     # ------------------------------------------------------------------ compute
     def input_names(self) -> list:
         """C-friendly names of the placeholders: the parameters' names (the op input slots)."""
-        from .executor import _ident
+        from .kernels import _ident
 
         used, out = set(), []
         for i, p in enumerate(self.function.params):
@@ -118,7 +118,7 @@ class FusedKernel:
         """Inline, then the anchor's schedule (see the module docstring). Returns the Schedule to
         build: `sch`, or the inlined-only copy when the anchor's schedule failed."""
         from ..ops.registry import ScheduleContext, get_op
-        from .executor import _anchor_block
+        from .kernels import _anchor_block
 
         blocks = _blocks_of_ops(func, outs)                 # id(te ComputeOp) -> block name
         unit = _unit_dims_as_vars(func)

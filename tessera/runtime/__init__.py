@@ -1,20 +1,22 @@
-"""The runtime: NDArrays, compiled Modules (ctypes), executors of compiled models, and the C
-compiler driver with its cache (loaded on first use: running a library never needs it)."""
+"""The runtime: NDArrays, compiled Modules (ctypes), the executors of compiled models (over a Plan:
+runtime/plan.py), and the C compiler driver with its cache (loaded on first use: running a library
+never needs it). The runtime imports nothing from graph, ops or frontend."""
 from . import nd
 from .module import BenchmarkResult, Function, Module, load_module
 from .ndarray import NDArray
 
+_LAZY = {"compile_source": "compiler", "AotExecutor": "aot_executor", "GraphExecutor": "graph_executor",
+         "Executor": "executor", "Plan": "plan", "ProfileReport": "profile"}
+
 
 def __getattr__(name):
-    if name == "compile_source":
-        from .compiler import compile_source
+    home = _LAZY.get(name)
+    if home is not None:
+        import importlib
 
-        return compile_source
-    if name == "AotExecutor":
-        from .aot_executor import AotExecutor
-
-        return AotExecutor
+        return getattr(importlib.import_module(f".{home}", __name__), name)
     raise AttributeError(f"module 'tessera.runtime' has no attribute {name!r}")
 
 
-__all__ = ["AotExecutor", "BenchmarkResult", "Function", "Module", "NDArray", "compile_source", "load_module", "nd"]
+__all__ = ["AotExecutor", "BenchmarkResult", "Executor", "Function", "GraphExecutor", "Module", "NDArray", "Plan",
+           "ProfileReport", "compile_source", "load_module", "nd"]

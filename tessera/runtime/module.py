@@ -404,9 +404,9 @@ def load_module(path, executor=None):
     """
     mod = Module(path)
     if _read_cstring(mod._lib, "tessera_graph") is not None:
-        from ..graph.export import load_executable
+        from .library import load_library
 
-        return load_executable(path, module=mod, executor=executor)
+        return load_library(path, module=mod, executor=executor)
     if executor is not None:
         raise TesseraError(f"{mod.path} is a kernel library, not a compiled model: it has no executor")
     return mod

@@ -8,7 +8,7 @@ import pytest
 import tessera
 from tessera.errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from tessera.graph import Builder
-from tessera.graph.executor import get_kernel
+from tessera.graph.kernels import get_kernel
 
 RNG = np.random.default_rng(7)
 
@@ -190,7 +190,7 @@ def test_intermediates_are_freed_after_their_last_reader():
             gc.collect()
             alive_at_c.append(refs["a"]() is not None)
 
-    exe._execute([rand(64)], timer)
+    exe.execute([rand(64)], timer)
     assert alive_at_c == [False]
 
 
@@ -286,13 +286,13 @@ def test_static_graph_runs_from_its_planned_arena_and_returns_fresh_outputs():
     exe = tessera.compile(planned_graph(), opt_level=1)     # one node per op: six intermediates
     xs = [rand(4, 8) * 4 for _ in range(3)]
     first = exe(xs[0])
-    from tessera.graph.executor import _StaticRunner
+    from tessera.runtime.static_runner import StaticRunner
 
-    assert isinstance(exe._runner, _StaticRunner)
+    assert isinstance(exe._runner, StaticRunner)
     assert exe._runner.arena.ctypes.data % 64 == 0
     for x in xs:
         got = exe(x)
-        general = exe._execute([x])           # the per-call path, fresh buffers
+        general = exe.execute([x])           # the per-call path, fresh buffers
         for g, want, ref in zip(got, general, planned_reference(x)):
             np.testing.assert_array_equal(g, want)
             np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-5)

@@ -21,10 +21,11 @@ from tessera.cli import _split_input, main
 from tessera.errors import TesseraError
 from tessera.graph import Builder, Graph
 from tessera.graph.aot import c_names
-from tessera.graph.export import read_graph_json
+from tessera.graph.export import load_graph
 from tessera.graph.passes import optimize, run_pass
 from tessera.runtime import AotExecutor, load_module
-from tessera.runtime.aot_executor import doc_public_names
+from tessera.runtime.library import read_document
+from tessera.runtime.plan import public_names
 
 # names with '/', ':', '.', '-', '=', a space, a leading digit, and "p/q" / "p_q", which sanitize alike
 IN_NAMES = ["gpu_0/data_0", "x:0", "a.b", "in-put", "my input", "0lead", "p/q", "p_q", "k=v"]
@@ -149,12 +150,12 @@ def exported(odd, tmp_path_factory):
 def test_an_exported_library_keeps_the_names(odd, exported, executor):
     _, _, _, feeds, ref = odd
     d, path = exported
-    doc = read_graph_json(path)
+    doc = read_document(path)
     assert doc["input_names"] == IN_NAMES and doc["output_names"] == OUT_NAMES
     loaded = load_module(path, executor=executor)
     assert isinstance(loaded, AotExecutor) == (executor is None)
     assert loaded.input_names == IN_NAMES and loaded.output_names == OUT_NAMES
-    assert list(loaded.graph.input_names) == IN_NAMES
+    assert list(load_graph(loaded).input_names) == IN_NAMES
     _check(loaded.run(feeds), ref)
     with pytest.raises(TesseraError, match=r"missing \['k=v'\]"):
         loaded.run({k: v for k, v in feeds.items() if k != "k=v"})
@@ -404,14 +405,14 @@ def test_bind_params_takes_the_public_or_the_value_name(odd):
 def test_library_documents_without_names_and_malformed_names():
     doc = {"inputs": [{"id": 0, "name": "x"}], "constants": [{"id": 1, "name": "w"}],
            "nodes": [{"outputs": [{"id": 2, "name": "y"}]}], "outputs": [2, 0]}
-    assert doc_public_names(doc) == (["x"], ["y", "x"])                # a library written before the names
-    assert doc_public_names(dict(doc, input_names=["in/x"], output_names=["a", "b"])) == (["in/x"], ["a", "b"])
+    assert public_names(doc) == (["x"], ["y", "x"])                # a library written before the names
+    assert public_names(dict(doc, input_names=["in/x"], output_names=["a", "b"])) == (["in/x"], ["a", "b"])
     with pytest.raises(TesseraError, match="output_names must be a list of 2"):
-        doc_public_names(dict(doc, output_names=["a"]), "m.so")
+        public_names(dict(doc, output_names=["a"]), "m.so")
     with pytest.raises(TesseraError, match="input_names must be a list of 1"):
-        doc_public_names(dict(doc, input_names=[3]), "m.so")
+        public_names(dict(doc, input_names=[3]), "m.so")
     with pytest.raises(TesseraError, match="input_names repeat a name"):
-        doc_public_names(dict(doc, inputs=doc["inputs"] * 2, input_names=["a", "a"]), "m.so")
+        public_names(dict(doc, inputs=doc["inputs"] * 2, input_names=["a", "a"]), "m.so")
 
 
 def test_model_h_survives_hostile_names(tmp_path):

@@ -430,7 +430,9 @@ def test_fused_graph_exports_and_loads_back(resblock_exes, tmp_path):
     for executor in ("graph", None):
         loaded = tessera.runtime.load_module(path, executor=executor)
         np.testing.assert_array_equal(loaded(x), e2(x))
-    g = tessera.runtime.load_module(path, executor="graph").graph
+    from tessera.graph.export import load_graph
+
+    g = load_graph(tessera.runtime.load_module(path, executor="graph"))
     assert [f.name for f in g.functions] == [f.name for f in e2.graph.functions]
     assert g.functions[1].key == e2.graph.functions[1].key
     assert "@fused_nn_conv2d_add_add_nn_relu(" in g.script()

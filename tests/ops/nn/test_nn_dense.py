@@ -116,7 +116,7 @@ def test_matmul_on_gemm_micro_kernel_when_tiles_fit(sa, sb, isa_target):
 
 def _matmul_kernel_run(a, b, target):
     """(output, C source) of nn.matmul's default kernel for `target`."""
-    from tessera.graph.executor import get_kernel
+    from tessera.graph.kernels import get_kernel
     from tessera.graph.ir import TensorType
     from tessera.ops import get_op
 
@@ -156,7 +156,7 @@ def test_matmul_with_awkward_n_runs_on_padded_panels(sa, sb, isa_target):
 def test_matrix_vector_product_streams_rows_of_b(isa_target):
     """M = 1 (a dense layer on one sample): k outside the column vectors, so each step reads
     contiguous rows of B; column chunks in parallel where the threads divide the vectors."""
-    from tessera.graph.executor import get_kernel
+    from tessera.graph.kernels import get_kernel
     from tessera.graph.ir import TensorType
     from tessera.ops import get_op
 
@@ -183,7 +183,7 @@ def test_matrix_vector_chunks_share_evenly_and_accumulate_in_their_own_row(isa_t
     threads no worse than any other divisor would; each chunk accumulates in a row of its own
     inside the parallel loop (no cache line of the shared row written by both threads at every k
     step); the product is right."""
-    from tessera.graph.executor import get_kernel
+    from tessera.graph.kernels import get_kernel
     from tessera.graph.ir import TensorType
     from tessera.ops import get_op
     from tessera.ops.nn._cpu_schedule import gemv_chunks, gemv_lanes

@@ -1,0 +1,401 @@
+"""The graph compiler's kernels: one compiled kernel per (op, attrs, input types, output types, target).
+
+Each node becomes a kernel: a te placeholder per input (a symbolic dimension is a te.var of that
+name), the op's `compute`, `te.create_prim_func`, the op's default schedule when it has one (a
+fused node: graph/fused.py), and the target's Backend (tessera.backend) to generate and compile
+it. Kernels are cached in process by that signature, so every node of that signature, in any
+graph, shares one compiled module (the C compiler's output is also cached on disk by source hash);
+`get_kernels` compiles the missing ones of a whole graph in parallel.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import warnings
+
+from ..backend import functions_of, generate, get_backend
+from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from .ir import FUSED_OP, attr_key
+
+_C_NAME = re.compile(r"[^A-Za-z0-9_]")
+
+
+def _ident(name: str, fallback: str = "t") -> str:
+    """`name` made a C identifier (for readable kernel and buffer names)."""
+    s = _C_NAME.sub("_", str(name)).strip("_") or fallback
+    return s if not s[0].isdigit() else f"{fallback}_{s}"
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels
+# ---------------------------------------------------------------------------------------------
+def _attr_key(v):
+    """A hashable key of an attribute value that keeps 1, 1.0 and True apart (a fused node's
+    Function: its structure, so equal groups share one kernel)."""
+    return attr_key(v)
+
+
+class Kernel:
+    """One operator compiled for one signature: call `fn(*inputs, *outputs)` (a runtime Function).
+
+    out_shape_exprs: per output, its shape as PrimExprs over `shape_vars` (the te.vars of the
+    symbolic input dimensions, by name); `output_shapes(in_shapes)` evaluates them.
+    """
+
+    __slots__ = ("op", "module", "fn", "input_types", "output_types", "in_vars",
+                 "out_shape_exprs", "static_out_shapes", "scheduled", "prim")
+
+    def __init__(self, op, module, input_types, output_types, in_vars, out_shape_exprs, scheduled, prim=None):
+        self.op, self.module = op, module
+        self.prim = prim                      # what was built: a PrimFunc or a tir.Schedule
+        self.fn = module.get_function(module.entry_name or module.function_names[0])
+        self.input_types, self.output_types = input_types, output_types
+        self.in_vars = in_vars                # per input: tuple of (dim, var name) for symbolic dims
+        self.out_shape_exprs = out_shape_exprs
+        self.scheduled = scheduled
+        static = all(isinstance(d, int) for s in out_shape_exprs for d in s)
+        self.static_out_shapes = [tuple(s) for s in out_shape_exprs] if static else None
+
+    def output_shapes(self, in_shapes) -> list:
+        """Output shapes (tuples of ints) for inputs of these actual shapes."""
+        if self.static_out_shapes is not None:
+            return self.static_out_shapes
+        from ..arith import simplify
+        from ..ir import expr as E
+        from ..ir.functor import substitute
+
+        env = {}
+        for dims, shape in zip(self.in_vars, in_shapes):
+            for d, var in dims:
+                env.setdefault(var, int(shape[d]))
+        out = []
+        for exprs in self.out_shape_exprs:
+            dims = []
+            for e in exprs:
+                if isinstance(e, int):
+                    dims.append(e)
+                    continue
+                vmap = {v: E.IntImm(v.dtype, env[v]) for v in _vars_of(e) if v in env}
+                r = simplify(substitute(e, vmap))
+                if not isinstance(r, E.IntImm):
+                    raise ShapeError(f"{self.op}: output extent {e.script()} does not reduce to an integer "
+                                     f"from the input shapes {list(in_shapes)}")
+                dims.append(int(r.value))
+            out.append(tuple(dims))
+        return out
+
+    def __repr__(self):
+        sig = ", ".join(str(t) for t in self.input_types)
+        return f"<Kernel {self.op}({sig}) -> {', '.join(str(t) for t in self.output_types)}>"
+
+
+def _vars_of(e):
+    from ..ir.functor import collect_vars
+
+    return collect_vars(e)
+
+
+_KERNELS: dict = {}
+_KERNEL_LOCK = threading.Lock()
+
+
+def kernel_cache_info() -> dict:
+    """How many kernels the in-process cache holds (by op name)."""
+    counts: dict = {}
+    for key in list(_KERNELS):
+        counts[key[0]] = counts.get(key[0], 0) + 1
+    return counts
+
+
+def clear_kernel_cache() -> None:
+    """Forget the in-process kernels (the on-disk library cache stays)."""
+    with _KERNEL_LOCK:
+        _KERNELS.clear()
+
+
+def _kernel_key(op, attrs, input_types, output_types, target):
+    return (op, tuple((k, _attr_key(v)) for k, v in sorted(dict(attrs).items())),
+            tuple(input_types), tuple(output_types), str(target))
+
+
+def get_kernel(op: str, attrs, input_types, output_types, target="c", node: str | None = None) -> Kernel:
+    """The compiled kernel of `op` for this signature, built on first use and cached."""
+    return get_kernels([(op, attrs, input_types, output_types, node)], target)[0]
+
+
+def build_jobs() -> int:
+    """How many C compilers run at once while building kernels ($TESSERA_BUILD_JOBS, else the CPUs)."""
+    import os
+
+    try:
+        n = int(os.environ.get("TESSERA_BUILD_JOBS", "0"))
+    except ValueError:
+        n = 0
+    return n if n > 0 else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def get_kernels(requests, target="c") -> list:
+    """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
+    generated one after the other, the C compiler runs on several of them in parallel."""
+    from ..target import Target
+
+    target = Target(target)
+    out: list = [None] * len(requests)
+    pending: dict = {}            # key -> (prepared, [request indices])
+    for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
+        key = _kernel_key(op, attrs, in_types, out_types, target)
+        k = _KERNELS.get(key)
+        if k is not None:
+            out[i] = k
+        elif key in pending:
+            pending[key][1].append(i)
+        else:
+            pending[key] = (_prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), [i])
+    if not pending:
+        return out
+    items = list(pending.items())
+    paths = _compile_all([p for _, (p, _) in items], target)
+    for (key, (prep, idxs)), path in zip(items, paths):
+        k = _finish_kernel(prep, path, target)
+        with _KERNEL_LOCK:
+            k = _KERNELS.setdefault(key, k)
+        for i in idxs:
+            out[i] = k
+    return out
+
+
+def _compile_all(preps, target) -> list:
+    """Compile every prepared kernel's source (several at once); a list of paths (or exceptions)."""
+    from ..backend import get_backend  # the build layer, not needed to run a loaded library
+
+    backend = get_backend(target)
+
+    def one(p):
+        try:
+            return backend.compile(p.source)
+        except TesseraError as e:
+            return e
+
+    jobs = min(build_jobs(), len(preps))
+    if jobs <= 1:
+        return [one(p) for p in preps]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, preps))
+
+
+def _where(op, node):
+    return f"{op} (node {node!r})" if node else op
+
+
+class _Prepared:
+    """A kernel whose C source is generated but not compiled yet."""
+
+    __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "prim",
+                 "func", "source", "name_hint")
+
+
+def _generate(obj, target, name=None):
+    """(backend Source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a
+    single function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
+    from ..backend import functions_of, generate
+
+    source = generate(obj, target, name if name and len(functions_of(obj)) == 1 else None)
+    return source, source.name_hint
+
+
+def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
+    from .. import te
+    from ..ops.registry import get_op
+    from ..te.tensor import PlaceholderOp
+
+    where = _where(op_name, node)
+    fused = None
+    if op_name == FUSED_OP:
+        # a fused node: its function's computes composed, inlined, scheduled by its anchor (fused.py)
+        from .fused import FusedKernel
+
+        fn = dict(attrs)["function"]
+        where = _where(fn.name, node)
+        fused = FusedKernel(fn, where)
+        kernel_name = fused.name
+        names = fused.input_names()
+        if len(names) != len(input_types):
+            raise TesseraError(f"{where}: function {kernel_name!r} takes {len(names)} inputs, got "
+                               f"{len(input_types)}")
+    else:
+        opdef = get_op(op_name, node)
+        if opdef.compute is None:
+            raise UnsupportedOpError(op_name, node, "the op has no compute registered")
+        kernel_name = op_name
+        names = _input_names(opdef, len(input_types))
+    # placeholders: symbolic dims are te.vars shared by name within the kernel
+    vars_by_name: dict = {}
+    placeholders, in_vars = [], []
+    for name, t in zip(names, input_types):
+        shape, dims = [], []
+        for d, s in enumerate(t.shape):
+            if isinstance(s, str):
+                v = vars_by_name.get(s)
+                if v is None:
+                    v = vars_by_name[s] = te.var(s)
+                shape.append(v)
+                dims.append((d, v))
+            else:
+                shape.append(s)
+        placeholders.append(te.placeholder(shape, t.dtype, name))
+        in_vars.append(tuple(dims))
+    try:
+        outs = (fused.compute(list(placeholders), target) if fused is not None
+                else opdef.compute_for(list(placeholders), attrs, target))
+    except TesseraError as e:
+        if node and node not in str(e):
+            raise type(e)(f"{e} (node {node!r})") if type(e) in (ShapeError, TesseraError, DTypeError) else e
+        raise
+    if isinstance(outs, te.Tensor):
+        outs = [outs]
+    outs = list(outs)
+    if len(outs) != len(output_types):
+        raise TesseraError(f"{where}: compute gave {len(outs)} outputs, type inference {len(output_types)}")
+    seen = set()
+    for i, (o, t) in enumerate(zip(outs, output_types)):
+        if not isinstance(o, te.Tensor):
+            raise TesseraError(f"{where}: compute output {i} is {type(o).__name__}, not a te.Tensor")
+        if isinstance(o.op, PlaceholderOp) or id(o) in seen:
+            # an output that is an input (or another output) gets its own copy stage
+            src = o
+            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{_ident(kernel_name)}_out{i}")
+            outs[i] = o
+        seen.add(id(o))
+        if o.dtype != t.dtype:
+            raise DTypeError(f"{where}: compute output {i} is {o.dtype}, type inference says {t.dtype}")
+        if len(o.shape) != t.ndim:
+            raise ShapeError(f"{where}: compute output {i} has rank {len(o.shape)}, type inference says "
+                             f"{t} (rank {t.ndim})")
+    out_exprs = []
+    from ..ir import expr as E
+
+    for i, (o, t) in enumerate(zip(outs, output_types)):
+        dims = []
+        for d, (e, want) in enumerate(zip(o.shape, t.shape)):
+            if isinstance(e, E.IntImm):
+                if isinstance(want, int) and e.value != want:
+                    raise ShapeError(f"{where}: compute output {i} has extent {e.value} in dimension {d}, "
+                                     f"type inference says {t}")
+                dims.append(int(e.value))
+            else:
+                dims.append(e)
+        out_exprs.append(tuple(dims))
+    func = te.create_prim_func(placeholders + outs, name=_ident(kernel_name))
+    scheduled = False
+    sched_obj = func
+    source = None
+    if fused is not None:
+        Schedule = _schedule_class()
+        if Schedule is not None:
+            try:
+                sch = fused.schedule(Schedule(func), func, outs, target)
+                source, name_hint = _generate(sch, target, _ident(kernel_name))
+                sched_obj, scheduled = sch, True
+            except TesseraError as e:
+                warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
+                              stacklevel=4)
+                sched_obj, source = func, None
+    elif opdef.schedule is not None:
+        Schedule = _schedule_class()
+        if Schedule is not None:
+            from ..ops.registry import ScheduleContext
+
+            try:
+                sch = Schedule(func)
+                ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
+                                      input_types=input_types, output_types=output_types)
+                opdef.schedule(sch, ctx)
+                source, name_hint = _generate(sch, target, _ident(kernel_name))
+                sched_obj, scheduled = sch, True
+            except TesseraError as e:
+                warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
+                              stacklevel=4)
+                sched_obj, source = func, None
+    if source is None:
+        source, name_hint = _generate(func, target, _ident(kernel_name))
+    p = _Prepared()
+    p.op, p.node, p.input_types, p.output_types = kernel_name, node, input_types, output_types
+    p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
+    p.source, p.name_hint = source, name_hint
+    return p
+
+
+def _finish_kernel(p: _Prepared, path, target) -> Kernel:
+    """The Kernel of a prepared kernel once its library is compiled (path, or the BuildError)."""
+    from ..backend import get_backend
+
+    backend = get_backend(target)
+    if isinstance(path, Exception):
+        if not p.scheduled:
+            raise path
+        # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
+        warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
+                      f"unscheduled kernel", stacklevel=4)
+        source, _ = _generate(p.func, target, _ident(p.op))
+        path = backend.compile(source)
+        p.scheduled, p.prim = False, p.func
+    return Kernel(p.op, backend.load(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled,
+                  p.prim)
+
+
+def _input_names(opdef, n: int) -> list:
+    names = []
+    fixed = [s for s in opdef.inputs if not s.endswith("*")]
+    var = opdef.inputs[-1][:-1] if opdef.variadic else None
+    for i in range(n):
+        if i < len(fixed):
+            names.append(_ident(fixed[i], f"in{i}"))
+        else:
+            names.append(_ident(f"{var}{i - len(fixed)}", f"in{i}"))
+    used, out = set(), []
+    for nm in names:
+        base, k = nm, 0
+        while nm in used:
+            k += 1
+            nm = f"{base}_{k}"
+        used.add(nm)
+        out.append(nm)
+    return out
+
+
+def _anchor_block(func, out_tensor) -> str:
+    """Name of the block that writes the op's (first) output."""
+    from ..ir.functor import post_order_visit
+    from ..ir.stmt import Block
+
+    found = []
+    target_name = None
+    for p in func.params:
+        if getattr(p, "name", None) == out_tensor.name:
+            target_name = p.name
+
+    def visit(n):
+        if isinstance(n, Block) and any(w.buffer.name == target_name for w in n.writes):
+            found.append(n.name_hint)
+
+    post_order_visit(func.body, visit)
+    return found[-1] if found else out_tensor.op.name
+
+
+_SCHEDULE_CLASS = []
+
+
+def _schedule_class():
+    """tir.Schedule when the schedule package is available, else None."""
+    if not _SCHEDULE_CLASS:
+        try:
+            from ..tir.schedule import Schedule
+        except ImportError:
+            Schedule = None
+        _SCHEDULE_CLASS.append(Schedule)
+    return _SCHEDULE_CLASS[0]
+
+
+__all__ = ["Kernel", "get_kernel", "get_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]

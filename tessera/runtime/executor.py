@@ -1,0 +1,223 @@
+"""The base of both executors of a compiled model (runtime/graph_executor.py: node by node;
+runtime/aot_executor.py: the whole model in one C call): the interface users see, over a Plan.
+
+    exe(x) / exe(x, y) / exe(x=..., y=...)     one output -> an array, several -> a tuple
+    exe.run({"input": x})                      a list of numpy arrays, in output order
+    exe.input_names / exe.output_names         the model's public names
+    exe.inputs / exe.outputs                   their TensorSpecs (dtype, shape with symbols)
+    exe.profile(...), exe.export_library(path)
+
+Inputs are bound by runtime/inputs.py; a subclass checks shapes its own way (`_check_input`) and
+runs (`_run(arrays) -> list`).
+
+What only the graph compiler knows is attached by it, never made here (the runtime imports
+nothing from graph, ops or frontend): `graph` (the optimized Graph), `memory_plan` (its
+MemoryPlan), `opt_level`, and `exporter` (writes the library of an executor compiled in this
+process). An executor loaded from a library has none of these; its graph is rebuilt by graph
+code, `tessera.graph.export.load_graph(exe)`.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+from ..errors import ShapeError, TesseraError
+from .inputs import check_input_names, gather_inputs, input_array
+from .plan import Plan
+
+
+class Executor:
+    """A compiled model's runs over its Plan (see the module docstring)."""
+
+    kind = ""
+
+    def __init__(self, plan: Plan):
+        if not isinstance(plan, Plan):
+            raise TesseraError(f"an executor runs a tessera.runtime.plan.Plan, got {type(plan).__name__}")
+        self.plan = plan
+        self._inputs = plan.input_specs()
+        self._outputs = plan.output_specs()
+        self._graph = None
+        self.memory_plan = plan.memory
+        self.opt_level = None
+        self.exporter = None           # set by the graph compiler: (exe, path, prefix) -> path
+        self.library_path = None       # set when loaded from a library
+
+    # ------------------------------------------------------------------ description
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def target(self):
+        from ..target import Target
+
+        return Target(self.plan.target)
+
+    @property
+    def input_names(self) -> list:
+        """The inputs' public names, in graph order (an ONNX model's own names: what run() takes)."""
+        return list(self.plan.input_names)
+
+    @property
+    def output_names(self) -> list:
+        """The outputs' public names, in the order run() returns them."""
+        return list(self.plan.output_names)
+
+    @property
+    def inputs(self) -> list:
+        """The inputs' TensorSpecs (dtype, shape with symbol names), in input_names' order."""
+        return list(self._inputs)
+
+    @property
+    def outputs(self) -> list:
+        """The outputs' TensorSpecs, in output_names' order."""
+        return list(self._outputs)
+
+    @property
+    def graph(self):
+        """The optimized Graph this executor runs, when the graph compiler made it in this process."""
+        if self._graph is None:
+            raise TesseraError(f"{self.kind} executor of {self.name!r} (loaded from {self.library_path}) carries no "
+                               f"Graph; rebuild it with tessera.graph.export.load_graph(exe)")
+        return self._graph
+
+    @graph.setter
+    def graph(self, g):
+        self._graph = g
+
+    @property
+    def has_graph(self) -> bool:
+        return self._graph is not None
+
+    # ------------------------------------------------------------------ inputs
+    def _normalize_inputs(self, args, kwargs) -> list:
+        """Positional (input order) and keyword arguments -> one checked array per input."""
+        return self._from_dict(gather_inputs(self.name, self.input_names, args, kwargs))
+
+    def _from_dict(self, given) -> list:
+        names = self.plan.input_names
+        check_input_names(self.name, names, given, [f"{n}: {s}" for n, s in zip(names, self._inputs)],
+                          [s.name for s in self._inputs])
+        return [self._check_input(s, n, given[n]) for s, n in zip(self._inputs, names)]
+
+    def _check_input(self, spec, name: str, x):
+        x = input_array(name, x, spec.np_dtype, spec.dtype, str(spec))
+        if x.ndim != spec.ndim:
+            raise ShapeError(f"input {name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
+                             f"{spec.ndim} ({spec})")
+        for d, (got, dim) in enumerate(zip(x.shape, spec.shape)):
+            if isinstance(dim, int) and got != dim:
+                raise ShapeError(f"input {name!r}: dimension {d} is {got}, the graph expects {dim} "
+                                 f"(shape {x.shape}, expected {spec})")
+        return x
+
+    def _arrays(self, inputs, kwargs) -> list:
+        """The inputs of profile/benchmark: a dict by name, a list/tuple in order, or one array."""
+        if inputs is None and not kwargs and not self._inputs:
+            return []
+        if isinstance(inputs, dict) or inputs is None:
+            given = dict(inputs or {})
+            given.update(kwargs)
+            return self._from_dict(given)
+        if isinstance(inputs, (list, tuple)):
+            return self._normalize_inputs(tuple(inputs), kwargs)
+        return self._normalize_inputs((inputs,), kwargs)
+
+    # ------------------------------------------------------------------ running
+    def _run(self, arrays) -> list:
+        raise NotImplementedError
+
+    def run(self, inputs=None, **kwargs) -> list:
+        """Run on a dict {input name: array}; a list of numpy arrays in the graph's output order."""
+        given = dict(inputs or {})
+        for k, v in kwargs.items():
+            if k in given:
+                raise TesseraError(f"input {k!r} is given twice")
+            given[k] = v
+        return self._run(self._from_dict(given))
+
+    def __call__(self, *args, **kwargs):
+        """exe(x) / exe(x, y) / exe(x=..., y=...): one output -> an array, several -> a tuple."""
+        outs = self._run(self._normalize_inputs(args, kwargs))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    # ------------------------------------------------------------------ export
+    def export_library(self, path, prefix: str | None = None) -> str:
+        """Write the deployable library (weights embedded, C API) to `path` and, with static shapes,
+        model.h beside it; prefix names the C API (default tessera_model). A loaded library is
+        copied (with its header) and keeps its prefix."""
+        if self.exporter is not None:
+            return self.exporter(self, path, prefix)
+        path = target_path(path)
+        if self.library_path is None:
+            raise TesseraError(f"export_library: the executor of {self.name!r} was neither compiled in this process "
+                               f"nor loaded from a library")
+        current = self._prefix()
+        if prefix is not None and prefix != current:
+            raise TesseraError(f"export_library: this library's C API is named {current!r}; renaming it to "
+                               f"{prefix!r} needs the compiled graph (tessera.compile), not a loaded library")
+        write_library(self.library_path, self._header(), path)
+        return path
+
+    def _prefix(self):
+        return None
+
+    def _header(self):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# writing library files
+# ---------------------------------------------------------------------------------------------
+def header_path(path: str) -> str:
+    """model.so -> model.h (the C header export_library writes beside the library)."""
+    root, ext = os.path.splitext(path)
+    return (root if ext in (".so", ".dylib", ".dll") else path) + ".h"
+
+
+def target_path(path) -> str:
+    """`path` made absolute, its folder checked."""
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise TesseraError(f"export_library: folder {folder} does not exist")
+    return path
+
+
+def write_library(src: str, header: str | None, path: str) -> None:
+    """Copy the library `src` to `path` and write `header` (when there is one) beside it."""
+    if os.path.abspath(src) != os.path.abspath(path):
+        _atomic_copy(src, path)
+    if header is not None:
+        _atomic_write_text(header_path(path), header)
+
+
+def _atomic_copy(src: str, dst: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dst)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
+
+
+def _atomic_write_text(dst: str, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=".h")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
+
+
+__all__ = ["Executor", "header_path", "target_path", "write_library"]

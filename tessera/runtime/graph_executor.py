@@ -1,0 +1,215 @@
+"""The graph executor: a Plan run step by step, one compiled kernel call per node.
+
+`GraphExecutor(plan, kernels)`: kernels maps each kernel name of the plan to an object whose `fn`
+is the runtime Function to call (the graph compiler's Kernel in this process, a LibraryKernel of a
+loaded library).
+
+A plan with static shapes and a memory plan runs through a StaticRunner (runtime/static_runner.py,
+made on the first run): intermediates in one arena, every kernel's argument array prepared once,
+so a run is the kernels' entry calls in order and fresh arrays for the graph outputs only. With
+symbolic dimensions (or without a memory plan, or while another thread is in the runner) the
+general path runs: symbols are bound from the actual input shapes (the same symbol must get the
+same value everywhere), outputs are allocated as numpy arrays, and an intermediate is dropped as
+soon as its last consumer has run.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, TesseraError
+from .executor import Executor
+from .plan import Plan
+from .profile import ProfileReport, ProfileRow
+
+_RETAG = (TesseraError, ShapeError, DTypeError)
+
+
+class _Step:
+    """A plan step bound to its function: `node` (the plan's Step: name, op), input/output slots,
+    output specs, the slots it frees."""
+
+    __slots__ = ("node", "kernel", "spec", "fn", "ins", "outs", "out_specs", "out_np", "free")
+
+    def __init__(self, step, kernel, spec, out_specs):
+        self.node, self.kernel, self.spec, self.fn = step, kernel, spec, kernel.fn
+        self.ins, self.outs = step.ins, step.outs
+        self.out_specs = out_specs
+        self.out_np = tuple(s.np_dtype for s in out_specs)
+        self.free = ()
+
+    def where(self) -> str:
+        return f"node {self.node.name!r} ({self.node.op})"
+
+
+def node_error(st, e: TesseraError) -> TesseraError:
+    """e with the node that raised it named (for tessera's own error classes)."""
+    return type(e)(f"{st.where()}: {e}") if type(e) in _RETAG else e
+
+
+class GraphExecutor(Executor):
+    """Runs a Plan node by node with compiled kernels (see the module docstring).
+
+    Made by `tessera.compile` and `tessera.runtime.load_module(path, executor="graph")`;
+    `exe(x)`, `exe.run({"x": x})`, `exe.profile(inputs)`.
+    """
+
+    kind = "graph"
+
+    def __init__(self, plan: Plan, kernels: dict):
+        super().__init__(plan)
+        missing = sorted({st.kernel for st in plan.steps} - set(kernels))
+        if missing:
+            raise TesseraError(f"graph executor of {plan.name!r}: no compiled kernel for {missing}")
+        self._kernel_objs = kernels
+        values = plan.values
+        steps = [_Step(st, kernels[st.kernel], plan.kernels[st.kernel], [values[s] for s in st.outs])
+                 for st in plan.steps]
+        self._input_slots = list(plan.inputs)
+        self._output_slots = list(plan.outputs)
+        template = dict(plan.constants)
+        # the last reader of each node output frees it (graph outputs and constants are kept)
+        keep = set(self._output_slots) | set(template)
+        last = {}
+        for i, st in enumerate(steps):
+            for s in st.ins:
+                last[s] = i
+            for s in st.outs:
+                last.setdefault(s, i)  # an output nobody reads is freed right away
+        frees = [[] for _ in steps]
+        inputs = set(self._input_slots)
+        for s, i in last.items():
+            if s not in keep and s not in inputs:
+                frees[i].append(s)
+        for st, f in zip(steps, frees):
+            st.free = tuple(f)
+        self._steps = steps
+        self._template = [template.get(i) for i in range(len(values))]
+        self._static = all(s.is_static for s in self._inputs)
+        # graph outputs that are inputs or constants are returned as copies
+        self._copy_slots = set(template) | inputs
+        self._runner = None          # the StaticRunner, made on the first run of a static plan
+        self._runner_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ running
+    def _bind_symbols(self, arrays) -> dict:
+        env, origin = {}, {}
+        for s, name, x in zip(self._inputs, self.plan.input_names, arrays):
+            for d, dim in enumerate(s.shape):
+                if isinstance(dim, str):
+                    got = int(x.shape[d])
+                    if dim in env and env[dim] != got:
+                        raise ShapeError(f"input {name!r}: dimension {d} is {dim} = {got}, but {origin[dim]} "
+                                         f"bound {dim} = {env[dim]} (the same symbol must have one value)")
+                    if dim not in env:
+                        env[dim], origin[dim] = got, f"input {name!r} dimension {d}"
+        return env
+
+    def execute(self, arrays, timer=None) -> list:
+        """The general path on checked input arrays (one per input): a numpy array per node output,
+        freed after its last reader. timer(step, ins, outs) is called after each step."""
+        vals = list(self._template)
+        for s, x in zip(self._input_slots, arrays):
+            vals[s] = x
+        env = None if self._static else self._bind_symbols(arrays)
+        empty = np.empty
+        for st in self._steps:
+            ins = [vals[s] for s in st.ins]
+            spec = st.spec
+            shapes = spec.static_out_shapes
+            if shapes is None or env is not None:
+                shapes = spec.output_shapes([x.shape for x in ins])
+                if env is not None:
+                    _check_symbols(st, shapes, env)
+            outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]
+            try:
+                st.fn(*ins, *outs)
+            except TesseraError as e:
+                raise node_error(st, e) from None
+            if timer is not None:
+                timer(st, ins, outs)
+            for s, o in zip(st.outs, outs):
+                vals[s] = o
+            for s in st.free:
+                vals[s] = None
+        result, seen = [], set()
+        copy_slots = self._copy_slots
+        for s in self._output_slots:
+            x = vals[s]
+            if s in seen or s in copy_slots:
+                x = np.array(x, copy=True)
+            seen.add(s)
+            result.append(x)
+        return result
+
+    def static_runner(self):
+        """The StaticRunner of this executor (made once), or False when its plan cannot have one."""
+        if self._runner is None:
+            from .static_runner import StaticRunner
+
+            with self._runner_lock:
+                if self._runner is None:
+                    self._runner = StaticRunner.for_executor(self) if self._static else False
+        return self._runner
+
+    def _run(self, arrays) -> list:
+        """One run: through the static runner when the plan allows one and no other thread is in it."""
+        runner = self._runner
+        if runner is None and self._static:
+            runner = self.static_runner()
+        if runner and runner.lock.acquire(False):
+            try:
+                return runner.run(arrays)
+            finally:
+                runner.lock.release()
+        return self.execute(arrays)
+
+    # ------------------------------------------------------------------ profiling
+    def profile(self, inputs=None, number: int = 10, repeat: int = 3, show: bool = True, **kwargs):
+        """Time every node with its kernel's C timer on these inputs; prints and returns the table."""
+        arrays = self._arrays(inputs, kwargs)
+        rows = []
+
+        def timer(st, ins, outs):
+            res = st.fn.time((*ins, *outs), number, repeat)
+            rows.append(ProfileRow(st.spec.op, st.node.name, [tuple(x.shape) for x in ins],
+                                   [tuple(o.shape) for o in outs], res.median * 1e3))
+
+        self.execute(arrays)              # warm-up: thread pools started, caches filled
+        self.execute(arrays, timer)
+        names = self.plan
+        report = ProfileReport(self.name, rows,
+                               inputs=[(n, str(s)) for n, s in zip(names.input_names, self._inputs)],
+                               outputs=[(n, str(s)) for n, s in zip(names.output_names, self._outputs)])
+        if show:
+            print(report)
+        return report
+
+    @property
+    def kernels(self) -> list:
+        """The distinct kernels this executor runs, in first-use order."""
+        out, seen = [], set()
+        for st in self._steps:
+            if id(st.kernel) not in seen:
+                seen.add(id(st.kernel))
+                out.append(st.kernel)
+        return out
+
+    def __repr__(self):
+        return (f"<tessera.GraphExecutor {self.name!r}: {len(self._steps)} nodes, "
+                f"{len(self.kernels)} kernels, target {self.plan.target}>")
+
+
+def _check_symbols(st, shapes, env):
+    for i, (shape, t) in enumerate(zip(shapes, st.out_specs)):
+        for d, (got, dim) in enumerate(zip(shape, t.shape)):
+            if isinstance(dim, int):
+                if got != dim:
+                    raise ShapeError(f"{st.where()}: output {i} dimension {d} is {got} at run time, its type says {t}")
+            elif env.setdefault(dim, got) != got:
+                raise ShapeError(f"{st.where()}: output {i} dimension {d} is {dim} = {got} at run time, but "
+                                 f"{dim} = {env[dim]} elsewhere")
+
+
+__all__ = ["GraphExecutor", "node_error"]

@@ -1,0 +1,119 @@
+"""Loading a compiled model's library (written by `exe.export_library`, built by tessera.graph.aot):
+its `tessera_graph` document becomes a Plan (runtime/plan.py), its embedded weights the plan's
+constants (read-only numpy views, no copy), and an executor runs it: the AotExecutor when the
+library has the model entry points (static shapes), else (or with executor="graph") a
+GraphExecutor over the library's kernel functions. Only ctypes, numpy and the JSON are needed:
+no compiler, no onnx, no graph code.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from ..errors import TesseraError
+from .module import Module, _read_cstring
+from .plan import Plan, TensorSpec, parse_document
+
+EXECUTORS = ("aot", "graph")
+
+
+class LibraryKernel:
+    """A kernel function of a loaded library: `fn` is what the graph executor calls."""
+
+    __slots__ = ("op", "name", "module", "fn")
+
+    def __init__(self, module, name: str, op: str):
+        self.op, self.name, self.module = op, name, module
+        self.fn = module.get_function(name)
+
+    def __repr__(self):
+        return f"<LibraryKernel {self.name} ({self.op})>"
+
+
+def read_document(path, module=None) -> dict | None:
+    """The tessera_graph document of a library, or None when it is a plain kernel library."""
+    mod = module or Module(path)
+    text = _read_cstring(mod._lib, "tessera_graph")
+    if text is None:
+        return None
+    return parse_document(text, str(path))
+
+
+def embedded_weights(path: str, mod, doc) -> dict:
+    """constant id -> read-only numpy view of its bytes inside the loaded library (no copy)."""
+    w = doc["weights"]
+    nbytes = int(w["nbytes"])
+    if not doc["constants"]:
+        return {}
+    try:
+        base = ctypes.addressof(ctypes.c_uint8.in_dll(mod._lib, w["symbol"]))
+    except ValueError:
+        raise TesseraError(f"{path}: the weights symbol {w['symbol']} is missing from the library") from None
+    buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
+    out = {}
+    for j in doc["constants"]:
+        t = TensorSpec(j["name"], j["dtype"], j["shape"])
+        if not t.is_static:
+            raise TesseraError(f"{path}: constant {j['name']!r} has a symbolic shape {t}")
+        off, size = int(j["offset"]), t.nbytes()
+        if off < 0 or off + size > nbytes:
+            raise TesseraError(f"{path}: constant {j['name']!r} [{off}, {off + size}) lies outside the "
+                               f"{nbytes} bytes of embedded weights")
+        arr = np.frombuffer(buf, dtype=t.np_dtype, count=t.numel(), offset=off).reshape(t.shape)
+        arr.flags.writeable = False
+        out[j["id"]] = arr
+    return out
+
+
+def plan_of(path: str, mod, doc) -> Plan:
+    """The Plan of a loaded library's document, its constants viewing the embedded weights."""
+    try:
+        weights = embedded_weights(path, mod, doc)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise TesseraError(f"{path}: malformed tessera_graph ({type(e).__name__}: {e})") from None
+    return Plan.from_document(doc, weights, path)
+
+
+def graph_executor_of(module, plan: Plan):
+    """A GraphExecutor running `plan` with the kernel functions of `module` (a library holding
+    every kernel the plan names)."""
+    from .graph_executor import GraphExecutor
+
+    kernels = {name: LibraryKernel(module, name, spec.op) for name, spec in plan.kernels.items()}
+    return GraphExecutor(plan, kernels)
+
+
+def load_library(path, module=None, executor: str | None = None):
+    """The executor of the graph library at `path` (see the module docstring).
+
+    executor: None gives the AotExecutor when the library has the model entry points, else a
+    GraphExecutor; "graph" a GraphExecutor (per-op profiling); "aot" insists.
+    """
+    if executor is not None and executor not in EXECUTORS:
+        raise TesseraError(f"load_module: executor must be one of {EXECUTORS} or None, got {executor!r}")
+    path = os.path.abspath(os.fspath(path))
+    mod = module or Module(path)
+    doc = read_document(path, mod)
+    if doc is None:
+        raise TesseraError(f"{path} is a kernel library, not a compiled graph (it has no tessera_graph)")
+    plan = plan_of(path, mod, doc)
+    try:
+        if executor != "graph" and doc.get("aot"):
+            from .aot_executor import AotExecutor
+
+            exe = AotExecutor(mod, doc, plan)
+        elif executor == "aot":
+            raise TesseraError(f"{path} has no model entry points (its graph has symbolic shapes); load it with "
+                               f"executor='graph' or None")
+        else:
+            exe = graph_executor_of(mod, plan)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise TesseraError(f"{path}: malformed tessera_graph ({type(e).__name__}: {e})") from None
+    exe.library_path, exe.module, exe.doc = path, mod, doc
+    return exe
+
+
+__all__ = ["EXECUTORS", "LibraryKernel", "read_document", "embedded_weights", "plan_of", "graph_executor_of",
+           "load_library"]

@@ -1,0 +1,328 @@
+"""The plan: what a compiled model is at run time, with no graph objects.
+
+The graph compiler (tessera/graph/compiler.py) makes one from an optimized Graph; an exported
+library carries the same plan as its `tessera_graph` JSON document (`Plan.document` writes it,
+`Plan.from_document` reads it back). Both executors (runtime/graph_executor.py,
+runtime/aot_executor.py) run from a Plan:
+
+- values: one TensorSpec per value slot (the graph's inputs first, then its constants, then the
+  node outputs in step order); a shape holds ints and symbol names;
+- inputs / outputs: slots, with the model's public names (`input_names`, `output_names`);
+- constants: slot -> numpy array;
+- steps: per node, in execution order, its name, op, the kernel it calls and its input and
+  output slots;
+- kernels: per kernel name, its op (a fused node's function name), which input dimensions bind
+  which symbols (`in_vars`) and its output extents as JSON expressions over those symbols
+  (`{"var": "n"}`, `{"add": [a, b]}`, ...: `eval_expr_json`);
+- memory: the static memory plan (arena bytes, strategy, an offset per intermediate slot) when
+  the shapes are static, else None.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from ..errors import TesseraError
+from ..ir.dtype import DataType, numpy_dtype
+
+FORMAT = "tessera-graph"
+VERSION = 3
+READS = (2, 3)   # version 2 (before the memory plan was written) still loads: it runs the general path
+
+
+class TensorSpec:
+    """One value: its (sanitized) name, dtype and shape (ints and symbol names)."""
+
+    __slots__ = ("name", "dtype", "shape", "np_dtype")
+
+    def __init__(self, name: str, dtype, shape):
+        self.name, self.dtype = str(name), str(DataType(dtype))
+        self.shape = tuple(d if isinstance(d, str) else int(d) for d in shape)
+        self.np_dtype = numpy_dtype(DataType(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(d, int) for d in self.shape)
+
+    def numel(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def nbytes(self) -> int:
+        return self.numel() * self.np_dtype.itemsize
+
+    def as_json(self) -> dict:
+        return {"dtype": self.dtype, "shape": list(self.shape)}
+
+    def __str__(self):
+        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+
+    __repr__ = __str__
+
+
+class KernelSpec:
+    """How a kernel's output extents follow from its input extents (see the module docstring).
+
+    shape_fn: for a plan made in this process whose extents JSON cannot describe, the function
+    computing them (such a plan runs, but cannot be written into a library)."""
+
+    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes")
+
+    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None):
+        self.op = str(op)
+        self.in_vars = tuple(tuple((int(d), str(v)) for d, v in dims) for dims in in_vars)
+        self.out_shapes, self.shape_fn = out_shapes, shape_fn
+        static = out_shapes is not None and all(isinstance(d, int) for s in out_shapes for d in s)
+        self.static_out_shapes = [tuple(s) for s in out_shapes] if static else None
+
+    def output_shapes(self, in_shapes) -> list:
+        """Output shapes (tuples of ints) for inputs of these actual shapes."""
+        if self.static_out_shapes is not None:
+            return self.static_out_shapes
+        if self.shape_fn is not None:
+            return self.shape_fn(in_shapes)
+        env = {}
+        for dims, shape in zip(self.in_vars, in_shapes):
+            for d, name in dims:
+                env.setdefault(name, int(shape[d]))
+        return [tuple(eval_expr_json(e, env) for e in s) for s in self.out_shapes]
+
+    def as_json(self, name: str) -> dict:
+        if self.out_shapes is None:
+            raise TesseraError(f"kernel {name} ({self.op}): its output extents cannot be written into a library")
+        return {"op": self.op, "in_vars": [[[d, v] for d, v in dims] for dims in self.in_vars],
+                "out_shapes": self.out_shapes}
+
+
+class Step:
+    """One node: its name and op, the kernel it calls, its input and output slots."""
+
+    __slots__ = ("name", "op", "kernel", "ins", "outs")
+
+    def __init__(self, name: str, op: str, kernel: str, ins, outs):
+        self.name, self.op, self.kernel = name, op, kernel
+        self.ins, self.outs = tuple(ins), tuple(outs)
+
+    def __repr__(self):
+        return f"<Step {self.name} {self.op} -> {self.kernel}{list(self.ins)}{list(self.outs)}>"
+
+
+class MemoryLayout:
+    """The static memory plan at run time: one arena; offsets[slot] = (offset, nbytes) per
+    intermediate (node outputs that are not graph outputs); `figures` are the planner's report."""
+
+    __slots__ = ("arena_bytes", "strategy", "alignment", "offsets", "figures")
+
+    def __init__(self, arena_bytes: int, strategy: str, alignment: int, offsets: dict, figures=None):
+        self.arena_bytes, self.strategy, self.alignment = int(arena_bytes), str(strategy), int(alignment)
+        self.offsets = {int(s): (int(o), int(n)) for s, (o, n) in offsets.items()}
+        self.figures = dict(figures or {})
+
+    def as_json(self) -> dict:
+        return {"arena_bytes": self.arena_bytes, "strategy": self.strategy, "alignment": self.alignment,
+                "offsets": [[s, o, n] for s, (o, n) in sorted(self.offsets.items())]}
+
+    def __repr__(self):
+        return (f"<MemoryLayout {self.strategy}: arena {self.arena_bytes} bytes, "
+                f"{len(self.offsets)} intermediates>")
+
+
+class Plan:
+    """A compiled model at run time (see the module docstring)."""
+
+    def __init__(self, name: str, target: str, values, inputs, outputs, input_names, output_names,
+                 constants: dict, steps, kernels: dict, memory: MemoryLayout | None = None):
+        self.name, self.target = str(name), str(target)
+        self.values = list(values)
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self.input_names, self.output_names = list(input_names), list(output_names)
+        self.constants = dict(constants)
+        self.steps = list(steps)
+        self.kernels = dict(kernels)
+        self.memory = memory
+        self._check()
+
+    def _check(self):
+        n = len(self.values)
+        where = f"plan of {self.name!r}"
+        for label, slots in (("inputs", self.inputs), ("outputs", self.outputs), ("constants", self.constants)):
+            bad = [s for s in slots if not 0 <= s < n]
+            if bad:
+                raise TesseraError(f"{where}: {label} name slots {bad} outside the {n} values")
+        if len(self.input_names) != len(self.inputs) or len(self.output_names) != len(self.outputs):
+            raise TesseraError(f"{where}: {len(self.input_names)} input names for {len(self.inputs)} inputs, "
+                               f"{len(self.output_names)} output names for {len(self.outputs)} outputs")
+        for st in self.steps:
+            if st.kernel not in self.kernels:
+                raise TesseraError(f"{where}: node {st.name!r} calls kernel {st.kernel!r}, which it does not have")
+            bad = [s for s in st.ins + st.outs if not 0 <= s < n]
+            if bad:
+                raise TesseraError(f"{where}: node {st.name!r} names slots {bad} outside the {n} values")
+
+    @property
+    def is_static(self) -> bool:
+        return all(v.is_static for v in self.values)
+
+    def input_specs(self) -> list:
+        return [self.values[s] for s in self.inputs]
+
+    def output_specs(self) -> list:
+        return [self.values[s] for s in self.outputs]
+
+    # ------------------------------------------------------------------ the library document
+    def document(self, constant_offsets: dict, weights_symbol: str, weights_nbytes: int, attrs=None) -> dict:
+        """The tessera_graph JSON document of this plan (docs/internals.md, "A graph library"):
+        constant_offsets: slot -> byte offset in the embedded weights; attrs: per step, its node's
+        attributes as JSON (the graph compiler's; {} without)."""
+        v = self.values
+
+        def value(s):
+            return {"id": s, "name": v[s].name, **v[s].as_json()}
+
+        nodes = []
+        for i, st in enumerate(self.steps):
+            nodes.append({"op": st.op, "name": st.name, "attrs": attrs[i] if attrs is not None else {},
+                          "inputs": list(st.ins), "outputs": [value(s) for s in st.outs], "kernel": st.kernel})
+        used = []
+        for st in self.steps:
+            if st.kernel not in used:
+                used.append(st.kernel)
+        return {"format": FORMAT, "version": VERSION, "name": self.name, "target": self.target,
+                "inputs": [value(s) for s in self.inputs],
+                "constants": [{**value(s), "offset": constant_offsets[s]} for s in sorted(self.constants)],
+                "nodes": nodes, "outputs": list(self.outputs),
+                "input_names": list(self.input_names), "output_names": list(self.output_names),
+                "kernels": {k: self.kernels[k].as_json(k) for k in used},
+                "weights": {"symbol": weights_symbol, "nbytes": int(weights_nbytes)},
+                "memory": self.memory.as_json() if self.memory is not None else None, "aot": None}
+
+    @staticmethod
+    def from_document(doc: dict, constants: dict, where: str = "tessera graph library") -> "Plan":
+        """The Plan of a library's document; constants: id -> array (runtime/library.py maps them
+        from the library's embedded weights). A malformed document is a TesseraError naming `where`."""
+        try:
+            return _from_document(doc, constants, where)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+            raise TesseraError(f"{where}: malformed tessera_graph ({type(e).__name__}: {e})") from None
+
+
+def _from_document(doc, constants, where) -> Plan:
+    slot_of: dict = {}
+    values: list = []
+
+    def define(j):
+        i = j["id"]
+        if i in slot_of:
+            raise TesseraError(f"{where}: malformed tessera_graph: value id {i} is defined twice")
+        slot_of[i] = len(values)
+        values.append(TensorSpec(j["name"], j["dtype"], j["shape"]))
+        return slot_of[i]
+
+    def use(i):
+        if i not in slot_of:
+            raise TesseraError(f"{where}: malformed tessera_graph: value id {i!r} is used before it is defined")
+        return slot_of[i]
+
+    inputs = [define(j) for j in doc["inputs"]]
+    consts = {}
+    for j in doc["constants"]:
+        consts[define(j)] = constants[j["id"]]
+    steps = []
+    for n in doc["nodes"]:
+        ins = [use(i) for i in n["inputs"]]
+        outs = [define(o) for o in n["outputs"]]
+        steps.append(Step(n["name"], n["op"], n["kernel"], ins, outs))
+    kernels = {name: KernelSpec(k["op"], k["in_vars"], k["out_shapes"]) for name, k in doc["kernels"].items()}
+    outputs = [use(i) for i in doc["outputs"]]
+    in_names, out_names = public_names(doc, where)
+    memory = None
+    m = doc.get("memory")
+    if m is not None:
+        memory = MemoryLayout(m["arena_bytes"], m["strategy"], m["alignment"],
+                              {use(i): (o, nb) for i, o, nb in m["offsets"]}, (doc.get("aot") or {}).get("plan"))
+    return Plan(doc["name"], doc["target"], values, inputs, outputs, in_names, out_names, consts, steps, kernels,
+                memory)
+
+
+def public_names(doc: dict, where: str = "tessera graph library") -> tuple:
+    """(input names, output names) of a library's tessera_graph document: its `input_names` and
+    `output_names` (the model's public names, aligned with `inputs` / `outputs`), or the values'
+    names for a library written before them; malformed lists are refused."""
+    out = []
+    for key, items in (("input_names", doc["inputs"]), ("output_names", doc["outputs"])):
+        names = doc.get(key)
+        if names is None:
+            if key == "input_names":
+                names = [j["name"] for j in items]
+            else:
+                by_id = {j["id"]: j["name"] for j in doc["inputs"]}
+                by_id.update({j["id"]: j["name"] for j in doc["constants"]})
+                for n in doc["nodes"]:
+                    by_id.update({o["id"]: o["name"] for o in n["outputs"]})
+                names = [by_id[i] for i in items]
+        if not isinstance(names, list) or len(names) != len(items) or \
+                not all(isinstance(n, str) and n for n in names):
+            raise TesseraError(f"{where}: malformed tessera_graph: {key} must be a list of {len(items)} non-empty "
+                               f"names, got {names!r}")
+        if key == "input_names" and len(set(names)) != len(names):
+            raise TesseraError(f"{where}: malformed tessera_graph: input_names repeat a name ({names})")
+        out.append(list(names))
+    return tuple(out)
+
+
+def parse_document(text: str, where: str) -> dict:
+    """The tessera_graph document in `text`, checked for its format and a version this tessera reads."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise TesseraError(f"{where}: unreadable tessera_graph: {e}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TesseraError(f"{where}: tessera_graph is not a {FORMAT} document")
+    if doc.get("version") not in READS:
+        raise TesseraError(f"{where}: graph library version {doc.get('version')!r}; this tessera reads versions "
+                           f"{', '.join(map(str, READS))} (re-export the model with this tessera)")
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# output extents as JSON expressions
+# ---------------------------------------------------------------------------------------------
+def _trunc_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+_EVAL = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "floordiv": lambda a, b: a // b, "floormod": lambda a, b: a % b,
+         "truncdiv": _trunc_div, "truncmod": lambda a, b: a - b * _trunc_div(a, b),
+         "min": min, "max": max, "eq": lambda a, b: int(a == b), "ne": lambda a, b: int(a != b),
+         "lt": lambda a, b: int(a < b), "le": lambda a, b: int(a <= b), "gt": lambda a, b: int(a > b),
+         "ge": lambda a, b: int(a >= b)}
+
+
+def eval_expr_json(j, env: dict) -> int:
+    """Evaluate an extent written as JSON (graph/export.py's expr_json) with var name -> int bindings."""
+    if isinstance(j, int):
+        return j
+    if not isinstance(j, dict) or len(j) != 1:
+        raise TesseraError(f"tessera graph plan: malformed extent {j!r}")
+    (k, v), = j.items()
+    if k == "var":
+        if v not in env:
+            raise TesseraError(f"tessera graph plan: extent variable {v!r} is not bound by the inputs")
+        return env[v]
+    if k == "select":
+        c, a, b = v
+        return eval_expr_json(a, env) if eval_expr_json(c, env) else eval_expr_json(b, env)
+    fn = _EVAL.get(k)
+    if fn is None:
+        raise TesseraError(f"tessera graph plan: unknown extent operation {k!r}")
+    return fn(eval_expr_json(v[0], env), eval_expr_json(v[1], env))
+
+
+__all__ = ["FORMAT", "VERSION", "TensorSpec", "KernelSpec", "Step", "MemoryLayout", "Plan", "public_names",
+           "parse_document", "eval_expr_json"]

@@ -1,0 +1,72 @@
+"""The per-node profile of a compiled model: `exe.profile(...)` times every step with its kernel's
+C timer and returns a ProfileReport (str() is the table)."""
+from __future__ import annotations
+
+
+class ProfileRow:
+    __slots__ = ("op", "node", "input_shapes", "output_shapes", "ms")
+
+    def __init__(self, op, node, input_shapes, output_shapes, ms):
+        self.op, self.node, self.input_shapes, self.output_shapes, self.ms = op, node, input_shapes, output_shapes, ms
+
+    def as_dict(self) -> dict:
+        return {"op": self.op, "node": self.node, "input_shapes": self.input_shapes,
+                "output_shapes": self.output_shapes, "ms": self.ms}
+
+
+class ProfileReport:
+    """Per-node times (ms, median of the C timer's repeats) in execution order; str() is the table,
+    headed by the model's inputs and outputs under their public names.
+
+    inputs / outputs: (public name, type text) per graph input / output."""
+
+    def __init__(self, graph_name: str, rows: list, inputs=(), outputs=()):
+        self.graph_name, self.rows = graph_name, list(rows)
+        self.inputs, self.outputs = list(inputs), list(outputs)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(r.ms for r in self.rows)
+
+    def by_op(self) -> dict:
+        """op -> total ms over its nodes."""
+        out: dict = {}
+        for r in self.rows:
+            out[r.op] = out.get(r.op, 0.0) + r.ms
+        return out
+
+    def __str__(self):
+        total = self.total_ms or 1e-30
+        head = ("op", "node", "shapes", "ms", "%")
+        cells = []
+        for r in self.rows:
+            shapes = ", ".join(_fmt_shape(s) for s in r.input_shapes) + " -> " + \
+                ", ".join(_fmt_shape(s) for s in r.output_shapes)
+            cells.append((r.op, r.node, shapes, _ms(r.ms), f"{100 * r.ms / total:.1f}"))
+        cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), "100.0"))
+        widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+        lines = [f"profile of graph {self.graph_name!r} (per node, C timer median)"]
+        for label, items in (("inputs", self.inputs), ("outputs", self.outputs)):
+            if items:
+                lines.append(f"{label}: " + ", ".join(f"{name!r}: {t}" for name, t in items))
+        fmt = lambda row: "  ".join(  # noqa: E731
+            c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+        lines.append(fmt(head))
+        lines.append("  ".join("-" * w for w in widths))
+        lines.extend(fmt(c) for c in cells[:-1])
+        lines.append("  ".join("-" * w for w in widths))
+        lines.append(fmt(cells[-1]))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _ms(x: float) -> str:
+    return f"{x:.1f}" if x >= 100 else f"{x:.3f}" if x >= 1 else f"{x:.5f}"
+
+
+def _fmt_shape(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+__all__ = ["ProfileRow", "ProfileReport"]

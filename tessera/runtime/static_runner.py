@@ -1,0 +1,125 @@
+"""A static plan's runs with every kernel argument prepared once (TVM's graph executor does the same).
+
+Intermediates live in one 64-byte aligned arena laid out by the plan's memory plan (a tensor
+reuses the bytes of one that is dead by then, so the working set stays small and warm in cache),
+and per step the kernel's argument array points at ABI structs made once; a run only points the
+graph inputs' and outputs' structs at this run's arrays and calls the kernels' entries. On
+MobileNetV2 this is ~1 ms of a 12 ms run against fresh numpy buffers and per-call packing.
+One run at a time (`lock`); a second thread meanwhile takes the general path.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .graph_executor import node_error
+from .module import _FAST_NUMPY, ERR_LEN, _from_address, _Tensor
+from .ndarray import dtype_info
+
+
+class StaticRunner:
+    """See the module docstring."""
+
+    __slots__ = ("lock", "exe", "arena", "keep", "calls", "in_structs", "out_plan", "err", "_live")
+
+    @classmethod
+    def for_executor(cls, exe):
+        """The runner of `exe` (a GraphExecutor), or False when its plan cannot have one (a symbolic
+        shape, no memory plan, a kernel with scalar parameters or symbolic output extents)."""
+        plan = exe.plan
+        if plan.memory is None or not plan.is_static:
+            return False
+        for st in exe._steps:
+            if not all(st.fn._is_tensor) or st.spec.static_out_shapes is None:
+                return False
+        return cls(exe, ERR_LEN)
+
+    def __init__(self, exe, err_len):
+        plan = exe.plan
+        memory = plan.memory
+        self.lock = threading.Lock()
+        self.exe = exe
+        raw = np.empty(memory.arena_bytes + 64, np.uint8)
+        start = -raw.ctypes.data % 64
+        self.arena = raw[start:start + memory.arena_bytes]
+        self.keep = [raw]
+        self.err = ctypes.create_string_buffer(err_len)
+        structs: dict = {}      # value slot -> _Tensor
+        live_io: dict = {}      # value slot -> _Tensor whose data is set per run (inputs, outputs)
+
+        def struct(shape, np_dt, data):
+            info = dtype_info(np.dtype(np_dt))
+            shape_c = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            t = _Tensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
+            self.keep.append(shape_c)
+            return t
+
+        for s, arr in enumerate(exe._template):
+            if arr is not None:
+                arr = arr if arr.flags.c_contiguous else arr.copy(order="C")   # (keeps a 0-d array 0-d)
+                self.keep.append(arr)
+                structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
+        for s in exe._input_slots:
+            v = plan.values[s]
+            structs[s] = live_io[s] = struct(v.shape, v.np_dtype, None)
+        outputs = set(exe._output_slots)
+        self.out_plan = []      # per graph output: (slot, shape, dtype), produced by a node
+        for st in exe._steps:
+            for s, shape, dt in zip(st.outs, st.spec.static_out_shapes, st.out_np):
+                if s in structs:
+                    continue
+                if s in outputs:
+                    structs[s] = live_io[s] = struct(shape, dt, None)
+                    self.out_plan.append((s, tuple(shape), dt))
+                else:
+                    offset, nbytes = memory.offsets[s]
+                    view = self.arena[offset:offset + nbytes]
+                    structs[s] = struct(shape, dt, view.ctypes.data if nbytes else self.arena.ctypes.data)
+        self.keep.append(structs)
+        self.in_structs = [(live_io[s], s) for s in exe._input_slots]
+        calls = []
+        for st in exe._steps:
+            fn = st.fn
+            args = (ctypes.c_void_p * max(fn._n, 1))(*[ctypes.addressof(structs[s])
+                                                          for s in list(st.ins) + list(st.outs)])
+            self.keep.append(args)
+            calls.append((fn._entry, args, fn._kinds, fn._n, st))
+        self.calls = calls
+        self._live = live_io
+
+    def run(self, arrays) -> list:
+        exe = self.exe
+        live = self._live
+        vals = {}
+        for (t, s), x in zip(self.in_structs, arrays):
+            t.data = _data_ptr(x)
+            vals[s] = x
+        for s, shape, dt in self.out_plan:
+            o = np.empty(shape, dt)
+            live[s].data = _data_ptr(o)
+            vals[s] = o
+        err, n_err = self.err, len(self.err)
+        for entry, args, kinds, n, st in self.calls:
+            rc = entry(args, kinds, n, err, n_err)
+            if rc:
+                raise node_error(st, st.fn._status_error(rc, err))
+        result, seen = [], set()
+        template, copy_slots = exe._template, exe._copy_slots
+        for s in exe._output_slots:
+            x = vals.get(s)
+            if x is None:
+                x = template[s]
+            if s in seen or s in copy_slots:
+                x = np.array(x, copy=True)
+            seen.add(s)
+            result.append(x)
+        return result
+
+
+def _data_ptr(x: np.ndarray) -> int:
+    return _from_address(id(x) + 16).value if _FAST_NUMPY else x.ctypes.data
+
+
+__all__ = ["StaticRunner"]
