@@ -22,6 +22,7 @@ from ..ir.functor import uses_var
 from .bound import INF, NEG_INF, intersect_bound
 from .canonical import Sum, sum_diff
 from .simplifier import SIGNED, Simplifier, mk_bin
+from .bound import var_default_bound
 
 _MISSING = object()
 _MEMO_LIMIT = 200000
@@ -114,8 +115,6 @@ class Analyzer:
         """Intersect what is known of `var`'s range with the inclusive (lo, hi) `bound`."""
         old = self.var_bounds.get(var)
         if old is None:
-            from .bound import var_default_bound
-
             old = var_default_bound(var)
         new = intersect_bound(old, bound)
         if new != old:

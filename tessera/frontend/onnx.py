@@ -26,6 +26,12 @@ from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..graph.builder import Builder
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
+from ..ir.dtype import numpy_dtype
+from ..ir.dtype import dtype_of_numpy
+from ..graph.transform import topo_nodes
+from ..graph.const_eval import NotConstantError, evaluate_constants
+from ..ops.shape import _shape_range
+from ..ops.transform import _slice_plan
 
 # ONNX TensorProto element type -> tessera dtype (the types tessera has)
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -277,8 +283,6 @@ class OnnxContext(ConvertContext):
         return node.outputs[0] if len(node.outputs) == 1 else node.outputs
 
     def const(self, array, name: str = "const"):
-        from ..ir.dtype import dtype_of_numpy
-
         arr = _contiguous(np.asarray(array))
         try:
             dtype_of_numpy(arr.dtype)
@@ -542,8 +546,6 @@ class _Converter:
     def _sym_apply(self, p: Node, v: Value):
         a = p.attrs
         if p.op == "shape_of":
-            from ..ops.shape import _shape_range
-
             src = p.inputs[0].type
             lo, hi = _shape_range(src.ndim, a["start"], a["end"])
             out = np.empty(hi - lo, object)
@@ -580,8 +582,6 @@ class _Converter:
         if p.op == "reshape":
             return x.reshape(v.type.shape)
         if p.op == "strided_slice":
-            from ..ops.transform import _slice_plan
-
             plan = _slice_plan(x.shape, a)
             for ax, step in enumerate(plan):
                 if step is not None:
@@ -592,8 +592,6 @@ class _Converter:
 
     def _fold_shape_values(self, v: Value) -> None:
         """Track the shape values v is computed from; those fully known become constants."""
-        from ..graph.transform import topo_nodes
-
         for n in topo_nodes([v], stop=self.known):
             for o in n.outputs:
                 self.sym_value(o)
@@ -602,8 +600,6 @@ class _Converter:
         arr = self.known.get(v)
         if arr is not None:
             return arr
-        from ..graph.const_eval import NotConstantError, evaluate_constants
-
         self._fold_shape_values(v)
         arr = self.known.get(v)
         if arr is not None:
@@ -793,8 +789,6 @@ class _Converter:
 
     def _final_graph(self, outs):
         """The graph with dead nodes dropped, Values named after their ONNX tensors, and the params."""
-        from ..graph.transform import topo_nodes
-
         b = self.builder
         nodes = topo_nodes(outs)
         live = set(nodes)
@@ -911,8 +905,6 @@ def _detail_of(e: UnsupportedOpError) -> str:
 
 
 def _np(dtype: str):
-    from ..ir.dtype import numpy_dtype
-
     return numpy_dtype(dtype)
 
 

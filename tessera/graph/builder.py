@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import TesseraError
 from .ir import Graph, Node, TensorType, Value
+from ..ops.registry import get_op
 
 
 class Builder:
@@ -57,8 +58,6 @@ class Builder:
 
     def node(self, op_name: str, inputs, attrs=None, name: str | None = None,
              output_names=None) -> Node:
-        from ..ops.registry import get_op
-
         node_name = self.unique_name(name or op_name.rsplit(".", 1)[-1])
         opdef = get_op(op_name, node_name)
         attrs = opdef.normalize_attrs(attrs, node_name)

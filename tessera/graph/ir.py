@@ -20,85 +20,10 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TesseraError
-from ..ir.dtype import DataType, dtype_of_numpy
+from ..errors import ShapeError, TesseraError
+from ..ir.tensor_type import TensorType  # re-exported: part of the graph IR's API
 
 _set = object.__setattr__
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class TensorType:
-    """dtype + shape of a tensor; a dimension is an int >= 0 or a symbolic name (a str)."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype="float32"):
-        dims = []
-        for d in shape:
-            if isinstance(d, (bool, np.bool_)):
-                raise ShapeError(f"tensor type: dimension {d!r} is a bool, not an extent")
-            if isinstance(d, (int, np.integer)):
-                if d < 0:
-                    raise ShapeError(f"tensor type: negative dimension {int(d)} in shape {tuple(shape)}")
-                dims.append(int(d))
-            elif isinstance(d, str) and _NAME.match(d):
-                dims.append(d)
-            else:
-                raise ShapeError(f"tensor type: dimension {d!r} is neither an int nor a symbolic name")
-        dt = DataType(dtype)
-        if dt.lanes != 1 or dt.is_handle():
-            raise DTypeError(f"tensor type: dtype must be a scalar number type, got {dt}")
-        _set(self, "shape", tuple(dims))
-        _set(self, "dtype", dt)
-
-    def __setattr__(self, key, value):
-        raise AttributeError("TensorType is immutable")
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
-
-    @property
-    def symbols(self) -> tuple[str, ...]:
-        return tuple(d for d in self.shape if isinstance(d, str))
-
-    def numel(self) -> int:
-        """Number of elements; a ShapeError for a symbolic shape."""
-        if not self.is_static:
-            raise ShapeError(f"{self}: the element count of a symbolic shape is not known")
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def nbytes(self) -> int:
-        return self.numel() * max(1, DataType(self.dtype).bits // 8)
-
-    def with_shape(self, shape) -> "TensorType":
-        return TensorType(shape, self.dtype)
-
-    def with_dtype(self, dtype) -> "TensorType":
-        return TensorType(self.shape, dtype)
-
-    def __eq__(self, other):
-        return isinstance(other, TensorType) and self.shape == other.shape and self.dtype == other.dtype
-
-    def __hash__(self):
-        return hash((self.shape, str(self.dtype)))
-
-    def __str__(self):
-        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
-
-    __repr__ = __str__
-
-    @staticmethod
-    def of(array) -> "TensorType":
-        """The type of a numpy array (or anything with .shape and .dtype)."""
-        return TensorType(tuple(int(d) for d in array.shape), dtype_of_numpy(np.dtype(array.dtype)))
 
 
 class Value:
@@ -263,7 +188,7 @@ class Function:
         return hash(self.key)
 
     def script(self) -> str:
-        from .printer import script_function
+        from .printer import script_function  # printer imports this module's classes
 
         return script_function(self)
 
@@ -425,7 +350,7 @@ class Graph:
         return Graph(**kw)
 
     def script(self, show_constants: bool = False) -> str:
-        from .printer import script
+        from .printer import script  # printer imports this module's classes
 
         return script(self, show_constants=show_constants)
 

@@ -26,6 +26,7 @@ import re
 
 import numpy as np
 
+from ..ops.registry import get_op
 from .ir import FUSED_OP, Function, Graph, Value
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -61,8 +62,6 @@ def _array_text(a: np.ndarray) -> str:
 
 def _defaults(op: str) -> dict:
     try:
-        from ..ops.registry import get_op
-
         return dict(get_op(op).attrs)
     except Exception:  # noqa: BLE001 - printing never fails on an unknown op
         return {}

@@ -12,3 +12,4 @@ from .node import Node
 from .stmt import (NOP, Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, Evaluate,
                    For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt, seq)
 from .structural import structural_equal, structural_hash
+from .tensor_type import TensorType

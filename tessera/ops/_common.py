@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from ..ir import expr as E
 from ..ir.dtype import DataType
+from ..ir.structural import structural_equal
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 SINTS = ("int8", "int16", "int32", "int64")
@@ -169,8 +170,6 @@ def _same_extent(a, b) -> bool:
         return a.value == b.value
     if a is b:
         return True
-    from ..ir.structural import structural_equal
-
     return structural_equal(a, b)
 
 

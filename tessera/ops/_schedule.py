@@ -18,6 +18,10 @@ from __future__ import annotations
 
 from ..errors import ScheduleError
 from ..ir import expr as E
+from ..arith import simplify
+from ..ir import collect_vars, substitute
+from ..tir.schedule.region import accesses
+from ..tir.schedule.state import child_realizes
 
 # below this many elements (spatial blocks) or scalar operations (reductions) a parallel loop
 # costs more in thread start-up than it saves
@@ -80,10 +84,6 @@ def schedule_spatial_block(sch, block, target) -> None:
 def _unit_stride_in_last_index(blk, var) -> bool:
     """Every load of the block's body (not its init) uses var only in its last index, as `... + var`
     (so lanes of var read consecutive elements), and some load uses it."""
-    from ..arith import simplify
-    from ..ir import collect_vars, substitute
-    from ..tir.schedule.region import accesses
-
     used = False
     for kind, _, indices in accesses(blk.body):
         if kind != "read" or not indices:
@@ -217,8 +217,6 @@ def _bound_iter_var(sch, block, loop):
 
 
 def _realize_of(sch, block):
-    from ..tir.schedule.state import child_realizes
-
     blk = sch.get(block)
     loops = sch.get_loops(block)
     scope = sch.get(loops[-1]).body

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import ShapeError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, INTS, NUMERIC, accum_dtype, broadcast_index, broadcast_shape_te,

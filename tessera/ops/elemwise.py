@@ -9,7 +9,7 @@ import math
 
 from .. import te
 from ..errors import DTypeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, INTS, NUMERIC, SIGNED, accum_dtype, cast, check_dtype, const)

@@ -14,7 +14,7 @@ import math
 
 from .. import te
 from ..errors import ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from .registry import REQUIRED, OpPattern, register_op
 from ._schedule import schedule_blocks

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import DTypeError, ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ._common import FLOATS, INDEX, accum_dtype, check_dtype, const, fmt_shape
 from ._schedule import schedule_blocks

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import DTypeError, ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import ALL, FLOATS, check_dtype, fmt_shape
 from ._schedule import schedule_blocks, schedule_injective
 from .registry import REQUIRED, OpPattern, register_op
+from ._common import normalize_axis
 
 # ---------------------------------------------------------------------------------------------
 # reinterpret
@@ -180,8 +181,6 @@ def _ts_check(types, attrs):
     if past.ndim < 2 or upd.ndim != past.ndim:
         raise ShapeError(f"{op}: past {fmt_shape(past.shape)} and update {fmt_shape(upd.shape)} must have one "
                          f"rank >= 2")
-    from ._common import normalize_axis
-
     axis = normalize_axis(op, attrs["axis"], past.ndim)
     if axis == 0:
         raise ShapeError(f"{op}: axis 0 is the batch axis; the sequence axis must come after it")

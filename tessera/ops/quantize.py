@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import DTypeError, ShapeError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import FLOATS, broadcast_index, broadcast_shapes, check_dtype, fmt_shape, normalize_axis

@@ -13,7 +13,7 @@ import math
 
 from .. import te
 from ..errors import ShapeError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, FLOATS, NUMERIC, accum_dtype, check_dtype, const, normalize_axes,

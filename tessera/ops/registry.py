@@ -162,8 +162,9 @@ def register_op(name: str, *, inputs, pattern: OpPattern, attrs: Mapping | None 
 
 
 def get_op(name: str, node: str | None = None) -> OpDef:
-    """The registered OpDef of `name`, or UnsupportedOpError."""
-    _load_library()
+    """The registered OpDef of `name`, or UnsupportedOpError. (Every op family is registered by the
+    time anyone outside the package can call this: importing tessera.ops.registry runs
+    tessera/ops/__init__.py, which imports them all.)"""
     op = _REGISTRY.get(name)
     if op is None:
         raise UnsupportedOpError(name, node, "no such tessera operator")
@@ -171,10 +172,4 @@ def get_op(name: str, node: str | None = None) -> OpDef:
 
 
 def list_ops() -> list[str]:
-    _load_library()
     return sorted(_REGISTRY)
-
-
-def _load_library():
-    # the op families register themselves on import
-    from .. import ops  # noqa: F401

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import DTypeError, ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ._common import FLOATS, INDEX, accum_dtype, check_dtype, fmt_shape, normalize_axis
 from ._schedule import schedule_blocks, schedule_injective

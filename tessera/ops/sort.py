@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from .registry import REQUIRED, OpPattern, register_op
 from .nn import _util as U
 

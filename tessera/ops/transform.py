@@ -15,13 +15,14 @@ import re
 
 from .. import te
 from ..errors import DTypeError, ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, INDEX, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype, cast,
                       const, dim_product, fmt_shape, is_const, normalize_axes, normalize_axis, static)
 from ._schedule import schedule_injective
 from .registry import REQUIRED, OpPattern, register_op
+from ._common import broadcast_index
 
 _sel = E.Select
 
@@ -313,8 +314,6 @@ def _broadcast_to_infer(types, attrs):
 
 @broadcast_to.def_compute
 def _broadcast_to_compute(tensors, attrs):
-    from ._common import broadcast_index
-
     (x,) = tensors
     shape = _bcast_target(_graph_shape(x.shape), attrs["shape"])
     vars_ = _vars_of(x)

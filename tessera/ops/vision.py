@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .. import te
 from ..errors import ShapeError, TesseraError
-from ..graph.ir import TensorType
+from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import FLOATS, NUMERIC, check_dtype, fmt_shape

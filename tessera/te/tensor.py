@@ -15,6 +15,7 @@ from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.functor import Visitor
 from ..ir.structural import structural_equal
+from ..ir.dtype import DataType
 
 # buffer -> the Tensor that owns it (weak: a tensor nobody holds may go)
 _TENSOR_OF_BUFFER: "weakref.WeakValueDictionary[Buffer, Tensor]" = weakref.WeakValueDictionary()
@@ -154,8 +155,6 @@ def _shape_tuple(shape, what):
 
 def placeholder(shape, dtype="float32", name="placeholder") -> Tensor:
     """An input tensor of the given shape (ints or symbolic te.var extents) and dtype."""
-    from ..ir.dtype import DataType
-
     dt = DataType(dtype)
     if dt.lanes != 1 or dt.is_handle():
         raise DTypeError(f"placeholder {name!r}: dtype must be a scalar number type, got {dt}")

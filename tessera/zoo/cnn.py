@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from ._onnx_builder import OnnxGraphWriter
+from ..errors import TesseraError
 
 FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -199,8 +200,6 @@ _MBV2_SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6
 def mobilenet_v2(batch=1, seed=0, image_size=224, num_classes=1000, width_mult=1.0):
     """MobileNetV2 (inverted residuals, depthwise convs, ReLU6 as Clip); "input" -> "output"."""
     if not width_mult > 0:
-        from ..errors import TesseraError
-
         raise TesseraError(f"zoo mobilenet_v2: width_mult must be > 0, got {width_mult}")
     g = _CnnWriter("mobilenet_v2", np.random.default_rng(seed))
     x = g.input("input", FLOAT, [batch, 3, image_size, image_size])

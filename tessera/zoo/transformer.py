@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ._onnx_builder import OnnxGraphWriter
+from ..errors import TesseraError
 
 FLOAT, INT64, BOOL = 1, 7, 9  # onnx.TensorProto element types
 _FLOAT_MIN = float(np.finfo(np.float32).min)
@@ -115,8 +116,6 @@ class _TfWriter(OnnxGraphWriter):
 
 
 def _check_heads(model: str, hidden: int, heads: int):
-    from ..errors import TesseraError
-
     if hidden <= 0 or heads <= 0 or hidden % heads:
         raise TesseraError(f"zoo {model}: hidden ({hidden}) must be a positive multiple of heads ({heads})")
 
@@ -129,8 +128,6 @@ def bert_base(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, f
     """BERT-base encoder (Hugging Face BertModel); inputs "input_ids", "attention_mask",
     "token_type_ids" (int64 [batch, seq]) -> "last_hidden_state" [batch, seq, hidden] and, with
     `pooler`, "pooler_output" [batch, hidden]."""
-    from ..errors import TesseraError
-
     _check_heads("bert_base", hidden, heads)
     if not 0 < seq_len <= max_position:
         raise TesseraError(f"zoo bert_base: seq_len must be in 1..max_position ({max_position}), got {seq_len}")
@@ -229,8 +226,6 @@ def _causal_buffer(g: _TfWriter, n_positions: int) -> str:
 
 
 def _check_positions(model: str, seq_len: int, n_positions: int):
-    from ..errors import TesseraError
-
     if not 0 < seq_len <= n_positions:
         raise TesseraError(f"zoo {model}: seq_len must be in 1..n_positions ({n_positions}), got {seq_len}")
 

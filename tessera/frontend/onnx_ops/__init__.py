@@ -19,6 +19,8 @@ handle (a dynamic shape, an attribute value tessera does not implement), never a
 from __future__ import annotations
 
 from typing import Callable
+import importlib
+import pkgutil
 
 _CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
 
@@ -120,8 +122,5 @@ class ConvertContext:
 
 def _load():
     # converter families register on import; each file is `tessera/frontend/onnx_ops/<family>.py`
-    import importlib
-    import pkgutil
-
     for m in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{m.name}")

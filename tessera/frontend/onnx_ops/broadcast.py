@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import converter
+from ...ir.dtype import numpy_dtype
 
 _BINARY = {
     "Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide", "Pow": "power",
@@ -73,8 +74,6 @@ converter("Min")(_variadic("minimum"))
 @converter("Mean")
 def _mean(ctx):
     """The sum of the inputs divided by their count (in the inputs' dtype)."""
-    from ...ir.dtype import numpy_dtype
-
     vals = [v for v in ctx.inputs() if v is not None]
     if not vals:
         ctx.unsupported("needs at least one input")

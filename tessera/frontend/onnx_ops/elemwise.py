@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import converter
+from ...ir.dtype import numpy_dtype
 
 # ONNX op -> tessera op (no attributes)
 _UNARY = {
@@ -72,8 +73,6 @@ def _swish(ctx):
 
 
 def _np_dtype(v):
-    from ...ir.dtype import numpy_dtype
-
     return numpy_dtype(v.type.dtype)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...ir.dtype import numpy_dtype
 from . import converter
+from ...ops.misc import TREE_AGGREGATES, TREE_MODES
 
 ML = "ai.onnx.ml"
 
@@ -39,8 +40,6 @@ def _tree_ensemble(ctx):
     """The ensemble's nodes as tree_ensemble attributes, its leaves as constant inputs. MEMBER nodes
     take their sets from membership_values (NaN-separated) in the order the ONNX reference builds
     the trees (depth first, true branch first)."""
-    from ...ops.misc import TREE_AGGREGATES, TREE_MODES
-
     x = ctx.input(0)
     post = int(ctx.attr("post_transform", 0))
     if post != 0:

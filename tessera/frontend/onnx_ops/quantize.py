@@ -11,6 +11,7 @@ import numpy as np
 
 from ...ops.quantize import QUANT_DTYPES
 from . import converter
+from .nn import _static, _window_attrs
 
 
 def _out_dtype(ctx, zp):
@@ -96,8 +97,6 @@ def _qlinear_matmul(ctx):
 
 @converter("QLinearConv", since=10)
 def _qlinear_conv(ctx):
-    from .nn import _static, _window_attrs
-
     x, w = ctx.input(0), ctx.input(3)
     x_zp, w_zp, y_zp = ctx.input(2), ctx.input(5), ctx.input(7)
     for v, what in ((x, "x"), (w, "w"), (y_zp, "y_zero_point")):

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...ops._common import broadcast_shapes, normalize_axis
 from . import converter
+from ...ir.dtype import numpy_dtype
 
 
 def _ints(a) -> list:
@@ -53,8 +54,6 @@ def _reshape_literal(ctx, x, shape):
 
 
 def _np_dtype(v):
-    from ...ir.dtype import numpy_dtype
-
     return numpy_dtype(v.type.dtype)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node, Value
+from ...ops.registry import get_op
+from ..ir import TensorType
+from .dead_code_elimination import dead_code_elimination
 
 
 def const_derived(graph: Graph) -> set:
@@ -57,8 +60,6 @@ class Rewriter:
     def make(self, op: str, *inputs: Value, name: str, takes_over=None, **attrs) -> Value:
         """A new node `op(*inputs, **attrs)` named `name` (made unique); takes_over: a node being
         replaced, whose node and output names the new node reuses."""
-        from ...ops.registry import get_op
-
         node_name = takes_over.name if takes_over is not None else self.fresh(name)
         opdef = get_op(op, node_name)
         attrs = opdef.normalize_attrs(attrs, node_name)
@@ -69,16 +70,12 @@ class Rewriter:
         return node.outputs[0]
 
     def const(self, array, name: str) -> Value:
-        from ..ir import TensorType
-
         arr = np.asarray(array)
         v = Value(self.fresh(name), TensorType.of(arr))
         self.constants[v] = arr
         return v
 
     def finish(self) -> Graph:
-        from .dead_code_elimination import dead_code_elimination
-
         outputs = [self.get(v) for v in self.graph.outputs]
         g = Graph(self.graph.inputs, outputs, self.nodes, self.constants, self.graph.name, *self.graph.interface)
         return dead_code_elimination(g)

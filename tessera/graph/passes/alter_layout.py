@@ -24,6 +24,9 @@ from __future__ import annotations
 from ...errors import TesseraError
 from ..ir import Graph, Node, Value
 from ._rewrite import Rewriter, const_derived
+from ...target import Target
+from ...ops.registry import get_op
+from ...ops.registry import OpPattern, get_op
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
@@ -35,8 +38,6 @@ _NOT_BROADCAST = ("nn.batch_norm", "nn.prelu", "qnn.requantize")
 
 def _lanes(target) -> int | None:
     """fp32 lanes of the target's vectors; None for targets the pass leaves alone (not CPU C)."""
-    from ...target import Target
-
     t = Target(target)
     if t.kind != "c":
         return None
@@ -122,8 +123,6 @@ class _Alter:
 
     def emit_blocked(self, n: Node, op: str, ins, attrs, x: int) -> None:
         """n replaced by `op` on blocked inputs; its output is known only in NCHW{x}c from here."""
-        from ...ops.registry import get_op
-
         opdef = get_op(op, n.name)
         attrs = opdef.normalize_attrs(attrs, n.name)
         types = opdef.infer_types([v.type for v in ins], attrs, n.name)
@@ -170,8 +169,6 @@ class _Alter:
 
     def elementwise(self, n: Node) -> bool:
         """An op of pattern ELEMWISE/BROADCAST with a blocked input: the same op in NCHW{x}c."""
-        from ...ops.registry import OpPattern, get_op
-
         if len(n.outputs) != 1 or n.op in _NOT_BROADCAST:
             return False
         pat = get_op(n.op, n.name).pattern

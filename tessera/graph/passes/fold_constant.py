@@ -13,13 +13,12 @@ import numpy as np
 from ..const_eval import fold_constants
 from ..ir import Graph, Value
 from ..transform import substitute
+from ...ir.dtype import DataType, numpy_dtype
+from ...ops.shape import _shape_range
 
 
 def _shape_constants(graph: Graph):
     """{shape query output: new constant Value} and the arrays, for queries of static shapes."""
-    from ...ir.dtype import DataType, numpy_dtype
-    from ...ops.shape import _shape_range
-
     mapping, arrays = {}, {}
     for n in graph.nodes:
         if n.op not in ("shape_of", "ndarray_size") or not n.inputs[0].type.is_static:

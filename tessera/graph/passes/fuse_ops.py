@@ -25,6 +25,7 @@ from __future__ import annotations
 from ...errors import TesseraError
 from ...ops.registry import OpPattern, get_op
 from ..ir import FUSED_OP, Function, Graph, Node, Value
+import re
 
 ELEMWISE, BROADCAST, INJECTIVE = OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE
 COMM_REDUCE, OUT_FUSABLE, OPAQUE = OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.OPAQUE
@@ -309,8 +310,6 @@ def _slot_names(node) -> list:
 
 def function_name(ops) -> str:
     """`fused_` and the op names in order, dots as underscores (`fused_nn_conv2d_add_nn_relu`)."""
-    import re
-
     name = "fused_" + "_".join(re.sub(r"[^A-Za-z0-9_]", "_", op) for op in ops)
     if len(name) > MAX_NAME:
         name = name[:MAX_NAME].rstrip("_") + f"_{len(ops)}ops"

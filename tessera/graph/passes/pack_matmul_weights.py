@@ -14,13 +14,14 @@ from __future__ import annotations
 from ...errors import TesseraError
 from ..ir import Graph
 from ._rewrite import Rewriter, const_derived
+from ...target import Target
+from ...ops.nn.dense import pack_panel
+from .fold_constant import fold_constant
 
 _MATMUL = "nn.matmul"
 
 
 def _has_microkernels(target) -> bool:
-    from ...target import Target
-
     try:
         t = Target(target)
     except TesseraError:
@@ -32,8 +33,6 @@ def _has_microkernels(target) -> bool:
 
 def _panel_for(node, consts, target):
     """The panel width for node's B, or None when the node does not qualify."""
-    from ...ops.nn.dense import pack_panel
-
     if node.op != _MATMUL or len(node.inputs) != 2:
         return None
     a, b = node.inputs
@@ -60,8 +59,6 @@ def pack_matmul_weights(graph: Graph, target="c") -> Graph:
     panels = {n: _panel_for(n, consts, target) for n in graph.nodes}
     if not any(panels.values()):
         return graph
-    from .fold_constant import fold_constant
-
     rw = Rewriter(graph)
     for n in graph.nodes:
         panel = panels[n]

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir import Graph
 from ._rewrite import Rewriter, const_derived
+from ...ir.dtype import DataType, numpy_dtype
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
@@ -108,8 +109,6 @@ def _decompose_batch_norm(graph: Graph) -> Graph:
 
 
 def _np(dtype: str):
-    from ...ir.dtype import DataType, numpy_dtype
-
     return numpy_dtype(DataType(dtype))
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from ...errors import ScheduleError
 from ...ir import expr as E
 from .. import _schedule as S
+from ...errors import TesseraError
+from ...tir.tensor_intrin import x86
 
 
 def _extent(sch, loop):
@@ -214,9 +216,6 @@ def _tensorized_matmul(sch, block, target, panel=None) -> bool:
     A stays in L2). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per block,
     i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or the
     target has no kernel for a tile dividing it."""
-    from ...errors import TesseraError
-    from ...tir.tensor_intrin import x86
-
     blk = sch.get(block)
     if str(blk.writes[0].buffer.dtype) != "float32":
         return False

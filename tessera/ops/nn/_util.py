@@ -11,7 +11,7 @@ import inspect
 
 from ... import te
 from ...errors import DTypeError, ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ...ir import expr as E
 from ...ir.dtype import DataType
 
@@ -19,6 +19,8 @@ from .._common import FLOATS, INTS, NUMERIC, accum_dtype, broadcast_index, broad
 from .._common import cast as _cast_numpy
 from .._common import check_dtype as _check_dtype
 from .._common import check_same_dtype, normalize_axis
+import numpy as np
+from ...ir.dtype import numpy_dtype
 
 HALF = ("float16", "bfloat16")
 
@@ -196,8 +198,4 @@ def cast(x, dtype):
 
 def numpy_value(value: float, dtype) -> float:
     """`value` rounded to dtype (as numpy/ml_dtypes round), as a Python float."""
-    import numpy as np
-
-    from ...ir.dtype import numpy_dtype
-
     return float(np.asarray(value, np.float64).astype(numpy_dtype(dtype)).astype(np.float64))

@@ -24,6 +24,8 @@ from __future__ import annotations
 from ...errors import TesseraError
 from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Evaluate, For, IterVar,
                    PrimFunc, Range, Var)
+from ...target import Target
+from ...tir.tensor_intrin import TensorIntrin
 
 ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the code needs)
     "avx2": (8, 16, ("avx2", "fma"), ("__AVX2__", "__FMA__")),
@@ -34,8 +36,6 @@ MAX_V = 4
 
 def isa_of(target) -> str | None:
     """The ISA whose conv micro-kernel `target` can run ("avx512", "avx2"), or None."""
-    from ...target import Target
-
     t = Target(target)
     if t.kind != "c":
         return None
@@ -227,8 +227,6 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
 def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1) -> str:
     """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call),
     registered on first use."""
-    from ...tir.tensor_intrin import TensorIntrin
-
     if isa not in ISA:
         raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} (avx2, avx512)")
     if not 1 <= v <= MAX_V:

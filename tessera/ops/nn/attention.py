@@ -18,7 +18,7 @@ import math
 
 from ... import te
 from ...errors import DTypeError, ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ...ir import expr as E
 from ...ir.dtype import DataType
 from ..registry import OpPattern, register_op

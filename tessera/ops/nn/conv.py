@@ -14,7 +14,7 @@ import math
 
 from ... import te
 from ...errors import DTypeError, ShapeError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ..registry import OpPattern, register_op
 from . import _util as U
 from ._cpu_schedule import schedule_conv

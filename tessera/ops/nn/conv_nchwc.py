@@ -29,11 +29,15 @@ import re
 
 from ... import te
 from ...errors import DTypeError, ScheduleError, ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ...ir import expr as E
 from .. import _schedule as S
 from ..registry import OpPattern, register_op
 from . import _util as U
+from ...ir import expr as E
+from ._x86_conv import isa_of, lanes_of
+from ._x86_conv import conv_row_intrin
+from ._x86_conv import row_tiles
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
@@ -293,8 +297,6 @@ def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), d
 # schedules
 # ---------------------------------------------------------------------------------------------
 def _extent(sch, loop):
-    from ...ir import expr as E
-
     ext = sch.get(loop).extent
     return ext.value if isinstance(ext, E.IntImm) else None
 
@@ -353,8 +355,6 @@ def _place_epilogue(sch, epilogue, loop, target):
 
 def _kernel_isa(sch, block, target):
     """The ISA of the micro-kernel for this conv block, or None (not float32, or no kernel)."""
-    from ._x86_conv import isa_of, lanes_of
-
     blk = sch.get(block)
     if str(blk.writes[0].buffer.dtype) != "float32" or any(str(r.buffer.dtype) != "float32" for r in blk.reads):
         return None
@@ -371,8 +371,6 @@ def _kernel_isa(sch, block, target):
 
 def _tensorized(sch, block, target, epilogue, strides, dilation):
     """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply."""
-    from ._x86_conv import conv_row_intrin
-
     isa = _kernel_isa(sch, block, target)
     if isa is None:
         return False
@@ -407,8 +405,6 @@ def _rows_per_call(isa, v, oh, ow, groups, threads) -> int:
     """Output rows one micro-kernel call computes: enough register tiles (>= 8) to reuse each block
     of weights it loads into L1 (short rows: 7x7 and 14x14 outputs), a divisor of the output height,
     and still (batch x block groups x calls) >= 4 parallel tasks a thread."""
-    from ._x86_conv import row_tiles
-
     per_row = sum(c for _, c in row_tiles(isa, v, ow))
     rows = 1
     for d in range(1, oh + 1):

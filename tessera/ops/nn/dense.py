@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from ... import te
 from ...errors import DTypeError, ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from . import _util as U
 from .._schedule import schedule_injective
 from ._cpu_schedule import schedule_matmul
+from ...target import Target
+from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
+from ._cpu_schedule import tile_preference
+from ...tir.tensor_intrin.x86 import FP32_GEMM
 
 _MATMUL_DTYPES = U.FLOATS + ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
@@ -49,10 +53,6 @@ def _panel(M, N, target=None):
     """Columns of a packed B panel: the nr of the target's best micro-kernel tile (the most FMAs per
     load, _cpu_schedule.tile_preference; AVX-512 tiles where the target has them; target None: the
     host) whose rows divide M and columns divide N (N None: any N), or None."""
-    from ...target import Target
-    from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
-    from ._cpu_schedule import tile_preference
-
     t = Target.host() if target is None else Target(target)
     if t.kind != "c":
         return None
@@ -73,8 +73,6 @@ def _padded_panel(M, N, target=None):
 
 
 def _fp32_tiles():
-    from ...tir.tensor_intrin.x86 import FP32_GEMM
-
     return FP32_GEMM
 
 

@@ -9,7 +9,7 @@ import string
 
 from ... import te
 from ...errors import ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from .._schedule import schedule_blocks
 from ..registry import REQUIRED, OpPattern, register_op
 from . import _util as U

@@ -11,7 +11,7 @@ import math
 
 from ... import te
 from ...errors import ScheduleError, ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ..registry import OpPattern, register_op
 from .._schedule import schedule_blocks, schedule_rows
 from . import _util as U

@@ -21,11 +21,15 @@ from ... import te
 import re
 
 from ...errors import ShapeError, TesseraError
-from ...graph.ir import TensorType
+from ...ir import TensorType
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from .._schedule import schedule_blocks
 from . import _util as U
+from ...errors import ScheduleError
+from .conv_nchwc import _blocked_spatial
+from .._schedule import PARALLEL_MIN_WORK, _threads
+from ..registry import REQUIRED
 
 
 _PLAIN = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
@@ -278,9 +282,6 @@ def schedule_pool(sch, ctx):
     if not _BLOCKED.match(layout):
         schedule_blocks(sch, ctx)
         return
-    from ...errors import ScheduleError
-    from .conv_nchwc import _blocked_spatial
-
     root = sch.get_block("root")
     for blk in sch.get_child_blocks(root):
         try:
@@ -296,8 +297,6 @@ def schedule_pool(sch, ctx):
 
 def _blocked_reduce(sch, block, target):
     """(n, c_chunk | oh, ow, r..., c_block): the reduction over pixels outside the channel vector."""
-    from .._schedule import PARALLEL_MIN_WORK, _threads
-
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in sch.get(block).iter_vars if iv.iter_type == "data_par")
     spatial, red = loops[:n_sp], loops[n_sp:]
@@ -320,7 +319,6 @@ def _register_pool(kind, nd):
              "ceil_mode": False, "layout": _PLAIN[nd]}
     if kind == "avg":
         attrs["count_include_pad"] = False
-    from ..registry import REQUIRED
     attrs["pool_size"] = REQUIRED
     blocked_doc = " or blocked NCHW{x}c data (layout)" if nd == 2 else ""
     op = register_op(name, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE, attrs=attrs,

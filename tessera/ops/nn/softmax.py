@@ -12,6 +12,7 @@ from ..registry import OpPattern, register_op
 from ...errors import ScheduleError
 from .._schedule import schedule_blocks, schedule_rows
 from . import _util as U
+from ...errors import ShapeError
 
 
 def _infer(op):
@@ -19,8 +20,6 @@ def _infer(op):
         (data,) = types
         U.check_dtype(op, data, U.FLOATS, "data")
         if data.ndim == 0:
-            from ...errors import ShapeError
-
             raise ShapeError(f"{op}: data must have rank >= 1")
         U.norm_axis(op, attrs["axis"], data.ndim)
         return [data]
