@@ -13,6 +13,8 @@ naming the argument.
 """
 import ctypes
 
+from .c_files import section
+
 KIND_TENSOR, KIND_INT, KIND_FLOAT = 0, 1, 2
 
 STATUS_OK = 0
@@ -25,17 +27,8 @@ STATUS_RUNTIME = 5     # allocation failure or an assertion in the kernel -> Tes
 # dtype codes (DLPack's numbering)
 DTYPE_CODE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
 
-C_HEADER = r"""
-typedef struct {
-  void* data;              /* address of element 0 */
-  const int64_t* shape;    /* ndim extents */
-  const int64_t* strides;  /* ndim strides in elements, or NULL for compact row-major */
-  int32_t ndim;
-  uint8_t code;            /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
-  uint8_t bits;
-  uint16_t lanes;
-} tessera_tensor_t;
-"""
+# the C side of tessera_tensor_t (runtime_c/tsr_abi.h), pasted into every generated translation unit
+C_HEADER = "\n" + section("tsr_abi.h", "tessera_tensor_t") + "\n"
 
 
 class TesseraTensor(ctypes.Structure):

@@ -1,15 +1,15 @@
 """C code generation for CPUs: a lowered PrimFunc becomes one C translation unit (docs/internals.md).
 
-The kernel keeps the program's loops and names; parallel loops become OpenMP, vector code uses
-GCC vector extensions (`typedef float float32x8 __attribute__((vector_size(32)))`), with a
-lane-by-lane loop wherever a vector cannot be one C vector. Around each kernel come the ABI entry
-`tessera_call_NAME` (checks every argument against the parameters and binds symbolic extents),
-the timer `tessera_time_NAME` (TVM's time_evaluator, in C) and the JSON `tessera_metadata`.
+`CodeGenC` is the C/OpenMP renderer, a subclass of the C-style base (c_base.CodeGenCBase): the
+kernel keeps the program's loops and names; parallel loops become OpenMP (a failure inside one is
+recorded under `omp critical` and checked after it), vector code uses GCC vector extensions
+(`typedef float float32x8 __attribute__((vector_size(32)))`), with a lane-by-lane loop wherever a
+vector cannot be one C vector; buffers live on the stack or, large or symbolic, on the heap.
+`render_module` puts a unit together: the includes, ABI header and entry helpers of runtime_c/, the
+helpers the kernels need, each kernel, and around it the ABI side that c_entry writes (entry
+`tessera_call_NAME`, timer `tessera_time_NAME`, the JSON `tessera_metadata`).
 """
 from __future__ import annotations
-
-import json
-import re
 
 from ..errors import TesseraError
 from ..ir import expr as E
@@ -20,7 +20,8 @@ from ..ir.functor import collect_vars
 from . import abi
 from .c_base import (_HALF, _STORAGE_C, _VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
                      P_PRIMARY, P_REL, P_UNARY, _NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
-                     NameTable, c_string, is_pow2)
+                     NameTable, c_comment, c_string, is_pow2)
+from .c_entry import EntryWriter, entry_helpers, fmt, includes, metadata_text
 from .vector_math import VECTOR_MATH, helper_name, helper_sources
 
 _F32 = DataType("float32")
@@ -34,18 +35,6 @@ STACK_BYTES = 16384
 # through a helper; if_then_else and extern calls are scalarized with the whole statement)
 _VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
                           "shift_left": "<<", "shift_right": ">>"}
-_ENTRY_RESERVED = frozenset({"a", "args", "kinds", "num_args", "err", "err_len", "number", "repeat",
-                             "min_repeat_ms", "results", "status"})
-
-_INCLUDES = """#include <stdint.h>
-#include <stdbool.h>
-#include <math.h>
-#include <string.h>
-#include <stdlib.h>
-#include <stdio.h>
-#include <time.h>"""
-
-
 class _Restart(Exception):
     """An extern function name was met that a local name may shadow: regenerate with it reserved."""
 
@@ -66,6 +55,12 @@ class CodeGenC(CodeGenCBase):
         self.max_vector_bytes = max_vector_bytes
         self.mask_bits: dict = {}  # bool vector let var -> its mask element width
         self._reserved_names = reserved
+        self.parallel_depth = 0  # OpenMP parallel loops around the statement being rendered
+        self._par_fail_mark = 0  # fail_points when the outermost parallel loop began
+        self.omp_pragmas = 0  # OpenMP constructs emitted so far (no `omp simd` around one)
+        self.heap_live: list = []  # heap buffers to free on an early return
+        self.needs_err = False  # the kernel reports failures: it takes (err, err_len)
+        self.needs_status = False  # a parallel loop can fail: the kernel keeps tsr_status
 
     # -- extern calls must not be shadowed by a local of the same name -----------------------
     def on_extern(self, name):
@@ -746,29 +741,76 @@ class CodeGenC(CodeGenCBase):
             return f"#pragma GCC unroll {n}"
         return None
 
-    def allocate(self, s):
-        buf = s.buffer
-        if buf.scope not in ("global", "local"):
-            raise TesseraError(f"buffer {buf.name!r} in {self.func_name} has storage scope "
-                               f"{buf.scope!r}, which the C backend cannot allocate (it is a GPU or "
-                               f"accelerator scope); use 'global' or 'local'")
-        elem = self.storage_type(buf.dtype)
-        esize = max(1, buf.dtype.bits // 8)
-        size = None
-        count = 1
-        for d in buf.shape:
-            if type(d) is E.IntImm and count is not None:
-                count *= d.value
-            else:
-                count = None
-        name = self.names.define(buf)
-        self.buffer_names[buf] = name
-        if count is not None and count * esize <= STACK_BYTES:
-            self.emit(f"{elem} {name}[{max(count, 1)}] __attribute__((aligned(64)));")
-            self.stmt(s.body)
+    def loop_enter(self, s):
+        if s.kind == "parallel":
+            if self.parallel_depth == 0:
+                self._par_fail_mark = self.fail_points
+            self.parallel_depth += 1
+        return self.fail_points, self.omp_pragmas
+
+    def loop_exit(self, s, state):
+        """The loop's pragma (`omp simd` only over a body without checks or OpenMP constructs);
+        after the outermost parallel loop whose body can fail, the check of the recorded status."""
+        fail0, omp0 = state
+        parallel = s.kind == "parallel"
+        if parallel:
+            self.parallel_depth -= 1
+        pragma = self.loop_header(s, self.fail_points != fail0 or self.omp_pragmas != omp0)
+        if parallel and self.parallel_depth == 0 and self.fail_points != self._par_fail_mark:
+            self.emit_status_check()
+        return pragma
+
+    # -- failures: an error message in (err, err_len) and a status -----------------------------
+    def failure(self, cond: str, fmt_args: str, body=None, negate: bool = False):
+        """`if (cond) report; else body()` — an early return outside parallel loops; inside them
+        (no return allowed there) the first failure is recorded and the iteration skips body."""
+        if self.parallel_depth == 0:
+            super().failure(cond, fmt_args, body, negate)
             return
+        self.fail_points += 1
+        self.needs_err = self.needs_status = True
+        self.omp_pragmas += 1
+        self.open_block(f"if ({'!' + cond if negate else cond})")
+        self.emit("#pragma omp critical(tsr_failure)")
+        self.open_block("if (tsr_status == 0)")
+        self.emit(f"tsr_status = {abi.STATUS_RUNTIME};")
+        self.emit(f"snprintf(err, err_len, {fmt_args});")
+        self.close_block()
+        if body is not None:
+            self.close_block("} else {")
+            self.indent += 1
+            self.names.push()
+            body()
+        self.close_block()
+
+    def fail(self, fmt_args: str):
+        self.needs_err = True
+        for name in reversed(self.heap_live):
+            self.emit(f"free({name});")
+        self.emit(f"snprintf(err, err_len, {fmt_args});")
+        self.emit(f"return {abi.STATUS_RUNTIME};")
+
+    def emit_status_check(self):
+        self.open_block("if (tsr_status != 0)")
+        for name in reversed(self.heap_live):
+            self.emit(f"free({name});")
+        self.emit("return tsr_status;")
+        self.close_block()
+
+    def kernel_prologue(self) -> list:
+        return ["  int32_t tsr_status = 0;  /* first failure inside a parallel loop */"] if self.needs_status else []
+
+    def kernel_epilogue(self) -> list:
+        return ["  return 0;"]
+
+    # -- allocation: arrays on the stack up to STACK_BYTES, else 64-byte aligned heap memory ----
+    def fits_in_place(self, nbytes: int) -> bool:
+        return nbytes <= STACK_BYTES
+
+    def allocate_dynamic(self, s, name: str, elem: str, count):
+        buf = s.buffer
         if count is not None:
-            size = f"{count * esize}"
+            size = f"{count * max(1, buf.dtype.bits // 8)}"
         else:
             dims = " * ".join(self.text(d, P_MUL) for d in buf.shape)
             dims = dims if len(buf.shape) == 1 and self.expr(buf.shape[0])[1] >= P_UNARY else f"({dims})"
@@ -779,7 +821,7 @@ class CodeGenC(CodeGenCBase):
             "  if (bytes > SIZE_MAX - 63) return NULL;\n"
             "  return aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) & ~(size_t)63);\n}"))
         self.emit(f"{elem}* {name} = ({elem}*)tsr_alloc({size});")
-        msg = c_string(f"out of memory: buffer {_fmt(buf.name)} of {_fmt(self.func_name)} needs %zu bytes")
+        msg = c_string(f"out of memory: buffer {fmt(buf.name)} of {fmt(self.func_name)} needs %zu bytes")
 
         def body():
             if self.parallel_depth == 0:
@@ -797,11 +839,6 @@ _CMP_SYMBOL = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "
 def _x86_summary(target) -> str:
     feats = sorted(f for f in target.features if f.startswith(("avx", "fma", "sse4", "amx")))
     return ", ".join(feats) or "none of the SIMD extensions"
-
-
-def _fmt(text: str) -> str:
-    """text for use inside a printf format."""
-    return text.replace("%", "%%")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -883,7 +920,7 @@ def render_module(funcs, target=None) -> tuple:
 
 def _assemble(helpers: HelperRegistry, functions, meta, target_text, count) -> str:
     out = [f"/* Generated by tessera: {count} function{'s' if count != 1 else ''} for target "
-           f"{target_text.replace('*/', '* /')}. */", _INCLUDES, abi.C_HEADER.strip(), ""]
+           f"{c_comment(target_text)}. */", includes(), abi.C_HEADER.strip(), ""]
     if helpers.typedefs:
         out.append("/* vector types (GCC vector extensions) */")
         out.extend(helpers.typedefs.values())
@@ -891,155 +928,28 @@ def _assemble(helpers: HelperRegistry, functions, meta, target_text, count) -> s
     for code in helpers.functions.values():
         out.append(code)
         out.append("")
-    code = "\n".join(functions)
-    used = {name for name in _ENTRY_HELPERS if name + "(" in code}
-    for name in list(used):
-        used.update(_ENTRY_DEPS.get(name, ()))
-    out.extend(c + "\n" for name, c in _ENTRY_HELPERS.items() if name in used)
+    out.extend(c + "\n" for c in entry_helpers("\n".join(functions)))
     decls = helpers.extern_decls()
     if decls:
         out.append("/* extern functions the program calls */")
         out.extend(decls)
         out.append("")
     out.extend(functions)
-    doc = json.dumps({"version": 1, "functions": meta, "target": target_text},
-                     separators=(", ", ": "))
-    chunks = re.split(r'(?=\{"name": )', doc)  # one line per function and parameter
-    out.append("const char tessera_metadata[] =\n" + "\n".join("  " + c_string(c) for c in chunks) + ";")
+    out.append(metadata_text(meta, target_text))
     out.append("")
     return "\n".join(out)
 
 
-_ENTRY_DEPS = {"tsr_get_tensor": ("tsr_kind_name", "tsr_dtype_name"), "tsr_get_int": ("tsr_kind_name",),
-               "tsr_get_float": ("tsr_kind_name",)}
-_ENTRY_HELPERS = {  # name -> C code, emitted (in this order) when an entry uses them
-    "TSR_TRY": r"""/* argument checking for the entry functions */
-#define TSR_TRY(call) do { int32_t tsr_s = (call); if (tsr_s != 0) return tsr_s; } while (0)""",
-    "tsr_kind_name": r"""static const char* tsr_kind_name(int32_t kind) {
-  return kind == 0 ? "a tensor" : kind == 1 ? "an int scalar" : kind == 2 ? "a float scalar" : "an unknown kind";
-}""",
-    "tsr_dtype_name": r"""static void tsr_dtype_name(char* buf, size_t n, const tessera_tensor_t* t) {
-  static const char* codes[] = {"int", "uint", "float", "code3", "bfloat", "code5", "bool"};
-  const char* code = t->code < 7 ? codes[t->code] : "code?";
-  if (t->code == 6 && (t->bits == 8 || t->bits == 1)) snprintf(buf, n, "bool");
-  else snprintf(buf, n, "%s%d", code, (int)t->bits);
-  if (t->lanes != 1) snprintf(buf + strlen(buf), n - strlen(buf), "x%d", (int)t->lanes);
-}""",
-    "tsr_get_tensor": r"""static int32_t tsr_get_tensor(void** args, const int32_t* kinds, int32_t i, const char* name,
-                              int32_t ndim, uint8_t code, uint8_t bits, const char* dtype,
-                              const tessera_tensor_t** out, char* err, int32_t err_len) {
-  if (kinds[i] != 0) {
-    snprintf(err, err_len, "argument %d (%s): expected a tensor, got %s", (int)i, name, tsr_kind_name(kinds[i]));
-    return 2;
-  }
-  const tessera_tensor_t* t = (const tessera_tensor_t*)args[i];
-  if (t == NULL) {
-    snprintf(err, err_len, "argument %d (%s): expected a tensor, got NULL", (int)i, name);
-    return 2;
-  }
-  if (t->ndim != ndim) {
-    snprintf(err, err_len, "argument %d (%s): expected %d dimensions, got %d", (int)i, name, (int)ndim, (int)t->ndim);
-    return 3;
-  }
-  int bool_bits = code == 6 && (t->bits == 8 || t->bits == 1);
-  if (t->code != code || (t->bits != bits && !bool_bits) || t->lanes != 1) {
-    char got[32];
-    tsr_dtype_name(got, sizeof(got), t);
-    snprintf(err, err_len, "argument %d (%s): expected %s, got %s", (int)i, name, dtype, got);
-    return 2;
-  }
-  *out = t;
-  return 0;
-}""",
-    "tsr_get_int": r"""static int32_t tsr_get_int(void** args, const int32_t* kinds, int32_t i, const char* name,
-                           int64_t lo, int64_t hi, const char* dtype, int64_t* out, char* err, int32_t err_len) {
-  if (kinds[i] != 1) {
-    snprintf(err, err_len, "argument %d (%s): expected an int scalar (%s), got %s", (int)i, name, dtype, tsr_kind_name(kinds[i]));
-    return 2;
-  }
-  int64_t v = *(const int64_t*)args[i];
-  if (v < lo || v > hi) {
-    snprintf(err, err_len, "argument %d (%s): value %lld does not fit %s", (int)i, name, (long long)v, dtype);
-    return 2;
-  }
-  *out = v;
-  return 0;
-}""",
-    "tsr_get_float": r"""static int32_t tsr_get_float(void** args, const int32_t* kinds, int32_t i, const char* name,
-                             const char* dtype, double* out, char* err, int32_t err_len) {
-  if (kinds[i] == 2) *out = *(const double*)args[i];
-  else if (kinds[i] == 1) *out = (double)*(const int64_t*)args[i];
-  else {
-    snprintf(err, err_len, "argument %d (%s): expected a float scalar (%s), got %s", (int)i, name, dtype, tsr_kind_name(kinds[i]));
-    return 2;
-  }
-  return 0;
-}""",
-    "tsr_stride": r"""/* effective stride of dimension d in elements (compact row-major when strides is NULL) */
-static int64_t tsr_stride(const tessera_tensor_t* t, int32_t d) {
-  if (t->strides != NULL) return t->strides[d];
-  int64_t s = 1;
-  for (int32_t k = t->ndim - 1; k > d; --k) s *= t->shape[k];
-  return s;
-}""",
-    "tsr_expect": r"""/* actual == expected, or an error naming the argument, the dimension and where expected came from */
-static int32_t tsr_expect(int64_t actual, int64_t expected, int32_t status, int32_t i, const char* name,
-                          int32_t d, const char* what, const char* expected_text, const char* source,
-                          char* err, int32_t err_len) {
-  if (actual == expected) return 0;
-  if (source != NULL)
-    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld but %s = %lld from %s", (int)i, name,
-             (int)d, what, (long long)actual, expected_text, (long long)expected, source);
-  else if (expected_text != NULL)
-    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, expected %s = %lld", (int)i, name,
-             (int)d, what, (long long)actual, expected_text, (long long)expected);
-  else
-    snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, expected %lld", (int)i, name, (int)d,
-             what, (long long)actual, (long long)expected);
-  return status;
-}""",
-    "tsr_check_fits": r"""static int32_t tsr_check_fits(int64_t v, int64_t lo, int64_t hi, int32_t i, const char* name, int32_t d,
-                              const char* what, const char* var, const char* dtype, char* err, int32_t err_len) {
-  if (v >= lo && v <= hi) return 0;
-  snprintf(err, err_len, "argument %d (%s): dimension %d has %s %lld, which does not fit %s (%s)", (int)i,
-           name, (int)d, what, (long long)v, var, dtype);
-  return 3;
-}""",
-    "tsr_check_compact": r"""/* strides NULL, or those of a compact row-major array (size-1 dimensions may have any stride) */
-static int32_t tsr_check_compact(const tessera_tensor_t* t, int32_t i, const char* name, char* err, int32_t err_len) {
-  if (t->strides == NULL) return 0;
-  int64_t expected = 1;
-  for (int32_t d = t->ndim - 1; d >= 0; --d) {
-    if (t->shape[d] == 0) return 0;
-    if (t->shape[d] != 1 && t->strides[d] != expected) {
-      snprintf(err, err_len, "argument %d (%s): not compact row-major: dimension %d has stride %lld, expected %lld",
-               (int)i, name, (int)d, (long long)t->strides[d], (long long)expected);
-      return 4;
-    }
-    expected *= t->shape[d];
-  }
-  return 0;
-}""",
-    "tsr_now": r"""static double tsr_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}""",
-}
-
-_INT_RANGE = {"int8": ("-128", "127"), "int16": ("-32768", "32767"), "int32": ("INT32_MIN", "INT32_MAX"),
-              "int64": ("INT64_MIN", "INT64_MAX"), "uint8": ("0", "255"), "uint16": ("0", "65535"),
-              "uint32": ("0", "UINT32_MAX"), "uint64": ("0", "INT64_MAX"), "bool": ("INT64_MIN", "INT64_MAX")}
-
-
 class _FunctionWriter:
-    """Kernel, argument struct, unpacking checks, entry, timer and metadata of one PrimFunc."""
+    """One PrimFunc: its parameters and symbolic extents, the kernel CodeGenC renders, and around
+    it the ABI side (c_entry.EntryWriter: argument struct, unpacking, entry, timer, metadata)."""
 
     def __init__(self, func: PrimFunc, name: str, cname: str, helpers, reserved, num_threads,
                  max_vector_bytes=32, target=None):
         self.func, self.name, self.cname = func, name, cname
         self.helpers = helpers
         self.gen = CodeGenC(helpers, reserved | {"err", "err_len"}, num_threads, max_vector_bytes, target)
+        self.kernel_info = {}
         self.gen.func_name = name
 
     def write(self):
@@ -1088,9 +998,10 @@ class _FunctionWriter:
                                    f"extents are integers")
             gen.names.define(v)
         gen.stmt(func.body)
-        kernel = self._kernel(params, shape_vars)
-        entry, meta = self._entry(params, shape_vars)
-        return kernel + "\n\n" + entry, meta
+        entry = EntryWriter(self.name, self.cname, gen, params, shape_vars)
+        kernel = self._kernel(params, shape_vars, entry)
+        text, meta = entry.write()
+        return kernel + "\n\n" + text, meta
 
     def _check_param_buffer(self, i, p):
         if p.dtype.lanes != 1 or p.dtype not in _STORAGE_C:
@@ -1102,221 +1013,20 @@ class _FunctionWriter:
                                f"the address of element 0, so parameters must have elem_offset 0")
 
     # -- the kernel -------------------------------------------------------------------------
-    def _kernel(self, params, shape_vars):
+    def _kernel(self, params, shape_vars, entry):
         gen = self.gen
         sig = []
         for kind, p, cn, fb in params:
             if kind == "tensor":
-                const = "" if (p in gen.stored or fb in gen.stored) else "const "
-                sig.append(f"{const}{_STORAGE_C[p.dtype]}* restrict {cn}")
+                sig.append(gen.buffer_param(p.dtype, cn, const=not (p in gen.stored or fb in gen.stored)))
             else:
-                sig.append(f"{_VALUE_C[p.dtype]} {cn}")
+                sig.append(f"{gen.value_type(p.dtype)} {cn}")
         for v in shape_vars:
-            sig.append(f"{_VALUE_C[v.dtype]} {gen.names.get(v)}")
+            sig.append(f"{gen.value_type(v.dtype)} {gen.names.get(v)}")
+        self.kernel_info = {"kernel": f"{self.cname}_kernel",
+                            "kernel_params": [x.rsplit(" ", 1)[0] for x in sig],
+                            "kernel_takes_err": gen.needs_err, "shape_vars": [v.name for v in shape_vars]}
         if gen.needs_err:
             sig.append("char* err")
             sig.append("int32_t err_len")
-        self.kernel_args = [cn for _, _, cn, _ in params] + [gen.names.get(v) for v in shape_vars]
-        self.kernel_info = {"kernel": f"{self.cname}_kernel",
-                            "kernel_params": [s.rsplit(" ", 1)[0] for s in sig[:len(params) + len(shape_vars)]],
-                            "kernel_takes_err": gen.needs_err, "shape_vars": [v.name for v in shape_vars]}
-        head = f"static int32_t {self.cname}_kernel({', '.join(sig) or 'void'}) {{"
-        lines = [f"/* {self.name}: {self._describe(params)} */", head]
-        if gen.needs_status:
-            lines.append("  int32_t tsr_status = 0;  /* first failure inside a parallel loop */")
-        lines.extend(x for x in gen.lines if x is not None)
-        lines.append("  return 0;")
-        lines.append("}")
-        return "\n".join(lines)
-
-    def _describe(self, params):
-        out = []
-        for kind, p, _, _ in params:
-            if kind == "tensor":
-                out.append(f"{p.name} {p.dtype}[{', '.join(self._dim_text(d) for d in p.shape)}]")
-            else:
-                out.append(f"{p.name} {p.dtype}")
-        return ", ".join(out).replace("*/", "* /")
-
-    def _dim_text(self, d):
-        if type(d) is E.IntImm:
-            return str(d.value)
-        return self._expr_text(d, {v: self.gen.names.get(v) for v in collect_vars(d)})
-
-    def _expr_text(self, e, names: dict) -> str:
-        """e printed with the given names for its variables (shape expressions)."""
-        p = CodeGenC(self.helpers)
-        for v, n in names.items():
-            p.names.alias(v, n or v.name)
-        return p.text(e)
-
-    # -- entry, timer, metadata ---------------------------------------------------------------
-    def _entry(self, params, shape_vars):
-        gen, cname = self.gen, self.cname
-        names = NameTable(_ENTRY_RESERVED)
-        n = len(params)
-        arg_list = ", ".join(p.name for _, p, _, _ in params)
-        struct = [f"/* {self.name}: the kernel's arguments, checked */", "typedef struct {"]
-        for kind, p, cn, _ in params:
-            t = f"{_STORAGE_C[p.dtype]}*" if kind == "tensor" else _VALUE_C[p.dtype]
-            struct.append(f"  {t} {cn};")
-        for v in shape_vars:
-            struct.append(f"  {_VALUE_C[v.dtype]} {gen.names.get(v)};")
-        if len(struct) == 2:
-            struct.append("  char unused;")
-        struct.append(f"}} {cname}_args_t;")
-
-        count_msg = f"expected {n} argument{'s' if n != 1 else ''} ({_fmt(arg_list)}), got %d"
-        body = [f"static int32_t {cname}_unpack({cname}_args_t* a, void** args, const int32_t* kinds, "
-                f"int32_t num_args, char* err, int32_t err_len) {{",
-                f"  if (num_args != {n}) {{",
-                f"    snprintf(err, err_len, {c_string(count_msg)}, (int)num_args);",
-                f"    return {abi.STATUS_ARG_COUNT};", "  }"]
-        bound = {}  # Var -> (local name, source text)
-        # scalars first: they may be extents of tensors
-        for i, (kind, p, cn, _) in enumerate(params):
-            if kind != "scalar":
-                continue
-            dt = p.dtype
-            loc = names.fresh(p.name + "_arg")
-            if dt.is_float():
-                body.append(f"  double {loc};")
-                body.append(f"  TSR_TRY(tsr_get_float(args, kinds, {i}, {c_string(p.name)}, "
-                            f"\"{dt}\", &{loc}, err, err_len));")
-                if dt in _HALF:
-                    body.append(f"  a->{cn} = {self._half_from_double(loc, dt)};")
-                else:
-                    body.append(f"  a->{cn} = ({_VALUE_C[dt]}){loc};")
-            else:
-                lo, hi = _INT_RANGE[str(dt)]
-                body.append(f"  int64_t {loc};")
-                body.append(f"  TSR_TRY(tsr_get_int(args, kinds, {i}, {c_string(p.name)}, {lo}, {hi}, "
-                            f"\"{dt}\", &{loc}, err, err_len));")
-                body.append(f"  a->{cn} = " + (f"{loc} != 0;" if dt == "bool" else f"({_VALUE_C[dt]}){loc};"))
-                bound[p] = (loc, f"argument {i} ({p.name})")
-        deferred = []
-        for i, (kind, p, cn, _) in enumerate(params):
-            if kind != "tensor":
-                continue
-            t = names.fresh(cn)
-            dt = p.dtype
-            src = f"argument {i} ({p.name})"
-            qn = c_string(p.name)
-            body.append(f"  /* argument {i}: {self._describe([(kind, p, cn, None)])} */")
-            body.append(f"  const tessera_tensor_t* {t} = NULL;")
-            body.append(f"  TSR_TRY(tsr_get_tensor(args, kinds, {i}, {qn}, {p.ndim}, "
-                        f"{abi.DTYPE_CODE[dt.code]}, {8 if dt == 'bool' else dt.bits}, \"{dt}\", &{t}, err, err_len));")
-            for what, exprs, status in (("extent", p.shape, abi.STATUS_SHAPE),
-                                        ("stride", p.strides, abi.STATUS_STRIDE)):
-                for d, x in enumerate(exprs):
-                    actual = f"{t}->shape[{d}]" if what == "extent" else f"tsr_stride({t}, {d})"
-                    if type(x) is E.IntImm:
-                        body.append(f"  TSR_TRY(tsr_expect({actual}, {x.value}LL, {status}, {i}, {qn}, {d}, "
-                                    f"\"{what}\", NULL, NULL, err, err_len));")
-                    elif isinstance(x, E.Var) and x not in bound:
-                        loc = names.fresh(gen.names.get(x) or x.name)
-                        body.append(f"  const int64_t {loc} = {actual};")
-                        if x.dtype != "int64":
-                            lo, hi = _INT_RANGE[str(x.dtype)]
-                            body.append(f"  TSR_TRY(tsr_check_fits({loc}, {lo}, {hi}, {i}, {qn}, {d}, "
-                                        f"\"{what}\", \"{x.name}\", \"{x.dtype}\", err, err_len));")
-                        bound[x] = (loc, src)
-                    elif isinstance(x, E.Var):
-                        loc, where = bound[x]
-                        body.append(f"  TSR_TRY(tsr_expect({actual}, {loc}, {status}, {i}, {qn}, {d}, "
-                                    f"\"{what}\", {c_string(x.name)}, {c_string(where)}, err, err_len));")
-                    else:
-                        check = (actual, x, status, i, qn, d, what)
-                        if all(v in bound for v in collect_vars(x)):
-                            body.append(self._expr_check(check, bound))
-                        else:
-                            deferred.append(check)
-                if what == "extent" and not p.strides:
-                    body.append(f"  TSR_TRY(tsr_check_compact({t}, {i}, {qn}, err, err_len));")
-            body.append(f"  a->{cn} = ({_STORAGE_C[dt]}*){t}->data;")
-        for check in deferred:
-            missing = [v.name for v in collect_vars(check[1]) if v not in bound]
-            if missing:
-                raise TesseraError(f"{self.name}: the {check[6]} of dimension {check[5]} of {params[check[3]][1].name} "
-                                   f"is {self._expr_text(check[1], {v: v.name for v in collect_vars(check[1])})}, but {', '.join(missing)} is not the "
-                                   f"extent or stride of any dimension nor a parameter, so it cannot be bound")
-            body.append(self._expr_check(check, bound))
-        for v in shape_vars:
-            if v not in bound:
-                raise TesseraError(f"{self.name}: shape variable {v.name} cannot be bound from the arguments")
-            body.append(f"  a->{gen.names.get(v)} = ({_VALUE_C[v.dtype]}){bound[v][0]};")
-        body.append("  return 0;")
-        body.append("}")
-
-        call_args = ", ".join([f"a.{x}" for x in self.kernel_args] + (["err", "err_len"] if gen.needs_err else []))
-        kcall = f"{cname}_kernel({call_args})"
-        entry = [
-            f"int32_t tessera_call_{cname}(void** args, const int32_t* kinds, int32_t num_args, char* err, int32_t err_len) {{",
-            f"  {cname}_args_t a;",
-            f"  TSR_TRY({cname}_unpack(&a, args, kinds, num_args, err, err_len));",
-            f"  return {kcall};",
-            "}",
-        ]
-        timer = [
-            "/* TVM's time_evaluator: one warm-up call, then `repeat` measurements of `number` calls each;",
-            "   a measurement shorter than min_repeat_ms grows `number` and is taken again. */",
-            f"int32_t tessera_time_{cname}(void** args, const int32_t* kinds, int32_t num_args, int32_t number,",
-            f"                          int32_t repeat, int32_t min_repeat_ms, double* results, char* err, int32_t err_len) {{",
-            f"  {cname}_args_t a;",
-            f"  TSR_TRY({cname}_unpack(&a, args, kinds, num_args, err, err_len));",
-            "  if (number < 1 || repeat < 1) {",
-            "    snprintf(err, err_len, \"time evaluator: number and repeat must be >= 1, got number=%d, repeat=%d\", (int)number, (int)repeat);",
-            f"    return {abi.STATUS_RUNTIME};",
-            "  }",
-            f"  TSR_TRY({kcall});  /* warm-up */",
-            "  int64_t n = number;",
-            "  for (int32_t r = 0; r < repeat; ++r) {",
-            "    double elapsed;",
-            "    for (;;) {",
-            "      double t0 = tsr_now();",
-            f"      for (int64_t k = 0; k < n; ++k) TSR_TRY({kcall});",
-            "      elapsed = tsr_now() - t0;",
-            "      if (min_repeat_ms <= 0 || elapsed * 1e3 >= (double)min_repeat_ms || n >= ((int64_t)1 << 40)) break;",
-            "      double grow = elapsed > 0 ? ceil((double)min_repeat_ms / (elapsed * 1e3)) : 1e9;",
-            "      n *= grow < 2 ? 2 : grow > 1e9 ? (int64_t)1000000000 : (int64_t)grow;",
-            "    }",
-            "    results[r] = elapsed / (double)n;",
-            "  }",
-            "  return 0;",
-            "}",
-        ]
-        text = "\n".join(struct) + "\n\n" + "\n".join(body) + "\n\n" + "\n".join(entry) + "\n\n" + "\n".join(timer) + "\n"
-        return text, self._metadata(params)
-
-    def _half_from_double(self, loc, dt):
-        if dt == "float16":
-            return f"(float)(_Float16){loc}"
-        self.gen.bf16_helpers()
-        return f"tsr_round_bfloat16((float){loc})"
-
-    def _expr_check(self, check, bound):
-        actual, x, status, i, qn, d, what = check
-        names = {v: bound[v][0] for v in collect_vars(x)}
-        value = self._expr_text(E.Cast("int64", x) if x.dtype != "int64" else x, names)
-        shown = self._expr_text(x, {v: v.name for v in names})
-        return (f"  TSR_TRY(tsr_expect({actual}, {value}, {status}, {i}, {qn}, {d}, \"{what}\", "
-                f"{c_string(shown)}, NULL, err, err_len));")
-
-    def _metadata(self, params):
-        out = []
-        for kind, p, _, _ in params:
-            if kind == "tensor":
-                out.append({"name": p.name, "kind": "tensor", "dtype": str(p.dtype),
-                            "shape": [self._meta_dim(d) for d in p.shape],
-                            "strides": [self._meta_dim(d) for d in p.strides] if p.strides else None})
-            else:
-                out.append({"name": p.name, "kind": "scalar", "dtype": str(p.dtype)})
-        return {"name": self.name, "entry": f"tessera_call_{self.cname}",
-                "timer": f"tessera_time_{self.cname}", "params": out}
-
-    def _meta_dim(self, d):
-        if type(d) is E.IntImm:
-            return d.value
-        if isinstance(d, E.Var):
-            return d.name
-        return self._expr_text(d, {v: v.name for v in collect_vars(d)})
+        return gen.kernel_text(f"{self.cname}_kernel", sig, f"{self.name}: {entry.describe(params)}")

@@ -1,11 +1,15 @@
 """The C-style renderer that the C, CUDA and OpenCL backends share: names, types, precedence,
-scalar expressions and the statements of a lowered PrimFunc (docs/internals.md).
+scalar expressions and the statements of a lowered PrimFunc (docs/internals.md, "C code generation").
 
-A backend subclasses `CodeGenCBase` and supplies what differs: vector code (`vector_expr`,
-`vector_store`, `vector_type`), loop pragmas (`loop_header`), how a GPU thread binding is
-handled, and the function around the body. Everything here keeps the program's own names and
-prints one statement a line, indented by nesting, with the fewest parentheses C needs (plus the
-ones C's precedence makes surprising: shifts, bitwise operators, `&&` inside `||`).
+Nothing here is CPU-only (no OpenMP, no heap, no error strings): a backend is a subclass that sets
+the class attributes of `CodeGenCBase` (kernel prefix, buffer qualifiers, shared-memory prefix,
+barrier, thread-index spelling, type maps) and overrides a few methods: vector code (`vector_type`,
+`vector_native`, `vector_store`), loop pragmas (`loop_header`, `loop_enter`/`loop_exit`), how a
+failure is reported (`fail`), memory the stack cannot hold (`allocate_dynamic`) and the kernel's
+prologue and epilogue. The C/OpenMP renderer is `codegen.c.CodeGenC`. Everything here keeps the
+program's own names and prints one statement a line, indented by nesting, with the fewest
+parentheses C needs (plus the ones C's precedence makes surprising: shifts, bitwise operators, `&&`
+inside `||`).
 
 Numeric policy (so results equal numpy's): float16/bfloat16 values are computed as `float` and
 every arithmetic result is rounded back to the narrow type (round to nearest even); integer
@@ -31,8 +35,6 @@ from ..ir.functor import Mutator, Visitor, _children
 # C operator precedence (higher binds tighter)
 P_PRIMARY, P_UNARY, P_MUL, P_ADD, P_SHIFT, P_REL, P_EQ = 16, 15, 13, 12, 11, 10, 9
 P_BAND, P_XOR, P_BOR, P_LAND, P_LOR, P_COND, P_ASSIGN = 8, 7, 6, 5, 4, 3, 2
-
-STATUS_RUNTIME = 5  # mirrors abi.STATUS_RUNTIME (kept literal so c_base has no runtime import)
 
 C_KEYWORDS = frozenset("""
 auto break case char const continue default do double else enum extern float for goto if inline
@@ -96,23 +98,40 @@ _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_le
 # intrinsics codegen knows (everything else is an extern C function)
 INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
     "rsqrt", "sigmoid", "exp10", "isnan", "isinf", "isfinite", "bitwise_not", "if_then_else",
-    "likely", "popcount", "clz", "reinterpret"})
+    "likely", "popcount", "clz", "reinterpret", "tvm_storage_sync"})
 
 
-def c_string(s: str) -> str:
-    """A C string literal for s (escaped; non-ASCII as UTF-8 octal escapes)."""
-    out = ['"']
-    for ch in s:
-        if ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.extend(f"\\{b:03o}" for b in ch.encode("utf-8"))
-    out.append('"')
-    return "".join(out)
+# byte (a latin-1 character of the UTF-8 text) -> its text inside a C string literal: printable ASCII
+# as itself, but '"', '\\' and '?' ('??/' is a trigraph under -std=c11) escaped; the rest octal
+_C_ESCAPE = {i: f"\\{i:03o}" for i in range(256) if not 32 <= i < 127}
+_C_ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("?"): "\\?", ord("\n"): "\\n"})
+
+
+def c_string(text: str, width: int | None = None, lines: bool = False, sep: str = "\n") -> str:
+    """A C string literal of `text` (its UTF-8 bytes; non-ASCII and control bytes as octal escapes,
+    '?' escaped so no trigraph forms). width: break it into adjacent literals of at most `width`
+    bytes of text each; lines: a new literal after each newline. Pieces are joined by `sep` (a
+    newline; add the indent of the pieces to it)."""
+    raw = str(text).encode("utf-8").decode("latin-1")
+    if width is None and not lines:
+        return '"' + raw.translate(_C_ESCAPE) + '"'
+    pieces = [raw]
+    if lines:
+        parts = raw.split("\n")
+        pieces = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    if width is not None:
+        if width < 1:
+            raise TesseraError(f"c_string: width must be >= 1, got {width}")
+        pieces = [x[i:i + width] for x in pieces for i in range(0, len(x), width)]
+    return sep.join('"' + x.translate(_C_ESCAPE) + '"' for x in pieces or [""])
+
+
+def c_comment(text) -> str:
+    """`text` safe inside a C comment: no `*/` to end it, no `/*` (which -Wcomment warns of)."""
+    text = str(text)
+    while "*/" in text or "/*" in text:
+        text = text.replace("*/", "* /").replace("/*", "/ *")
+    return text
 
 
 _FLOAT_TEXT: dict = {}
@@ -247,10 +266,25 @@ class _Lane(Mutator):
 
 
 class CodeGenCBase:
-    """Renders lowered TIR as C-family source; subclasses add vectors and the function frame."""
+    """Renders lowered TIR as C-family source. The class attributes are what a backend's renderer
+    sets (the defaults are C's); the methods a backend overrides are named in the module docstring."""
 
     indent_unit = "  "
-    func_qualifier = "static inline"  # of generated helper functions
+    func_qualifier = "static inline"  # of generated helper functions (CUDA: "static __device__ inline")
+    kernel_prefix = "static "         # before a kernel's return type (CUDA: 'extern "C" __global__ ')
+    kernel_return = "int32_t"         # a kernel's return type (C: a status; CUDA, OpenCL: "void")
+    buffer_prefix = ""                # address space of a buffer parameter (OpenCL: "__global ")
+    restrict = "restrict"             # the no-alias qualifier of buffer parameters (CUDA: "__restrict__")
+    smem_prefix = None                # declaration prefix of a "shared" buffer (CUDA: "__shared__ ",
+    #                                   OpenCL: "__local "); None: the backend has no shared memory
+    barrier = None                    # a work-group barrier, the expression tvm_storage_sync prints
+    #                                   (CUDA: "__syncthreads()"); None: the backend has none
+    thread_index: dict = {}           # thread tag -> its index expression ("threadIdx.x": "threadIdx.x",
+    #                                   OpenCL "get_local_id(0)"); empty: bound loops are refused
+    backend_name = "C"               # in messages: "the C backend cannot ..."
+    array_attribute = " __attribute__((aligned(64)))"  # after a constant-size buffer's declaration
+    type_map = _VALUE_C               # dtype -> C type of a value (float16/bfloat16 compute as float)
+    storage_map = _STORAGE_C          # dtype -> C type of one buffer element
 
     def __init__(self, helpers: "HelperRegistry", reserved=frozenset()):
         self.helpers = helpers
@@ -267,13 +301,7 @@ class CodeGenCBase:
         self.array_vars: set = set()  # vector let vars stored as C arrays (not native vectors)
         self.buffer_names: dict = {}  # Buffer -> C name (params and allocations)
         self.stored: set = set()  # buffers written (params not among them are const)
-        self.parallel_depth = 0
-        self.heap_live: list[str] = []
-        self.fail_points = 0
-        self.omp_pragmas = 0
-        self.needs_err = False
-        self.needs_status = False
-        self._par_fail_mark = 0
+        self.fail_points = 0  # failure checks emitted so far (a loop whose body has one may need care)
         self.func_name = "main"
 
     # -- output -----------------------------------------------------------------------------
@@ -296,16 +324,16 @@ class CodeGenCBase:
         """C type of a value of dtype (float16/bfloat16 compute as float)."""
         if dtype.lanes != 1:
             return self.vector_type(dtype)
-        t = _VALUE_C.get(dtype)
+        t = self.type_map.get(dtype)
         if t is None:
-            raise TesseraError(f"the C backend has no value type for dtype {dtype}")
+            raise TesseraError(f"the {self.backend_name} backend has no value type for dtype {dtype}")
         return t
 
     def storage_type(self, dtype: DataType) -> str:
         """C type of one buffer element of dtype."""
-        t = _STORAGE_C.get(dtype)
+        t = self.storage_map.get(dtype)
         if t is None:
-            raise TesseraError(f"the C backend cannot store buffers of dtype {dtype}"
+            raise TesseraError(f"the {self.backend_name} backend cannot store buffers of dtype {dtype}"
                                + (" (vector element types are not supported)" if dtype.lanes > 1 else ""))
         return t
 
@@ -438,7 +466,7 @@ class CodeGenCBase:
     def _round_result(self, dt, s, prec):
         """Wrap an arithmetic result so it has exactly dt's range/precision (narrow types)."""
         if dt in _NARROW_INT:
-            return f"({_VALUE_C[dt]})({s})", P_UNARY
+            return f"({self.type_map[dt]})({s})", P_UNARY
         if dt in _HALF:
             return f"{self.round_helper(dt)}({s})", P_PRIMARY
         return s, prec
@@ -559,7 +587,7 @@ class CodeGenCBase:
         dt = e.dtype
         wide = dt if dt.bits >= 32 else _I32
         name = f"tsr_{kind}_{wide}"
-        t = _VALUE_C[wide]
+        t = self.type_map[wide]
         if kind == "floordiv":
             body = (f"  {t} q = a / b;\n  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;")
             doc = "/* floor division (C's / truncates toward zero) */\n"
@@ -569,7 +597,7 @@ class CodeGenCBase:
         self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
         s = f"{name}({self.text(e.a)}, {self.text(e.b)})"
         if dt.bits < 32:
-            return f"({_VALUE_C[dt]}){s}", P_UNARY
+            return f"({self.type_map[dt]}){s}", P_UNARY
         return s, P_PRIMARY
 
     def scalar_helper_floormod_float(self, dt):
@@ -692,7 +720,7 @@ class CodeGenCBase:
             return f"(float)(_Float16){self.text(value, P_UNARY)}", P_UNARY
         if src in _HALF and dst == _F32:
             return self.expr(value)
-        return f"({_VALUE_C[dst]}){self.text(value, P_UNARY)}", P_UNARY
+        return f"({self.type_map[dst]}){self.text(value, P_UNARY)}", P_UNARY
 
     def scalar_Let(self, e):
         # a GNU statement expression: ({ const T x = value; body; })
@@ -756,7 +784,7 @@ class CodeGenCBase:
                 raise TesseraError(f"{op} needs integer operands, got bool")
             s = f"({self.text(args[0], P_UNARY)} {_BITWISE[op]} {self.text(args[1], P_UNARY)})"
             if dt in _NARROW_INT and op == "shift_left":
-                return f"({_VALUE_C[dt]}){s}", P_UNARY
+                return f"({self.type_map[dt]}){s}", P_UNARY
             return s, P_PRIMARY
         if op == "bitwise_not":
             self._arity(e, 1)
@@ -764,7 +792,7 @@ class CodeGenCBase:
             if dt.code == "bool":
                 return "!" + self.text(args[0], P_UNARY), P_UNARY
             s = "~" + self.text(args[0], P_UNARY)
-            return (f"({_VALUE_C[dt]})({s})", P_UNARY) if dt in _NARROW_INT else (s, P_UNARY)
+            return (f"({self.type_map[dt]})({s})", P_UNARY) if dt in _NARROW_INT else (s, P_UNARY)
         if op in ("isnan", "isinf", "isfinite"):
             self._arity(e, 1)
             x = args[0]
@@ -779,6 +807,11 @@ class CodeGenCBase:
             return self._math_call(e)
         if op == "address_of":
             return self.address_of(e)
+        if op == "tvm_storage_sync":
+            if self.barrier is None:
+                raise UnsupportedOpError(op, None, f"in {self.func_name}: the {self.backend_name} backend has no "
+                                         f"barrier (threads of a work group synchronize on a GPU target)")
+            return self.barrier, P_PRIMARY
         return self.extern_call(e)
 
     def address_of(self, e):
@@ -839,7 +872,7 @@ class CodeGenCBase:
         if src.is_bool() or dst.is_bool():   # bool is a byte holding 0 or 1
             return self.cast_text(x, dst)
         if not src.is_float() and not dst.is_float():
-            return f"({_VALUE_C[dst]}){self.text(x, P_UNARY)}", P_UNARY   # two's complement, as gcc defines
+            return f"({self.type_map[dst]}){self.text(x, P_UNARY)}", P_UNARY   # two's complement, as gcc defines
         name = f"tsr_reinterpret_{src}_{dst}"
         bits = {8: "uint8_t", 16: "uint16_t", 32: "uint32_t", 64: "uint64_t"}[src.bits]
         if src == "float16":
@@ -855,12 +888,12 @@ class CodeGenCBase:
             self.bf16_helpers()
             store = "  return tsr_bfloat16_to_float(u);\n"
         elif dst.is_float():
-            store = f"  {_VALUE_C[dst]} r;\n  memcpy(&r, &u, sizeof(r));\n  return r;\n"
+            store = f"  {self.type_map[dst]} r;\n  memcpy(&r, &u, sizeof(r));\n  return r;\n"
         else:
-            store = f"  return ({_VALUE_C[dst]})u;\n"
+            store = f"  return ({self.type_map[dst]})u;\n"
         self.helpers.require(name, (
             f"/* the bits of a {src} read as {dst} */\n"
-            f"{self.func_qualifier} {_VALUE_C[dst]} {name}({_VALUE_C[src]} x) {{\n{load}{store}}}"))
+            f"{self.func_qualifier} {self.type_map[dst]} {name}({self.type_map[src]} x) {{\n{load}{store}}}"))
         return f"{name}({self.text(x)})", P_PRIMARY
 
     def cast_result(self, s, have: DataType, want: DataType):
@@ -911,10 +944,10 @@ class CodeGenCBase:
         if dt.code in ("uint", "bool"):
             return self.expr(x)
         if dt.bits < 32:
-            return f"({_VALUE_C[dt]})abs({self.text(x)})", P_UNARY
+            return f"({self.type_map[dt]})abs({self.text(x)})", P_UNARY
         # abs(INT_MIN) is undefined in C (libc abs/llabs); numpy's wraps to INT_MIN
         name = f"tsr_abs_{dt}"
-        t, ut = _VALUE_C[dt], f"uint{dt.bits}_t"
+        t, ut = self.type_map[dt], f"uint{dt.bits}_t"
         self.helpers.require(name, (
             f"/* |x| with two's complement wrap-around: abs(INT_MIN) is INT_MIN, as numpy's */\n"
             f"{self.func_qualifier} {t} {name}({t} x) {{\n  return x < 0 ? ({t})-({ut})x : x;\n}}"))
@@ -1092,11 +1125,7 @@ class CodeGenCBase:
             self._nonneg.add(var)
         head_pos = len(self.lines)
         self.lines.append(None)  # pragma slot, filled once the body is known
-        fail0, omp0 = self.fail_points, self.omp_pragmas
-        if kind == "parallel":
-            if self.parallel_depth == 0:
-                self._par_fail_mark = self.fail_points
-            self.parallel_depth += 1
+        state = self.loop_enter(s)
         self.names.push()
         name = self.define_var(var)
         self.emit(f"for ({t} {name} = {lo_text}; {name} < {end}; ++{name}) {{")
@@ -1105,22 +1134,45 @@ class CodeGenCBase:
         self.indent -= 1
         self.names.pop()
         self.emit("}")
-        if kind == "parallel":
-            self.parallel_depth -= 1
-        pragma = self.loop_header(s, self.fail_points != fail0 or self.omp_pragmas != omp0)
+        pragma = self.loop_exit(s, state)
         if pragma is not None:
             self.lines[head_pos] = self._indents[self.indent] + pragma
-        if kind == "parallel" and self.parallel_depth == 0 and self.fail_points != self._par_fail_mark:
-            self.emit_status_check()
+
+    def loop_enter(self, s):
+        """Before a loop's body is rendered; what it returns is given to loop_exit."""
+        return self.fail_points
+
+    def loop_exit(self, s, state):
+        """After a loop (its closing brace emitted): the pragma/comment line before it, or None."""
+        return self.loop_header(s, self.fail_points != state)
 
     def loop_header(self, s, body_has_checks: bool):
         """The pragma/comment line before a loop (None for none)."""
         return None
 
     def thread_binding(self, s):
-        tag = s.thread_binding.thread_tag if s.thread_binding is not None else "a thread axis"
-        raise TesseraError(f"loop {s.loop_var.name} is bound to {tag}; build for a GPU target or "
-                           f"remove the binding")
+        """A loop bound to a thread axis: its variable is the thread's index (`thread_index`),
+        offset by the loop's start; a backend without that axis refuses it by name."""
+        tag = s.thread_binding.thread_tag if s.thread_binding is not None else None
+        index = self.thread_index.get(tag) if tag is not None else None
+        if index is None:
+            raise TesseraError(f"loop {s.loop_var.name} is bound to {tag or 'a thread axis'}; "
+                               + (f"the {self.backend_name} backend binds only {', '.join(self.thread_index)}"
+                                  if self.thread_index else "build for a GPU target or remove the binding")
+                               + f" (in {self.func_name})")
+        var = s.loop_var
+        t = self.value_type(var.dtype)
+        lo = s.min
+        value = f"({t}){index}" if type(lo) is E.IntImm and lo.value == 0 else \
+            f"{self.text(lo, P_ADD)} + ({t}){index}"
+        self.names.push()
+        self.emit(f"{{  // {var.name}: {tag}, extent {self.text(s.extent)}")
+        self.indent += 1
+        self._nonneg.add(var)
+        name = self.define_var(var)
+        self.emit(f"const {t} {name} = {value};")
+        self.stmt(s.body)
+        self.close_block()
 
     def stmt_AttrStmt(self, s):
         key = s.attr_key
@@ -1148,47 +1200,94 @@ class CodeGenCBase:
     def stmt_Allocate(self, s):
         self.allocate(s)
 
+    # -- allocation -------------------------------------------------------------------------
     def allocate(self, s):
-        raise TesseraError(f"this backend cannot allocate buffer {s.buffer.name!r}")
+        """A buffer of constant size is an array declared in place (a "shared" one with
+        `smem_prefix`); others go to allocate_dynamic."""
+        buf = s.buffer
+        prefix = self.scope_prefix(buf)
+        count = 1
+        for d in buf.shape:
+            if type(d) is E.IntImm and count is not None:
+                count *= d.value
+            else:
+                count = None
+        elem = self.storage_type(buf.dtype)
+        name = self.names.define(buf)
+        self.buffer_names[buf] = name
+        if count is not None and (prefix or self.fits_in_place(count * max(1, buf.dtype.bits // 8))):
+            self.emit(f"{prefix}{elem} {name}[{max(count, 1)}]{self.array_attribute};")
+            self.stmt(s.body)
+            return
+        if prefix:
+            raise TesseraError(f"buffer {buf.name!r} in {self.func_name} has storage scope {buf.scope!r} and a "
+                               f"symbolic size; {buf.scope} memory needs a constant size")
+        self.allocate_dynamic(s, name, elem, count)
+
+    def scope_prefix(self, buf) -> str:
+        """The declaration prefix of a buffer of buf's storage scope ("" for global and local)."""
+        scope = buf.scope
+        if scope in ("global", "local"):
+            return ""
+        if scope == "shared" and self.smem_prefix is not None:
+            return self.smem_prefix
+        raise TesseraError(f"buffer {buf.name!r} in {self.func_name} has storage scope {scope!r}, which the "
+                           f"{self.backend_name} backend cannot allocate"
+                           + (" (it is a GPU or accelerator scope); use 'global' or 'local'"
+                              if self.smem_prefix is None else ""))
+
+    def fits_in_place(self, nbytes: int) -> bool:
+        """Whether a constant-size buffer of nbytes is declared as an array where it is allocated."""
+        return True
+
+    def allocate_dynamic(self, s, name: str, elem: str, count):
+        """A buffer that is not an array in place (symbolic size; count None) or too large for one."""
+        raise TesseraError(f"buffer {s.buffer.name!r} in {self.func_name}: the {self.backend_name} backend "
+                           f"allocates only buffers of constant size")
 
     # -- failures (asserts, allocation) -----------------------------------------------------
     def failure(self, cond: str, fmt_args: str, body=None, negate: bool = False):
-        """`if (cond) report; else body()` — an early return outside parallel loops; inside them
-        (no return allowed there) the first failure is recorded and the iteration skips body."""
+        """`if (cond) { fail(fmt_args) }` then body(): a failed check reports (printf-style
+        `fmt_args`) and leaves the kernel, as the backend's `fail` does it."""
         self.fail_points += 1
-        self.needs_err = True
         test = f"!{cond}" if negate else cond
-        if self.parallel_depth == 0:
-            self.open_block(f"if ({test})")
-            for name in reversed(self.heap_live):
-                self.emit(f"free({name});")
-            self.emit(f"snprintf(err, err_len, {fmt_args});")
-            self.emit(f"return {STATUS_RUNTIME};")
-            self.close_block()
-            if body is not None:
-                body()
-            return
-        self.needs_status = True
-        self.omp_pragmas += 1
         self.open_block(f"if ({test})")
-        self.emit("#pragma omp critical(tsr_failure)")
-        self.open_block(f"if (tsr_status == 0)")
-        self.emit(f"tsr_status = {STATUS_RUNTIME};")
-        self.emit(f"snprintf(err, err_len, {fmt_args});")
+        self.fail(fmt_args)
         self.close_block()
         if body is not None:
-            self.close_block("} else {")
-            self.indent += 1
-            self.names.push()
             body()
-        self.close_block()
 
-    def emit_status_check(self):
-        self.open_block("if (tsr_status != 0)")
-        for name in reversed(self.heap_live):
-            self.emit(f"free({name});")
-        self.emit("return tsr_status;")
-        self.close_block()
+    def fail(self, fmt_args: str):
+        """The statements inside a failed check: report the message and leave the kernel."""
+        raise TesseraError(f"{self.func_name} has a run-time check (an assertion or an allocation) and the "
+                           f"{self.backend_name} backend has no way to report its failure")
+
+    # -- the kernel function ----------------------------------------------------------------
+    def buffer_param(self, dtype: DataType, name: str, const: bool) -> str:
+        """A buffer parameter: `[buffer_prefix][const ]T* restrict name`."""
+        return f"{self.buffer_prefix}{'const ' if const else ''}{self.storage_type(dtype)}* {self.restrict} {name}"
+
+    def kernel_head(self, name: str, params: list) -> str:
+        """The kernel's first line: `kernel_prefix kernel_return name(params) {`."""
+        return f"{self.kernel_prefix}{self.kernel_return} {name}({', '.join(params) or 'void'}) {{"
+
+    def kernel_prologue(self) -> list:
+        """Lines at the top of the kernel's body, before the rendered statements."""
+        return []
+
+    def kernel_epilogue(self) -> list:
+        """Lines at the end of the kernel's body."""
+        return []
+
+    def kernel_text(self, name: str, params: list, comment: str | None = None) -> str:
+        """The kernel function around the statements rendered so far."""
+        lines = [f"/* {c_comment(comment)} */"] if comment else []
+        lines.append(self.kernel_head(name, params))
+        lines.extend(self.kernel_prologue())
+        lines.extend(x for x in self.lines if x is not None)
+        lines.extend(self.kernel_epilogue())
+        lines.append("}")
+        return "\n".join(lines)
 
 
 def _np_dtype(dt):

@@ -1,0 +1,13 @@
+/* The calling convention's tensor descriptor (tessera/codegen/abi.py: C_HEADER and its ctypes mirror
+ * TesseraTensor): pasted into every translation unit tessera generates. */
+#include <stdint.h>
+//@ tessera_tensor_t
+typedef struct {
+  void* data;              /* address of element 0 */
+  const int64_t* shape;    /* ndim extents */
+  const int64_t* strides;  /* ndim strides in elements, or NULL for compact row-major */
+  int32_t ndim;
+  uint8_t code;            /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
+  uint8_t bits;
+  uint16_t lanes;
+} tessera_tensor_t;
