@@ -3,14 +3,17 @@
     python sanitize_driver.py ops <group> [--start N]     # OpCases of sanitize_cases.op_cases()[group]
     python sanitize_driver.py graphs <onnx|models> [--start N]
 
-Every kernel is built twice, with target SANITIZE_TARGET and with plain "c" (the reference), the
-C compiler running on several at once. Before a case runs the driver prints `CASE <i> <label>`, after
-it `PASS <i>` or `FAIL <i> <why>`; a sanitizer finding aborts the process, so the last CASE line
-printed names the kernel and stderr holds the sanitizer's report. `DONE` ends a complete run.
+Every kernel is built twice, with target SANITIZE_TARGET and with plain "c" (the reference). The op
+cases of a group go into a few translation units per target (case i's kernel is the C function
+k<i>_<op>), compiled at once on the available CPUs. Before a case runs the driver prints
+`CASE <i> <label>` (ops: with its C function), after it `PASS <i>` or `FAIL <i> <why>`; a sanitizer
+finding aborts the process, so the last CASE line printed names the kernel and stderr holds the
+sanitizer's report (its stack names the C function). `DONE` ends a complete run.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -52,58 +55,196 @@ def _signature(case):
     return (case.op, attrs, in_types, out_types, None)
 
 
-def _build(requests, target):
-    """Kernels for the requests (a kernel whose default schedule fails is an error here, not a silent
-    fall-back to the unscheduled kernel: the sanitized kernel must be the one the executor runs)."""
-    from tessera.graph.executor import get_kernels
+def function_name(i, op):
+    """The C function of case i in its group's translation unit (distinct per case: k<i>_<op>)."""
+    return f"k{i}_{re.sub(r'[^0-9A-Za-z_]', '_', op)}"
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            return get_kernels(requests, target)
-        except Exception:
-            if len(requests) == 1:
-                raise
-    out = []                                  # one failed: build one by one to say which
-    for r in requests:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                out.append(get_kernels([r], target)[0])
-        except Exception as e:       # noqa: BLE001 - reported per case
-            out.append(e)
+
+class _Entry:
+    """One case's kernel for one target: the lowered PrimFunc (renamed function_name(i, op)), its
+    output shapes, and once built the callable (or the exception that stopped it)."""
+
+    __slots__ = ("i", "name", "lowered", "weight", "out_shapes", "fn", "error")
+
+    def __init__(self, i, name):
+        self.i, self.name = i, name
+        self.lowered = self.weight = self.out_shapes = self.fn = self.error = None
+
+
+def _prepare(i, sig, target):
+    """The kernel the graph executor would build for sig (its compute and default schedule, lowered
+    for target), renamed for the group's unit. A default schedule that fails is an error here, not a
+    silent fall-back to the unscheduled kernel: the sanitized kernel must be the one the executor runs."""
+    from tessera.build_module import lower
+    from tessera.graph.executor import _prepare_kernel, get_kernels
+    from tessera.ir import PrimFunc
+
+    op, attrs, in_types, out_types, node = sig
+    e = _Entry(i, function_name(i, op))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            p = _prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
+            shapes = [tuple(d) for d in p.out_exprs]
+            if not all(isinstance(d, int) for s in shapes for d in s):
+                raise AssertionError(f"output shapes {shapes} are not static")
+            e.out_shapes = shapes
+            f = lower(p.prim, target)
+            if isinstance(f, PrimFunc):
+                e.lowered = f.replace(name=e.name)
+                text = getattr(p.source, "text", p.source)        # its own unit's source: a size to balance
+                e.weight = len(text) if isinstance(text, str) else 1
+            else:                     # several functions: built on its own, as the executor would
+                e.fn = get_kernels([sig], target)[0].fn
+    except Exception as ex:          # noqa: BLE001 - reported per case
+        e.error = ex
+    return e
+
+
+def _chunks(entries, n):
+    """entries (in case order) cut into at most n contiguous runs of about equal source size."""
+    total = sum(e.weight for e in entries)
+    out, cur, acc = [], [], 0
+    for e in entries:
+        cur.append(e)
+        acc += e.weight
+        if acc >= total * (len(out) + 1) / n and len(out) < n - 1:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
     return out
 
 
-def _call(kernel, inputs, out_types):
+def _compile_unit(entries, target, hint):
+    """Generate one translation unit for entries and compile it: {case index: library path or the
+    error}. A unit that fails to generate or compile is built again a function at a time, so the
+    error lands on the case it belongs to."""
+    from tessera.codegen.c import generate_module
+    from tessera.errors import TesseraError
+    from tessera.runtime.compiler import compile_source
+
+    try:
+        path = compile_source(generate_module([e.lowered for e in entries], target), target, name_hint=hint)
+        return {e.i: path for e in entries}
+    except TesseraError as ex:
+        if len(entries) == 1:
+            return {entries[0].i: ex}
+    out = {}
+    for e in entries:
+        out.update(_compile_unit([e], target, e.name))
+    return out
+
+
+def _plan_group(group, sigs, targets):
+    """({target: {case index: _Entry}}, units): every case's kernel prepared for every target, and
+    per target its lowered functions cut into a few translation units (one C compiler run each, not
+    one per kernel): a unit is (entries, target, name, estimated cost)."""
+    from tessera.graph.executor import build_jobs
+    from tessera.target import Target
+
+    jobs = build_jobs()
+    built, units = {}, []
+    for t in targets:
+        target = Target(t)
+        built[t] = {i: _prepare(i, sig, target) for i, sig in sigs.items()}
+        todo = [e for e in built[t].values() if e.lowered is not None]
+        sanitized = t == SANITIZE_TARGET          # costs about three times as much to compile
+        n = jobs + 1 if sanitized else max(1, jobs - 1)
+        for k, chunk in enumerate(_chunks(todo, min(n, len(todo))) if todo else []):
+            cost = sum(e.weight for e in chunk) * (3 if sanitized else 1)
+            units.append((chunk, target, f"sanitize {group} {t!r} unit {k}", cost))
+    return built, units
+
+
+def _compile_units(units) -> list:
+    """_compile_unit on every unit, build_jobs() at once, the costliest first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tessera.graph.executor import build_jobs
+
+    order = sorted(range(len(units)), key=lambda k: -units[k][3])
+    with ThreadPoolExecutor(max_workers=max(1, min(build_jobs(), len(units)))) as pool:
+        done = dict(zip(order, pool.map(lambda k: _compile_unit(*units[k][:3]), order)))
+    return [done[k] for k in range(len(units))]
+
+
+def _build_group(group, sigs, targets):
+    """{target: {case index: _Entry}} with every case's kernel for every target built and loaded."""
+    from tessera.runtime.module import Module
+
+    built, units = _plan_group(group, sigs, targets)
+    results = _compile_units(units)
+    modules = {}
+    for (chunk, _, _, _), res in zip(units, results):
+        for e in chunk:
+            r = res[e.i]
+            if isinstance(r, Exception):
+                e.error = r
+                continue
+            try:
+                if r not in modules:
+                    modules[r] = Module(r)
+                e.fn = modules[r].get_function(e.name)
+            except Exception as ex:  # noqa: BLE001
+                e.error = ex
+    return built
+
+
+def _op_signatures(cases):
+    """{case index: signature} and {case index: why its type inference failed}."""
+    sigs, failed = {}, {}
+    for i, case in enumerate(cases):
+        try:
+            sigs[i] = _signature(case)
+        except Exception as e:       # noqa: BLE001
+            failed[i] = f"type inference: {type(e).__name__}: {e}"
+    return sigs, failed
+
+
+def prebuild_ops(groups):
+    """Compile the translation units of these groups into the kernel cache, all groups' units in one
+    pool (the CPUs stay busy to the end), in a process WITHOUT the ASan runtime (the test process,
+    before it starts the drivers): under ASan's allocator Python's string building in the compiler
+    driver turns quadratic (embedding a unit's source as a C literal took minutes). A driver then
+    generates the same units and finds them in the cache. Errors are left for the drivers to
+    report, per case."""
+    units = []
+    for group in groups:
+        units += _plan_group(group, _op_signatures(op_cases()[group])[0], (SANITIZE_TARGET, REF_TARGET))[1]
+    _compile_units(units)
+
+
+def _call(entry, inputs, out_types):
     from tessera.graph.executor import _np_dtype
 
-    outs = [np.empty(shape, _np_dtype(t.dtype)) for shape, t in zip(kernel.static_out_shapes, out_types)]
-    kernel.fn(*inputs, *outs)
+    outs = [np.empty(shape, _np_dtype(t.dtype)) for shape, t in zip(entry.out_shapes, out_types)]
+    entry.fn(*inputs, *outs)
     return outs
 
 
 def run_ops(group, start):
+    """Every case of the group is prepared and built (also those before start, so that a restart
+    after a crash builds the same translation units and finds them in the kernel cache); the cases
+    from start on are run."""
     cases = op_cases()[group]
-    sigs = {}
+    sigs, failed = _op_signatures(cases)
+    built = _build_group(group, sigs, (SANITIZE_TARGET, REF_TARGET))
     for i, case in enumerate(cases):
         if i < start:
             continue
-        try:
-            sigs[i] = _signature(case)
-        except Exception as e:       # noqa: BLE001
+        if i in failed:
             say(f"CASE {i} {case.label}")
-            say(f"FAIL {i} type inference: {type(e).__name__}: {e}".replace("\n", " | "))
-    idx = sorted(sigs)
-    san = _build([sigs[i] for i in idx], SANITIZE_TARGET)
-    ref = _build([sigs[i] for i in idx], REF_TARGET)
-    for i, ks, kr in zip(idx, san, ref):
-        case = cases[i]
-        say(f"CASE {i} {case.label}")
+            say(f"FAIL {i} {failed[i]}".replace("\n", " | "))
+            continue
+        ks, kr = built[SANITIZE_TARGET][i], built[REF_TARGET][i]
+        say(f"CASE {i} {case.label} [C function {ks.name}]")
+        errors = [f"building {k.name} for {t!r}: {type(k.error).__name__}: {k.error}"
+                  for k, t in ((ks, SANITIZE_TARGET), (kr, REF_TARGET)) if k.error is not None]
+        if errors:
+            say(f"FAIL {i} {'; '.join(errors)[:3000]}".replace("\n", " | "))
+            continue
         try:
-            for k in (ks, kr):
-                if isinstance(k, Exception):
-                    raise k
             out_types = sigs[i][3]
             got = _call(ks, case.inputs, out_types)
             want = _call(kr, case.inputs, out_types)
@@ -199,6 +340,9 @@ def run_selfcheck(start):
 
 
 def main(argv):
+    # The ASan runtime is loaded in this process already; the C compilers it starts need not carry it
+    # (preloaded into gcc, cc1, as and ld it doubles their CPU time).
+    os.environ.pop("LD_PRELOAD", None)
     kind, what = argv[0], argv[1]
     start = int(argv[argv.index("--start") + 1]) if "--start" in argv else 0
     if kind == "ops":

@@ -46,6 +46,51 @@ def sanitizer_env() -> dict:
                 PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+def selected_groups(items) -> list:
+    """The op groups of the selected test_op_kernels_under_asan_and_ubsan items, in GROUPS order."""
+    from sanitize_cases import GROUPS
+
+    groups = {item.callspec.params["group"] for item in items
+              if getattr(item, "originalname", None) == "test_op_kernels_under_asan_and_ubsan"}
+    return [g for g in GROUPS if g in groups]
+
+
+_PREBUILDS: dict = {}     # group -> the thread compiling its op kernels
+
+
+def start_prebuild(groups) -> None:
+    """Start compiling the op kernels of these groups (those not started yet in this process) into
+    the kernel cache, in a background thread of this process (without the ASan runtime; see
+    sanitize_driver.prebuild_ops): the C compilers run while the tests before run_cases("ops", ...)
+    do. Whatever goes wrong here is left for the driver, which builds the same units, to report
+    per case."""
+    import threading
+
+    from sanitize_driver import prebuild_ops
+
+    todo = [g for g in groups if g not in _PREBUILDS]
+    if not todo:
+        return
+
+    def work():
+        try:
+            prebuild_ops(todo)
+        except Exception:       # noqa: BLE001 - the driver meets it again and reports it
+            pass
+
+    t = threading.Thread(target=work, name="sanitize-prebuild", daemon=True)
+    for g in todo:
+        _PREBUILDS[g] = t
+    t.start()
+
+
+def prebuild_ops(groups) -> None:
+    """The op kernels of these groups in the kernel cache (started by start_prebuild, or now)."""
+    start_prebuild(groups)
+    for g in groups:
+        _PREBUILDS[g].join()
+
+
 def _report(stderr: str) -> str:
     """The sanitizer's report out of stderr (from its first line), else the tail."""
     m = re.search(r"^(==\d+==ERROR: .*|.*runtime error: .*)$", stderr, re.M)
@@ -56,6 +101,8 @@ def _report(stderr: str) -> str:
 def run_cases(kind: str, what: str, total: int | None = None) -> Outcome:
     """Run the driver over every case of (kind, what); after a crash, go on from the next case."""
     env = sanitizer_env()
+    if kind == "ops":
+        prebuild_ops([what])
     res, start = Outcome(), 0
     while True:
         proc = subprocess.run([sys.executable, str(DRIVER), kind, what, "--start", str(start)], env=env,

@@ -4,7 +4,7 @@ micro-kernels), compared with the same kernel built without sanitizers (and nump
 An out-of-bounds access or undefined behaviour is a failure naming the kernel and its shapes."""
 import pytest
 from sanitize_cases import GROUPS, onnx_cases, op_cases
-from sanitize_run import run_cases
+from sanitize_run import prebuild_ops, run_cases, sanitizer_env, selected_groups
 
 from tessera.ops.registry import list_ops
 
@@ -28,8 +28,16 @@ def test_every_op_has_a_sanitizer_case():
     assert not set(NO_CASE) - library, "NO_CASE names ops that no longer exist"
 
 
+@pytest.fixture(scope="module")
+def op_kernels_built(request):
+    """The kernels of every selected group compiled together, the C compilers busy on all CPUs to the
+    end (conftest.py starts this when collection ends, so it runs beside the tests before these)."""
+    sanitizer_env()                   # skips without an ASan runtime, before building anything
+    prebuild_ops(selected_groups(request.session.items))
+
+
 @pytest.mark.parametrize("group", GROUPS)
-def test_op_kernels_under_asan_and_ubsan(group):
+def test_op_kernels_under_asan_and_ubsan(group, op_kernels_built):
     cases = op_cases()[group]
     res = run_cases("ops", group, total=len(cases))
     problems = res.problems()
