@@ -46,6 +46,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import Source, functions_of, get_backend
+from ..codegen.c_base import c_comment, c_string
+from ..codegen.c_entry import timer_loop
 from ..errors import BuildError, TesseraError
 from ..ir.dtype import DataType
 from .compiler import compiled_of, memory_layout, static_problem
@@ -198,26 +200,6 @@ def _weights_c(prefix: str, blob: bytes) -> str:
 # ---------------------------------------------------------------------------------------------
 # the model entry points
 # ---------------------------------------------------------------------------------------------
-def _comment(text: str) -> str:
-    """`text` safe inside a C comment (no `*/` to end it, no `/*` for -Wcomment)."""
-    text = str(text)
-    while "*/" in text or "/*" in text:
-        text = text.replace("*/", "* /").replace("/*", "/ *")
-    return text
-
-
-def _c_str(text: str) -> str:
-    """A C string literal of `text` that also survives trigraphs (`??/` under -std=c11): '?' as `\\?`."""
-    from ..codegen.c_base import c_string
-
-    return c_string(text).replace("?", "\\?")
-
-
-def _quoted(name: str) -> str:
-    """A public name for a C comment: quoted and escaped like a C string."""
-    return _comment(_c_str(name))
-
-
 def c_names(names) -> list:
     """One distinct C identifier per name, deterministically: the name with every character
     outside [A-Za-z0-9_] made '_' (a leading digit gets 'v_'); a name whose identifier an earlier
@@ -245,8 +227,6 @@ def _c_type_name(dt) -> str:
 
 def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
     """C of PREFIX_run_with_workspace, the instance functions and the timer."""
-    from ..codegen.c_base import c_string
-
     g = compiled.graph
     in_index = {v: i for i, v in enumerate(g.inputs)}
     out_index: dict = {}
@@ -287,10 +267,10 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
              "    return 1;", "  }"]
     for i, name in enumerate(g.input_names):
         body.append(f"  if (inputs[{i}] == NULL) return tsr_aot_null(err, err_len, \"input\", {i}, "
-                    f"{_c_str(name)});")
+                    f"{c_string(name)});")
     for k, name in enumerate(g.output_names):
         body.append(f"  if (outputs[{k}] == NULL) return tsr_aot_null(err, err_len, \"output\", {k}, "
-                    f"{_c_str(name)});")
+                    f"{c_string(name)});")
     if plan.arena_bytes:
         body += ["  if (workspace == NULL) {",
                  f'    snprintf(err, err_len, "{prefix}_run: the workspace is NULL; it needs '
@@ -310,7 +290,7 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         args = [ptr(v, t) for v, t in zip(vals, types)] + (["err", "err_len"] if has_err else [])
         sig = ", ".join(f"%{v.name}" for v in n.inputs)
         outs = ", ".join(f"%{o.name}: {o.type} at {where(o)}" for o in n.outputs)
-        body.append(f"  /* {i}: {_comment(n.name)} = {_comment(n.op)}({_comment(sig)}) -> {_comment(outs)} */")
+        body.append(f"  /* {i}: {c_comment(n.name)} = {c_comment(n.op)}({c_comment(sig)}) -> {c_comment(outs)} */")
         body.append(f"  s = {name}_kernel({', '.join(args)});")
         body.append(f"  if (s != 0) return tsr_aot_failed(s, {c_string(f'{n.name} ({n.op})')}, err, err_len);")
     # outputs that no node writes in place: inputs, constants, repeated values
@@ -319,8 +299,8 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
             continue
         src = ptr(v, "const void*") if (v in in_index or v in w_offsets) else f"(const void*)outputs[{out_index[v]}]"
         nbytes = v.type.nbytes()
-        body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k} {_quoted(g.output_names[k])}: "
-                    f"%{_comment(v.name)} */")
+        body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k} {c_comment(c_string(g.output_names[k]))}: "
+                    f"%{c_comment(v.name)} */")
     body += ["  return 0;", "}"]
 
     helpers = [
@@ -389,20 +369,7 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "    return 5;",
         "  }",
         "  int32_t s;",
-        f"  if ((s = {prefix}_run(m, inputs, outputs)) != 0) return s;",
-        "  int64_t n = number;",
-        "  for (int32_t r = 0; r < repeat; ++r) {",
-        "    double elapsed;",
-        "    for (;;) {",
-        "      double t0 = tsr_aot_now();",
-        f"      for (int64_t k = 0; k < n; ++k) if ((s = {prefix}_run(m, inputs, outputs)) != 0) return s;",
-        "      elapsed = tsr_aot_now() - t0;",
-        "      if (min_repeat_ms <= 0 || elapsed * 1e3 >= (double)min_repeat_ms || n >= ((int64_t)1 << 40)) break;",
-        "      double grow = elapsed > 0 ? ceil((double)min_repeat_ms / (elapsed * 1e3)) : 1e9;",
-        "      n *= grow < 2 ? 2 : grow > 1e9 ? (int64_t)1000000000 : (int64_t)grow;",
-        "    }",
-        "    results[r] = elapsed / (double)n;",
-        "  }",
+        *timer_loop(f"if ((s = {prefix}_run(m, inputs, outputs)) != 0) return s", now="tsr_aot_now"),
         "  return 0;",
         "}",
         ""]
@@ -414,12 +381,10 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
 # ---------------------------------------------------------------------------------------------
 def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> str:
     """model.h: the C API of the library and the model's inputs and outputs as macros."""
-    from ..codegen.c_base import c_string
-
     P = prefix.upper()
     guard = f"{P}_H_"
-    lines = [f"/* {prefix}: graph {_comment(graph.name)!r} compiled ahead of time by tessera for target",
-             f"   {_comment(target)} (the library runs on CPUs with the same features).",
+    lines = [f"/* {prefix}: graph {c_comment(graph.name)!r} compiled ahead of time by tessera for target",
+             f"   {c_comment(target)} (the library runs on CPUs with the same features).",
              "",
              f"   {prefix}_t* m = {prefix}_create();          arena of {P}_WORKSPACE_BYTES allocated once",
              "   const void* inputs[] = {x}; void* outputs[] = {y};",
@@ -451,9 +416,9 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
         for i, (v, name, ident) in enumerate(zip(values, names, c_names(names))):
             t = v.type
             c = f"{P}_{kind}_{i}"
-            lines.append(f"/* {kind.lower()} {i}: {_quoted(name)}: {t} */")
+            lines.append(f"/* {kind.lower()} {i}: {c_comment(c_string(name))}: {t} */")
             lines.append(f"#define {P}_{kind}_INDEX_{ident} {i}")
-            lines.append(f"#define {c}_NAME {_c_str(name)}")
+            lines.append(f"#define {c}_NAME {c_string(name)}")
             lines.append(f"#define {c}_DTYPE \"{t.dtype}\"")
             lines.append(f"typedef {_c_type_name(t.dtype)} {prefix}_{kind.lower()}_{i}_t;")
             lines.append(f"#define {c}_NDIM {t.ndim}")
@@ -547,10 +512,8 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
         doc["aot"] = {"prefix": prefix, "workspace_bytes": plan.arena_bytes, "strategy": plan.strategy,
                       "plan": plan.as_dict(), "header": header}
     text = json.dumps(doc, separators=(",", ":"))
-    from .export import _c_string
-
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
-                 + _c_string(text) + ";\n")
+                 + "  " + c_string(text, 100, sep="\n  ") + ";\n")
     path = backend.compile(Source("\n".join(parts), source.functions if source else (), target, _ident(g.name)))
     return Library(path, header, doc, plan)
 

@@ -76,14 +76,6 @@ def export_library(exe, path, prefix: str | None = None) -> str:
     return path
 
 
-def _c_string(text: str, width: int = 100) -> str:
-    out = []
-    for i in range(0, len(text), width):
-        chunk = text[i:i + width].replace("\\", "\\\\").replace('"', '\\"')
-        out.append(f'  "{chunk}"')
-    return "\n".join(out) if out else '  ""'
-
-
 # ---------------------------------------------------------------------------------------------
 # the Graph of a loaded library
 # ---------------------------------------------------------------------------------------------

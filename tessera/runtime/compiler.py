@@ -20,6 +20,7 @@ import shlex
 import subprocess
 import tempfile
 
+from ..codegen.c_base import c_string
 from ..errors import BuildError, TesseraError
 from ..target import Target
 from ..toolchain import compiler_version, find_compiler
@@ -28,19 +29,10 @@ _SCHEME = "tessera-cc-1"   # bump when the build recipe below changes
 _LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to itself
 _HAS_SOURCE = re.compile(r"\btessera_source\b")
 
-# bytes 0..255 (decoded as latin-1) -> text inside a C string literal
-_ESCAPE = {i: f"\\{i:03o}" for i in range(256) if not (32 <= i < 127)}
-_ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("\n"): '\\n"\n"'})
-
 
 def cache_dir() -> str:
     """Where compiled libraries are kept: $TESSERA_CACHE_DIR, else ~/.cache/tessera."""
     return os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
-
-
-def _literal(source: str) -> str:
-    """`source` as the body of a C string literal (UTF-8 bytes; one literal piece per line)."""
-    return source.encode("utf-8").decode("latin-1").translate(_ESCAPE)
 
 
 def _write_atomic(path: str, data: str, mode: int):
@@ -82,7 +74,7 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
     _write_atomic(c_path, source, 0o644)
     unit = '#line 1 "' + c_path.replace("\\", "\\\\").replace('"', '\\"') + '"\n' + source
     if not _HAS_SOURCE.search(source):
-        unit += '\n\n__attribute__((used)) const char tessera_source[] =\n"' + _literal(source) + '";\n'
+        unit += "\n\n__attribute__((used)) const char tessera_source[] =\n" + c_string(source, lines=True) + ";\n"
     fd, tmp_so = tempfile.mkstemp(dir=sub, prefix=".tmp-", suffix=".so")
     os.close(fd)
     cmd = argv + flags + ["-o", tmp_so, "-x", "c", "-", "-x", "none"] + _LINK_LIBS
