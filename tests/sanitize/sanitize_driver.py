@@ -76,7 +76,7 @@ def _prepare(i, sig, target):
     for target), renamed for the group's unit. A default schedule that fails is an error here, not a
     silent fall-back to the unscheduled kernel: the sanitized kernel must be the one the executor runs."""
     from tessera.build_module import lower
-    from tessera.graph.executor import _prepare_kernel, get_kernels
+    from tessera.graph.kernels import _prepare_kernel, get_kernels
     from tessera.ir import PrimFunc
 
     op, attrs, in_types, out_types, node = sig
@@ -140,7 +140,7 @@ def _plan_group(group, sigs, targets):
     """({target: {case index: _Entry}}, units): every case's kernel prepared for every target, and
     per target its lowered functions cut into a few translation units (one C compiler run each, not
     one per kernel): a unit is (entries, target, name, estimated cost)."""
-    from tessera.graph.executor import build_jobs
+    from tessera.graph.kernels import build_jobs
     from tessera.target import Target
 
     jobs = build_jobs()
@@ -161,7 +161,7 @@ def _compile_units(units) -> list:
     """_compile_unit on every unit, build_jobs() at once, the costliest first."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tessera.graph.executor import build_jobs
+    from tessera.graph.kernels import build_jobs
 
     order = sorted(range(len(units)), key=lambda k: -units[k][3])
     with ThreadPoolExecutor(max_workers=max(1, min(build_jobs(), len(units)))) as pool:
@@ -216,9 +216,9 @@ def prebuild_ops(groups):
 
 
 def _call(entry, inputs, out_types):
-    from tessera.graph.executor import _np_dtype
+    from tessera.ir.dtype import numpy_dtype
 
-    outs = [np.empty(shape, _np_dtype(t.dtype)) for shape, t in zip(entry.out_shapes, out_types)]
+    outs = [np.empty(shape, numpy_dtype(t.dtype)) for shape, t in zip(entry.out_shapes, out_types)]
     entry.fn(*inputs, *outs)
     return outs
 
@@ -269,7 +269,7 @@ def _feed(exe, feeds):
 
 def run_graphs(which, start):
     import tessera
-    from tessera.graph.executor import _StaticRunner
+    from tessera.runtime.static_runner import StaticRunner
 
     cases = onnx_cases() if which == "onnx" else model_cases()
     for i, case in enumerate(cases):
@@ -287,10 +287,10 @@ def run_graphs(which, start):
             runs = []
             # the general path: every tensor in its own allocation, so ASan sees each tensor's bounds
             say(f"CASE {i} {case.label}: graph executor, a buffer per tensor")
-            runs.append(("graph executor, a buffer per tensor", san._execute(arrays)))
+            runs.append(("graph executor, a buffer per tensor", san.execute(arrays)))
             if case.opt_level:          # models: also the memory-planned arena and the AOT entry
                 say(f"CASE {i} {case.label}: graph executor, static memory plan")
-                runner = _StaticRunner.for_executor(san)
+                runner = StaticRunner.for_executor(san)
                 if not runner:
                     raise AssertionError("the graph executor made no static plan for a static graph")
                 runs.append(("graph executor, static memory plan", runner.run(arrays)))
