@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from .ir.names import fresh_name
+
 
 def _demo(args) -> int:
     import numpy as np
@@ -335,11 +337,11 @@ def _run(args) -> int:
 
 
 def _unique(names):
-    seen, out = {}, []
+    """One distinct key per output name (an .npz holds each name once)."""
+    taken, out = set(), []
     for n in names:
-        k = seen.get(n, 0)
-        seen[n] = k + 1
-        out.append(n if k == 0 else f"{n}_{k}")
+        out.append(fresh_name(n, taken))
+        taken.add(out[-1])
     return out
 
 

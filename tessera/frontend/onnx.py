@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..ir.names import fresh_name
 from ..graph.builder import Builder
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
@@ -809,10 +810,7 @@ class _Converter:
         final: dict[Value, str] = {}
 
         def claim(v, name):
-            base, k = name, 0
-            while name in taken:
-                k += 1
-                name = f"{base}_{k}"
+            name = fresh_name(name, taken)
             taken.add(name)
             final[v] = name
 

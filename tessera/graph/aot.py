@@ -49,6 +49,7 @@ from ..backend import Source, functions_of, get_backend
 from ..codegen.c_base import c_comment, c_string
 from ..codegen.c_entry import timer_loop
 from ..errors import BuildError, TesseraError
+from ..ir.names import fresh_name, identifier
 from ..ir.dtype import DataType
 from .compiler import compiled_of, memory_layout, static_problem
 from .ir import Graph
@@ -204,16 +205,11 @@ def c_names(names) -> list:
     """One distinct C identifier per name, deterministically: the name with every character
     outside [A-Za-z0-9_] made '_' (a leading digit gets 'v_'); a name whose identifier an earlier
     one took gets the first free `_1`, `_2`... that no other name makes on its own."""
-    from .kernels import _ident
-
-    bases = [_ident(n, "v") for n in names]
+    bases = [identifier(n, "v") for n in names]
     own = set(bases)
     used, out = set(), []
     for b in bases:
-        name, k = b, 0
-        while name in used or (k and name in own):
-            k += 1
-            name = f"{b}_{k}"
+        name = fresh_name(b, used | own) if b in used else b
         used.add(name)
         out.append(name)
     return out
@@ -466,7 +462,6 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     them when the shapes are static. strategy: plan_memory's.
     """
     from .export import graph_document
-    from .kernels import _ident
     from .passes.plan_memory import plan_memory
 
     compiled = compiled_of(exe)
@@ -492,7 +487,7 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
         raise TesseraError(f"the C API prefix {prefix!r} collides with kernel names {clash}; pick another prefix")
     w_offsets, blob = _weights_layout(g)
     if lowered:
-        source = backend.render(lowered, target, _ident(g.name))
+        source = backend.render(lowered, target, identifier(g.name))
         text = source.text
     else:
         source = None
@@ -514,7 +509,7 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     text = json.dumps(doc, separators=(",", ":"))
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
                  + "  " + c_string(text, 100, sep="\n  ") + ";\n")
-    path = backend.compile(Source("\n".join(parts), source.functions if source else (), target, _ident(g.name)))
+    path = backend.compile(Source("\n".join(parts), source.functions if source else (), target, identifier(g.name)))
     return Library(path, header, doc, plan)
 
 

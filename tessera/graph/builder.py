@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import TesseraError
 from .ir import Graph, Node, TensorType, Value
 from ..ops.registry import get_op
+from ..ir.names import fresh_name
 
 
 class Builder:
@@ -29,11 +30,7 @@ class Builder:
 
     def unique_name(self, hint: str) -> str:
         """`hint`, or `hint_1`, `hint_2`... if taken (value and node names stay unique)."""
-        hint = hint or "t"
-        name, k = hint, 0
-        while name in self._names:
-            k += 1
-            name = f"{hint}_{k}"
+        name = fresh_name(hint or "t", self._names)
         self._names.add(name)
         return name
 

@@ -13,10 +13,11 @@ its arena out by.
 from __future__ import annotations
 
 from ..errors import TesseraError
+from ..ir.names import identifier
 from ..runtime.plan import KernelSpec, MemoryLayout, Plan, Step, TensorSpec
 from ..target import Target
 from .ir import Graph
-from .kernels import _ident, get_kernels
+from .kernels import get_kernels
 
 
 class CompiledGraph:
@@ -84,7 +85,7 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     for n, k in zip(graph.nodes, built):
         name = name_of.get(id(k))
         if name is None:
-            name = name_of[id(k)] = f"{_ident(k.op)}_{len(name_of)}"
+            name = name_of[id(k)] = f"{identifier(k.op)}_{len(name_of)}"
             kernels[name] = k
             specs[name] = kernel_spec(k)
         ins = [slot_of[v] for v in n.inputs]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import DTypeError, ScheduleError, ShapeError, TesseraError
+from ..ir.names import fresh_name, identifier
 from .ir import Function
 
 
@@ -47,15 +48,9 @@ class FusedKernel:
     # ------------------------------------------------------------------ compute
     def input_names(self) -> list:
         """C-friendly names of the placeholders: the parameters' names (the op input slots)."""
-        from .kernels import _ident
-
         used, out = set(), []
         for i, p in enumerate(self.function.params):
-            base = nm = _ident(p.name, f"p{i}")
-            k = 0
-            while nm in used:
-                k += 1
-                nm = f"{base}_{k}"
+            nm = fresh_name(identifier(p.name, f"p{i}"), used)
             used.add(nm)
             out.append(nm)
         return out
@@ -234,7 +229,7 @@ def _unit_dims_as_vars(func):
     from ..ir import expr as E
     from ..ir.buffer import BufferRegion
     from ..ir.functor import Mutator
-    from ..ir.stmt import Block, BufferStore
+    from ..ir.stmt import BufferStore
 
     def unit_map(block):
         st = block.body

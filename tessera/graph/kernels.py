@@ -9,22 +9,13 @@ graph, shares one compiled module (the C compiler's output is also cached on dis
 """
 from __future__ import annotations
 
-import re
 import threading
 import warnings
 
 from ..backend import functions_of, generate, get_backend
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..ir.names import identifier
 from .ir import FUSED_OP, attr_key
-
-_C_NAME = re.compile(r"[^A-Za-z0-9_]")
-
-
-def _ident(name: str, fallback: str = "t") -> str:
-    """`name` made a C identifier (for readable kernel and buffer names)."""
-    s = _C_NAME.sub("_", str(name)).strip("_") or fallback
-    return s if not s[0].isdigit() else f"{fallback}_{s}"
-
 
 # ---------------------------------------------------------------------------------------------
 # kernels
@@ -166,8 +157,6 @@ def get_kernels(requests, target="c") -> list:
 
 def _compile_all(preps, target) -> list:
     """Compile every prepared kernel's source (several at once); a list of paths (or exceptions)."""
-    from ..backend import get_backend  # the build layer, not needed to run a loaded library
-
     backend = get_backend(target)
 
     def one(p):
@@ -199,8 +188,6 @@ class _Prepared:
 def _generate(obj, target, name=None):
     """(backend Source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a
     single function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
-    from ..backend import functions_of, generate
-
     source = generate(obj, target, name if name and len(functions_of(obj)) == 1 else None)
     return source, source.name_hint
 
@@ -265,7 +252,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
         if isinstance(o.op, PlaceholderOp) or id(o) in seen:
             # an output that is an input (or another output) gets its own copy stage
             src = o
-            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{_ident(kernel_name)}_out{i}")
+            o = te.compute(src.shape, lambda *idx, src=src: src[idx], name=f"{identifier(kernel_name)}_out{i}")
             outs[i] = o
         seen.add(id(o))
         if o.dtype != t.dtype:
@@ -287,7 +274,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
             else:
                 dims.append(e)
         out_exprs.append(tuple(dims))
-    func = te.create_prim_func(placeholders + outs, name=_ident(kernel_name))
+    func = te.create_prim_func(placeholders + outs, name=identifier(kernel_name))
     scheduled = False
     sched_obj = func
     source = None
@@ -296,7 +283,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
         if Schedule is not None:
             try:
                 sch = fused.schedule(Schedule(func), func, outs, target)
-                source, name_hint = _generate(sch, target, _ident(kernel_name))
+                source, name_hint = _generate(sch, target, identifier(kernel_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
@@ -312,14 +299,14 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
                 ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
-                source, name_hint = _generate(sch, target, _ident(kernel_name))
+                source, name_hint = _generate(sch, target, identifier(kernel_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
                               stacklevel=4)
                 sched_obj, source = func, None
     if source is None:
-        source, name_hint = _generate(func, target, _ident(kernel_name))
+        source, name_hint = _generate(func, target, identifier(kernel_name))
     p = _Prepared()
     p.op, p.node, p.input_types, p.output_types = kernel_name, node, input_types, output_types
     p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
@@ -329,8 +316,6 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
 
 def _finish_kernel(p: _Prepared, path, target) -> Kernel:
     """The Kernel of a prepared kernel once its library is compiled (path, or the BuildError)."""
-    from ..backend import get_backend
-
     backend = get_backend(target)
     if isinstance(path, Exception):
         if not p.scheduled:
@@ -338,7 +323,7 @@ def _finish_kernel(p: _Prepared, path, target) -> Kernel:
         # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
         warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
                       f"unscheduled kernel", stacklevel=4)
-        source, _ = _generate(p.func, target, _ident(p.op))
+        source, _ = _generate(p.func, target, identifier(p.op))
         path = backend.compile(source)
         p.scheduled, p.prim = False, p.func
     return Kernel(p.op, backend.load(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled,
@@ -351,9 +336,9 @@ def _input_names(opdef, n: int) -> list:
     var = opdef.inputs[-1][:-1] if opdef.variadic else None
     for i in range(n):
         if i < len(fixed):
-            names.append(_ident(fixed[i], f"in{i}"))
+            names.append(identifier(fixed[i], f"in{i}"))
         else:
-            names.append(_ident(f"{var}{i - len(fixed)}", f"in{i}"))
+            names.append(identifier(f"{var}{i - len(fixed)}", f"in{i}"))
     used, out = set(), []
     for nm in names:
         base, k = nm, 0

@@ -27,6 +27,7 @@ import re
 import numpy as np
 
 from ..ops.registry import get_op
+from ..ir.names import fresh_name
 from .ir import FUSED_OP, Function, Graph, Value
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")
@@ -101,10 +102,7 @@ def _function_names(functions) -> dict:
     """id(function) -> the name it is printed under (distinct functions sharing a name get _1, _2...)."""
     out, used = {}, set()
     for fn in functions:
-        name, k = fn.name, 0
-        while name in used:
-            k += 1
-            name = f"{fn.name}_{k}"
+        name = fresh_name(fn.name, used)
         used.add(name)
         out[id(fn)] = name
     return out

@@ -7,6 +7,7 @@ docs/internals.md, "The shape of a PrimFunc from te.create_prim_func").
 from __future__ import annotations
 
 from ..errors import TesseraError
+from ..ir.names import fresh_name
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.function import PrimFunc
@@ -25,11 +26,7 @@ class _Names:
         self.used = set(taken)
 
     def fresh(self, name: str) -> str:
-        if name in self.used:
-            k = 1
-            while f"{name}_{k}" in self.used:
-                k += 1
-            name = f"{name}_{k}"
+        name = fresh_name(name, self.used)
         self.used.add(name)
         return name
 

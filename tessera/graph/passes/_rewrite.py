@@ -6,6 +6,7 @@ import numpy as np
 from ..ir import Graph, Node, Value
 from ...ops.registry import get_op
 from ..ir import TensorType
+from ...ir.names import fresh_name
 from .dead_code_elimination import dead_code_elimination
 
 
@@ -35,10 +36,7 @@ class Rewriter:
             self.names.update(o.name for o in n.outputs)
 
     def fresh(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.names:
-            k += 1
-            name = f"{hint}_{k}"
+        name = fresh_name(hint, self.names)
         self.names.add(name)
         return name
 

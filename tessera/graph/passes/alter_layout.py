@@ -26,7 +26,7 @@ from ..ir import Graph, Node, Value
 from ._rewrite import Rewriter, const_derived
 from ...target import Target
 from ...ops.registry import get_op
-from ...ops.registry import OpPattern, get_op
+from ...ops.registry import OpPattern
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"

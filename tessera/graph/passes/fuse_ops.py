@@ -25,6 +25,7 @@ from __future__ import annotations
 from ...errors import TesseraError
 from ...ops.registry import OpPattern, get_op
 from ..ir import FUSED_OP, Function, Graph, Node, Value
+from ...ir.names import fresh_name
 import re
 
 ELEMWISE, BROADCAST, INJECTIVE = OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE
@@ -279,11 +280,7 @@ def _function_of(members, consumers, outputs):
                 continue
             p = pmap.get(v)
             if p is None:
-                base = slot_names[pos]
-                name, k = base, 0
-                while name in used_names:
-                    k += 1
-                    name = f"{base}_{k}"
+                name = fresh_name(slot_names[pos], used_names)
                 used_names.add(name)
                 p = pmap[v] = Value(name, v.type)
                 ext_inputs.append(v)

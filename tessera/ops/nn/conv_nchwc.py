@@ -34,7 +34,6 @@ from ...ir import expr as E
 from .. import _schedule as S
 from ..registry import OpPattern, register_op
 from . import _util as U
-from ...ir import expr as E
 from ._x86_conv import isa_of, lanes_of
 from ._x86_conv import conv_row_intrin
 from ._x86_conv import row_tiles

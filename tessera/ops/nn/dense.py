@@ -17,7 +17,6 @@ from ._cpu_schedule import schedule_matmul
 from ...target import Target
 from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
 from ._cpu_schedule import tile_preference
-from ...tir.tensor_intrin.x86 import FP32_GEMM
 
 _MATMUL_DTYPES = U.FLOATS + ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
