@@ -183,6 +183,11 @@ class Target:
         return self._threads or host_cores()
 
     @property
+    def is_cpu(self) -> bool:
+        """Whether code for this target runs on the host's CPU (kind "c"): x86 features, OpenMP."""
+        return self.kind == "c"
+
+    @property
     def vector_bits(self) -> int:
         """Width of the widest SIMD registers code generation should use."""
         f = self.features

@@ -468,8 +468,9 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     check_prefix(prefix)
     g = compiled.graph
     target = compiled.target
-    if target.kind != "c":
-        raise TesseraError(f"the ahead-of-time module is generated C; target {target} is not a C target")
+    if not target.is_cpu:
+        raise TesseraError(f"the ahead-of-time module's entry calls each kernel as a host C function; the "
+                           f"kernels of target {target} are not (use the graph executor for it)")
     backend = get_backend(target)
     why = static_problem(g)
     if aot and why:

@@ -39,7 +39,7 @@ _NOT_BROADCAST = ("nn.batch_norm", "nn.prelu", "qnn.requantize")
 def _lanes(target) -> int | None:
     """fp32 lanes of the target's vectors; None for targets the pass leaves alone (not CPU C)."""
     t = Target(target)
-    if t.kind != "c":
+    if not t.is_cpu:
         return None
     return max(4, int(t.vector_bits) // 32)
 

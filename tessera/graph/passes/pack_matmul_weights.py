@@ -26,8 +26,6 @@ def _has_microkernels(target) -> bool:
         t = Target(target)
     except TesseraError:
         return False
-    if t.kind != "c":
-        return False
     return (t.has_feature("avx2") and t.has_feature("fma")) or t.has_feature("avx512f")
 
 

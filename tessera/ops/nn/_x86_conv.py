@@ -37,9 +37,7 @@ MAX_V = 4
 def isa_of(target) -> str | None:
     """The ISA whose conv micro-kernel `target` can run ("avx512", "avx2"), or None."""
     t = Target(target)
-    if t.kind != "c":
-        return None
-    if t.has_feature("avx512f"):
+    if t.has_feature("avx512f"):       # features are a CPU target's (empty for other kinds)
         return "avx512"
     if t.has_feature("avx2") and t.has_feature("fma"):
         return "avx2"

@@ -53,8 +53,6 @@ def _panel(M, N, target=None):
     load, _cpu_schedule.tile_preference; AVX-512 tiles where the target has them; target None: the
     host) whose rows divide M and columns divide N (N None: any N), or None."""
     t = Target.host() if target is None else Target(target)
-    if t.kind != "c":
-        return None
     for isa, feats, lanes in (("avx512", AVX512, 16), ("avx2", AVX2, 8)):
         if all(t.has_feature(f) for f in feats):
             for mr, nr in sorted(FP32_GEMM[isa], key=lambda tile: tile_preference(tile, lanes)):

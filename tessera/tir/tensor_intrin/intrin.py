@@ -188,7 +188,7 @@ class TensorIntrin:
         from ...target import Target
 
         t = Target(target)
-        if t.kind != "c":
+        if not t.is_cpu:
             return list(self.features) or ["a C (CPU) target"]
         return [f for f in self.features if not t.has_feature(f)]
 
