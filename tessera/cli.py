@@ -206,7 +206,7 @@ def _read_npy(path: str, expects: str = ""):
         raise TesseraError(f"cannot read {path} as a .npy array: {e}{hint}") from None
 
 
-def _split_input(item: str, names) -> tuple:
+def split_input(item: str, names) -> tuple:
     """(input name, file) of `--input NAME=FILE`, or (None, item) for a positional FILE.
 
     A name may itself hold '=' or ':' (ONNX names such as "gpu_0/data_0" or "x=1:0"): the item is
@@ -236,7 +236,7 @@ def _input_arrays(exe, items) -> dict:
     types = {n: _type_text(v) for n, v in zip(names, exe.inputs)}
     out, pos = {}, 0
     for item in items or ():
-        key, path = _split_input(item, names)
+        key, path = split_input(item, names)
         if key is None:
             while pos < len(names) and names[pos] in out:
                 pos += 1

@@ -79,11 +79,14 @@ _GCC_FEATURE = {"amx_tile": "amx-tile", "amx_int8": "amx-int8", "amx_bf16": "amx
                 "sse4_1": "sse4.1", "sse4_2": "sse4.2", "pni": "sse3"}
 
 
-def _canon_feature(name: str) -> str:
+def canon_feature(name: str) -> str:
     """A feature name as /proc/cpuinfo spells it ('avx512vnni', 'AMX-TILE', 'sse4.1' accepted)."""
     name = name.strip().lower()
     alias = _FEATURE_ALIASES.get(name) or _FEATURE_ALIASES.get(name.replace("-", "").replace("_", ""))
     return alias or name.replace("-", "_")
+
+
+_canon_feature = canon_feature  # codegen/c.py's spelling until its split lands
 
 
 @functools.lru_cache(maxsize=None)
@@ -195,7 +198,7 @@ class Target:
 
     def has_feature(self, name: str) -> bool:
         """Whether the CPU feature (cpuinfo or LLVM spelling, e.g. 'avx2', 'avx512vnni') is available."""
-        return _canon_feature(name) in self.features
+        return canon_feature(name) in self.features
 
     def cflags(self) -> list[str]:
         """C compiler flags for a shared library of this (C) target."""
@@ -266,10 +269,10 @@ def _cpu_features(mcpu: str, mattr: tuple) -> frozenset:
     enabled = isa_features(mcpu, flags)
     if enabled is None:
         return frozenset(feats)
-    enabled = {_canon_feature(f) for f in enabled}
+    enabled = {canon_feature(f) for f in enabled}
     if mcpu != "native":
         return frozenset(feats | enabled)
-    base = {_canon_feature(f) for f in isa_features(mcpu, ())}
+    base = {canon_feature(f) for f in isa_features(mcpu, ())}
     return frozenset((feats - (base - enabled)) | (enabled - base))   # what -mattr took and gave
 
 
@@ -283,7 +286,7 @@ def _parse_mattr(value: str, text: str) -> tuple:
         if not item:
             continue
         sign = item[0] if item[0] in "+-" else "+"
-        name = _canon_feature(item.lstrip("+-"))
+        name = canon_feature(item.lstrip("+-"))
         if not re.fullmatch(r"[a-z0-9_.]+", name):
             raise TesseraError(f"target option -mattr: {item!r} in {text!r} is not a feature name "
                                f"(expected e.g. +avx2,+fma,-avx512f)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import gcd, inf
 
 from ..ir.expr import Add, FloorDiv, FloorMod, IntImm, Mul, Sub
-from ..ir.node import _new, _set
+from ..ir.node import new_node, set_field
 from .bound import dtype_range
 
 
@@ -34,9 +34,9 @@ def mk_int(dtype, value: int) -> IntImm:
         lo, hi = dtype_range(dtype)
         if not lo <= value <= hi:
             raise Overflow(value)
-        n = _new(IntImm)
-        _set(n, "dtype", dtype)
-        _set(n, "value", value)
+        n = new_node(IntImm)
+        set_field(n, "dtype", dtype)
+        set_field(n, "value", value)
         if len(_INTS) < 65536:
             _INTS[key] = n
     return n
@@ -44,10 +44,10 @@ def mk_int(dtype, value: int) -> IntImm:
 
 def mk_bin(cls, a, b):
     """A binary arithmetic node of two operands of one dtype (no promotion, no folding)."""
-    n = _new(cls)
-    _set(n, "dtype", a.dtype)
-    _set(n, "a", a)
-    _set(n, "b", b)
+    n = new_node(cls)
+    set_field(n, "dtype", a.dtype)
+    set_field(n, "a", a)
+    set_field(n, "b", b)
     return n
 
 

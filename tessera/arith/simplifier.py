@@ -19,7 +19,7 @@ from ..ir.expr import (EQ, GE, GT, LE, LT, NE, Add, And, Broadcast, BufferLoad, 
                        FloatImm, FloorDiv, FloorMod, IntImm, Let, Max, Min, Mod, Mul, Not, Or,
                        PrimExpr, Ramp, Select, SizeVar, Sub, Var)
 from ..ir.functor import uses_var
-from ..ir.node import _new, _set
+from ..ir.node import new_node, set_field
 from .bound import (IntervalAnalyzer, add_bound, floordiv_bound, floormod_bound, mul_bound,
                     var_default_bound)
 from .canonical import (Overflow, Split, Sum, atom_expr, floordiv_sum, floormod_sum, mk_bin, mk_int, normalize,
@@ -57,33 +57,33 @@ def bool_const(value: bool, lanes: int = 1):
 
 
 def mk_broadcast(value, lanes):
-    n = _new(Broadcast)
-    _set(n, "dtype", value.dtype.with_lanes(lanes))
-    _set(n, "value", value)
-    _set(n, "lanes", lanes)
+    n = new_node(Broadcast)
+    set_field(n, "dtype", value.dtype.with_lanes(lanes))
+    set_field(n, "value", value)
+    set_field(n, "lanes", lanes)
     return n
 
 
 def mk_ramp(base, stride, lanes):
     if type(stride) is IntImm and stride.value == 0:
         return mk_broadcast(base, lanes)
-    n = _new(Ramp)
-    _set(n, "dtype", base.dtype.with_lanes(lanes))
-    _set(n, "base", base)
-    _set(n, "stride", stride)
-    _set(n, "lanes", lanes)
+    n = new_node(Ramp)
+    set_field(n, "dtype", base.dtype.with_lanes(lanes))
+    set_field(n, "base", base)
+    set_field(n, "stride", stride)
+    set_field(n, "lanes", lanes)
     return n
 
 
 def mk_cmp(cls, a, b):
-    n = _new(cls)
-    _set(n, "dtype", _BOOL.with_lanes(a.dtype.lanes))
-    _set(n, "a", a)
-    _set(n, "b", b)
+    n = new_node(cls)
+    set_field(n, "dtype", _BOOL.with_lanes(a.dtype.lanes))
+    set_field(n, "a", a)
+    set_field(n, "b", b)
     return n
 
 
-def _as_bool_const(e):
+def as_bool_const(e):
     """True/False for a constant bool (scalar or broadcast), else None."""
     t = type(e)
     if t is IntImm:
@@ -457,7 +457,7 @@ class Simplifier:
         if type(b) is IntImm:
             c = b.value
             if type(a) is IntImm and c != 0:
-                v = E._eval_const(t, a.value, c, e.dtype)
+                v = E.eval_const(t, a.value, c, e.dtype)
                 if v is not None:
                     return mk_int(e.dtype, v)
             if c == 1:
@@ -503,7 +503,7 @@ class Simplifier:
         ta, tb = type(a), type(b)
         dt = e.dtype
         if ta is IntImm and tb is IntImm:
-            v = E._eval_const(t, a.value, b.value, dt)
+            v = E.eval_const(t, a.value, b.value, dt)
             if v is not None:
                 return mk_int(dt, v)
         if tb is IntImm:
@@ -654,13 +654,13 @@ class Simplifier:
     def _andor(self, e):
         t = type(e)
         a = self.visit(e.a)
-        ca = _as_bool_const(a)
+        ca = as_bool_const(a)
         if ca is not None:
             if ca is (t is Or):  # false and x / true or x
                 return a
             return self.visit(e.b)
         b = self.visit(e.b)
-        cb = _as_bool_const(b)
+        cb = as_bool_const(b)
         if cb is not None:
             return b if cb is (t is Or) else a
         if a is b or self.key(a) == self.key(b):
@@ -669,7 +669,7 @@ class Simplifier:
 
     def _not(self, e):
         a = self.visit(e.a)
-        c = _as_bool_const(a)
+        c = as_bool_const(a)
         if c is not None:
             return bool_const(not c, e.dtype.lanes)
         ta = type(a)
@@ -679,14 +679,14 @@ class Simplifier:
             return mk_cmp(_NEGATE[ta], a.a, a.b)
         if a is e.a:
             return e
-        n = _new(Not)
-        _set(n, "dtype", a.dtype)
-        _set(n, "a", a)
+        n = new_node(Not)
+        set_field(n, "dtype", a.dtype)
+        set_field(n, "a", a)
         return n
 
     def _select(self, e):
         c = self.visit(e.condition)
-        cv = _as_bool_const(c)
+        cv = as_bool_const(c)
         if cv is not None and (type(c) is IntImm or c.dtype.lanes == e.dtype.lanes):
             return self.visit(e.true_value if cv else e.false_value)
         tv, fv = self.visit(e.true_value), self.visit(e.false_value)

@@ -31,8 +31,8 @@ from ..ir.dtype import numpy_dtype
 from ..ir.dtype import dtype_of_numpy
 from ..graph.transform import topo_nodes
 from ..graph.const_eval import NotConstantError, evaluate_constants
-from ..ops.shape import _shape_range
-from ..ops.transform import _slice_plan
+from ..ops.shape import shape_range
+from ..ops.transform import slice_plan
 
 # ONNX TensorProto element type -> tessera dtype (the types tessera has)
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
@@ -548,7 +548,7 @@ class _Converter:
         a = p.attrs
         if p.op == "shape_of":
             src = p.inputs[0].type
-            lo, hi = _shape_range(src.ndim, a["start"], a["end"])
+            lo, hi = shape_range(src.ndim, a["start"], a["end"])
             out = np.empty(hi - lo, object)
             out[:] = list(src.shape[lo:hi])
             return out
@@ -583,7 +583,7 @@ class _Converter:
         if p.op == "reshape":
             return x.reshape(v.type.shape)
         if p.op == "strided_slice":
-            plan = _slice_plan(x.shape, a)
+            plan = slice_plan(x.shape, a)
             for ax, step in enumerate(plan):
                 if step is not None:
                     b, st, length = step

@@ -113,7 +113,7 @@ class FusedKernel:
         """Inline, then the anchor's schedule (see the module docstring). Returns the Schedule to
         build: `sch`, or the inlined-only copy when the anchor's schedule failed."""
         from ..ops.registry import ScheduleContext, get_op
-        from .kernels import _anchor_block
+        from .kernels import anchor_block_name
 
         blocks = _blocks_of_ops(func, outs)                 # id(te ComputeOp) -> block name
         unit = _unit_dims_as_vars(func)
@@ -133,7 +133,7 @@ class FusedKernel:
                     _try(sch.compute_inline, sch, name)
         epilogue = []
         if kind == "injective":
-            anchor_block = _anchor_block(func, outs[0])
+            anchor_block = anchor_block_name(func, outs[0])
         else:
             anchor_block = blocks[id(self._node_outs[ai][0].op)]
             # fold what is left of the epilogue (its output stage) into the anchor's output block
@@ -169,7 +169,7 @@ def _contiguous_inner_loop(sch, block_name, target) -> None:
     from ..arith import simplify
     from ..ir import expr as E
     from ..ir.functor import Mutator, collect_vars, substitute
-    from ..ops._schedule import _lanes
+    from ..ops._schedule import vector_lanes
 
     try:
         block = sch.get_block(block_name)
@@ -182,7 +182,7 @@ def _contiguous_inner_loop(sch, block_name, target) -> None:
     exts = [sch.get(lp).extent for lp in loops]
     if any(not isinstance(e, E.IntImm) for e in exts) or any(sch.get(lp).kind != "serial" for lp in loops):
         return
-    lanes = _lanes(blk, target)
+    lanes = vector_lanes(blk, target)
     if lanes <= 1 or exts[-1].value % lanes == 0:
         return
     ivars = [iv.var for iv in blk.iter_vars]
@@ -310,7 +310,7 @@ def _blocks_of_ops(func, outs) -> dict:
     compute op, in topological order, named after the op)."""
     from ..ir.functor import post_order_visit
     from ..ir.stmt import Block
-    from ..te.create_prim_func import _topo_ops
+    from ..te.create_prim_func import topo_ops
     from ..te.tensor import PlaceholderOp
 
     names = []
@@ -321,7 +321,7 @@ def _blocks_of_ops(func, outs) -> dict:
 
     post_order_visit(func.body, visit)
     roots = [t for t in outs if not isinstance(t.op, PlaceholderOp)]
-    order = _topo_ops(roots, {id(t) for t in _placeholders(roots)})
+    order = topo_ops(roots, {id(t) for t in _placeholders(roots)})
     if len(order) != len(names):
         raise TesseraError(f"fused kernel: {len(order)} te stages but {len(names)} blocks")
     out = {}

@@ -141,7 +141,7 @@ def get_kernels(requests, target="c") -> list:
         elif key in pending:
             pending[key][1].append(i)
         else:
-            pending[key] = (_prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), [i])
+            pending[key] = (prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), [i])
     if not pending:
         return out
     items = list(pending.items())
@@ -192,7 +192,8 @@ def _generate(obj, target, name=None):
     return source, source.name_hint
 
 
-def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
+def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
+    """The op's kernel before building: te compute, PrimFunc and schedule (one per op/attrs/types/target)."""
     from .. import te
     from ..ops.registry import get_op
     from ..te.tensor import PlaceholderOp
@@ -296,7 +297,7 @@ def _prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> 
 
             try:
                 sch = Schedule(func)
-                ctx = ScheduleContext(block=_anchor_block(func, outs[0]), attrs=attrs, target=target,
+                ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
                 source, name_hint = _generate(sch, target, identifier(kernel_name))
@@ -350,7 +351,7 @@ def _input_names(opdef, n: int) -> list:
     return out
 
 
-def _anchor_block(func, out_tensor) -> str:
+def anchor_block_name(func, out_tensor) -> str:
     """Name of the block that writes the op's (first) output."""
     from ..ir.functor import post_order_visit
     from ..ir.stmt import Block

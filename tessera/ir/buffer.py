@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import ShapeError, TesseraError
 from .dtype import DataType
 from .expr import BufferLoad, PrimExpr, Range, convert
-from .node import Node, _set
+from .node import Node, set_field
 
 SCOPES = ("global", "local", "shared", "warp", "local.accel", "wgt", "inp", "acc")
 
@@ -35,13 +35,13 @@ class Buffer(Node):
             raise ShapeError(f"buffer {name!r}: {len(strides)} strides for {len(shape)} dimensions")
         if not isinstance(scope, str) or not scope:
             raise TesseraError(f"buffer {name!r}: invalid storage scope {scope!r}")
-        _set(self, "name", str(name))
-        _set(self, "shape", shape)
-        _set(self, "dtype", DataType(dtype))
-        _set(self, "strides", strides)
-        _set(self, "elem_offset", convert(elem_offset))
-        _set(self, "scope", scope)
-        _set(self, "data_alignment", int(data_alignment))
+        set_field(self, "name", str(name))
+        set_field(self, "shape", shape)
+        set_field(self, "dtype", DataType(dtype))
+        set_field(self, "strides", strides)
+        set_field(self, "elem_offset", convert(elem_offset))
+        set_field(self, "scope", scope)
+        set_field(self, "data_alignment", int(data_alignment))
 
     @property
     def ndim(self) -> int:
@@ -72,8 +72,8 @@ class BufferRegion(Node):
         region = tuple(r if isinstance(r, Range) else Range.from_min_extent(r, 1) for r in region)
         if len(region) != buffer.ndim:
             raise ShapeError(f"region of {buffer.name!r} has {len(region)} ranges for {buffer.ndim} dims")
-        _set(self, "buffer", buffer)
-        _set(self, "region", region)
+        set_field(self, "buffer", buffer)
+        set_field(self, "region", region)
 
 
 def decl_buffer(shape, dtype="float32", name="buf", **kw) -> Buffer:

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import DTypeError, TesseraError
 from .dtype import DataType, bool_, float32, int32, int64
-from .node import Node, _new, _set
+from .node import Node, new_node, set_field
 
 _DT = DataType
 
@@ -171,8 +171,8 @@ class IntImm(PrimExpr):
             value = 1 if value else 0
         else:
             value = _wrap_int(value, dtype)
-        _set(self, "dtype", dtype)
-        _set(self, "value", value)
+        set_field(self, "dtype", dtype)
+        set_field(self, "value", value)
 
     def __eq__(self, other):  # noqa: D105 - constant comparison folds
         return _cmp(EQ, self, other)
@@ -202,8 +202,8 @@ class FloatImm(PrimExpr):
         dtype = _DT(dtype)
         if not dtype.is_float() or dtype.lanes != 1:
             raise DTypeError(f"FloatImm needs a scalar float dtype, got {dtype}")
-        _set(self, "dtype", dtype)
-        _set(self, "value", float(value))
+        set_field(self, "dtype", dtype)
+        set_field(self, "value", float(value))
 
 
 class StringImm(PrimExpr):
@@ -213,8 +213,8 @@ class StringImm(PrimExpr):
     _fields = ("dtype", "value")
 
     def __init__(self, value: str):
-        _set(self, "dtype", _DT("handle"))
-        _set(self, "value", str(value))
+        set_field(self, "dtype", _DT("handle"))
+        set_field(self, "value", str(value))
 
 
 class Var(PrimExpr):
@@ -227,8 +227,8 @@ class Var(PrimExpr):
     def __init__(self, name: str = "v", dtype="int32"):
         if not isinstance(name, str):
             raise TesseraError(f"a Var's name must be a string, got {name!r}")
-        _set(self, "name", name)
-        _set(self, "dtype", _DT(dtype))
+        set_field(self, "name", name)
+        set_field(self, "dtype", _DT(dtype))
 
 
 class SizeVar(Var):
@@ -249,9 +249,9 @@ class BinaryOp(PrimExpr):
         a, b = binary_operands(a, b, self.symbol)
         if a.dtype.is_bool() and type(self) not in (Min, Max):
             _refuse_bool(type(self), a, b)
-        _set(self, "dtype", a.dtype)
-        _set(self, "a", a)
-        _set(self, "b", b)
+        set_field(self, "dtype", a.dtype)
+        set_field(self, "a", a)
+        set_field(self, "b", b)
 
 
 class Add(BinaryOp):
@@ -310,9 +310,9 @@ class CmpOp(PrimExpr):
 
     def __init__(self, a, b):
         a, b = binary_operands(a, b, self.symbol)
-        _set(self, "dtype", bool_.with_lanes(a.dtype.lanes))
-        _set(self, "a", a)
-        _set(self, "b", b)
+        set_field(self, "dtype", bool_.with_lanes(a.dtype.lanes))
+        set_field(self, "a", a)
+        set_field(self, "b", b)
 
 
 class EQ(CmpOp):
@@ -359,9 +359,9 @@ class And(PrimExpr):
     def __init__(self, a, b):
         a, b = _as_bool(a, self.symbol), _as_bool(b, self.symbol)
         a, b = _match_lanes(a, b)
-        _set(self, "dtype", a.dtype)
-        _set(self, "a", a)
-        _set(self, "b", b)
+        set_field(self, "dtype", a.dtype)
+        set_field(self, "a", a)
+        set_field(self, "b", b)
 
 
 class Or(And):
@@ -375,8 +375,8 @@ class Not(PrimExpr):
 
     def __init__(self, a):
         a = _as_bool(a, "not")
-        _set(self, "dtype", a.dtype)
-        _set(self, "a", a)
+        set_field(self, "dtype", a.dtype)
+        set_field(self, "a", a)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,10 +393,10 @@ class Select(PrimExpr):
         t, f = binary_operands(true_value, false_value, "Select")
         if condition.dtype.lanes != t.dtype.lanes and condition.dtype.lanes != 1:
             raise DTypeError(f"Select: condition has {condition.dtype.lanes} lanes, values {t.dtype.lanes}")
-        _set(self, "dtype", t.dtype)
-        _set(self, "condition", condition)
-        _set(self, "true_value", t)
-        _set(self, "false_value", f)
+        set_field(self, "dtype", t.dtype)
+        set_field(self, "condition", condition)
+        set_field(self, "true_value", t)
+        set_field(self, "false_value", f)
 
 
 class Cast(PrimExpr):
@@ -411,8 +411,8 @@ class Cast(PrimExpr):
                 value = Broadcast(value, dtype.lanes)
             else:
                 raise DTypeError(f"cannot cast {value.dtype} to {dtype}: lane counts differ")
-        _set(self, "dtype", dtype)
-        _set(self, "value", value)
+        set_field(self, "dtype", dtype)
+        set_field(self, "value", value)
 
 
 class Let(PrimExpr):
@@ -428,10 +428,10 @@ class Let(PrimExpr):
             raise TesseraError(f"Let needs a Var, got {var!r}")
         if var.dtype != value.dtype:
             raise DTypeError(f"Let: variable {var.name} is {var.dtype}, value is {value.dtype}")
-        _set(self, "dtype", body.dtype)
-        _set(self, "var", var)
-        _set(self, "value", value)
-        _set(self, "body", body)
+        set_field(self, "dtype", body.dtype)
+        set_field(self, "var", var)
+        set_field(self, "value", value)
+        set_field(self, "body", body)
 
 
 class Call(PrimExpr):
@@ -441,9 +441,9 @@ class Call(PrimExpr):
     _fields = ("dtype", "op", "args")
 
     def __init__(self, dtype, op: str, args):
-        _set(self, "dtype", _DT(dtype))
-        _set(self, "op", str(op))
-        _set(self, "args", tuple(convert(a) for a in args))
+        set_field(self, "dtype", _DT(dtype))
+        set_field(self, "op", str(op))
+        set_field(self, "args", tuple(convert(a) for a in args))
 
 
 class Ramp(PrimExpr):
@@ -458,10 +458,10 @@ class Ramp(PrimExpr):
             raise DTypeError(f"Ramp base must be a scalar integer, got {base.dtype}")
         if stride.dtype != base.dtype:
             stride = cast(stride, base.dtype)
-        _set(self, "dtype", base.dtype.with_lanes(int(lanes)))
-        _set(self, "base", base)
-        _set(self, "stride", stride)
-        _set(self, "lanes", int(lanes))
+        set_field(self, "dtype", base.dtype.with_lanes(int(lanes)))
+        set_field(self, "base", base)
+        set_field(self, "stride", stride)
+        set_field(self, "lanes", int(lanes))
 
 
 class Broadcast(PrimExpr):
@@ -474,9 +474,9 @@ class Broadcast(PrimExpr):
         value = convert(value)
         if value.dtype.lanes != 1:
             raise DTypeError(f"Broadcast needs a scalar, got {value.dtype}")
-        _set(self, "dtype", value.dtype.with_lanes(int(lanes)))
-        _set(self, "value", value)
-        _set(self, "lanes", int(lanes))
+        set_field(self, "dtype", value.dtype.with_lanes(int(lanes)))
+        set_field(self, "value", value)
+        set_field(self, "lanes", int(lanes))
 
 
 class BufferLoad(PrimExpr):
@@ -497,9 +497,9 @@ class BufferLoad(PrimExpr):
             if not (i.dtype.is_integer()):
                 raise DTypeError(f"index of {buffer.name!r} must be an integer, got {i.dtype} ({i.script()})")
             lanes = max(lanes, i.dtype.lanes)
-        _set(self, "dtype", buffer.dtype.with_lanes(lanes * buffer.dtype.lanes))
-        _set(self, "buffer", buffer)
-        _set(self, "indices", indices)
+        set_field(self, "dtype", buffer.dtype.with_lanes(lanes * buffer.dtype.lanes))
+        set_field(self, "buffer", buffer)
+        set_field(self, "indices", indices)
 
 
 class Range(Node):
@@ -513,14 +513,14 @@ class Range(Node):
         if end is None:
             begin, end = 0, begin
         begin, end = convert(begin), convert(end)
-        _set(self, "min", begin)
-        _set(self, "extent", _fold_sub(end, begin))
+        set_field(self, "min", begin)
+        set_field(self, "extent", _fold_sub(end, begin))
 
     @staticmethod
     def from_min_extent(min_value, extent) -> "Range":
-        r = _new(Range)
-        _set(r, "min", convert(min_value))
-        _set(r, "extent", convert(extent))
+        r = new_node(Range)
+        set_field(r, "min", convert(min_value))
+        set_field(r, "extent", convert(extent))
         return r
 
 
@@ -539,10 +539,10 @@ class IterVar(Node):
             var = Var(var, dom.extent.dtype if dom is not None else "int32")
         if iter_type not in self.KINDS:
             raise TesseraError(f"IterVar kind must be one of {self.KINDS}, got {iter_type!r}")
-        _set(self, "dom", dom)
-        _set(self, "var", var)
-        _set(self, "iter_type", iter_type)
-        _set(self, "thread_tag", thread_tag)
+        set_field(self, "dom", dom)
+        set_field(self, "var", var)
+        set_field(self, "iter_type", iter_type)
+        set_field(self, "thread_tag", thread_tag)
 
     # an IterVar may be used where its variable is expected (as in TVM)
     def as_expr(self):
@@ -600,11 +600,11 @@ class CommReducer(Node):
     _ignore_fields = ("name",)
 
     def __init__(self, lhs, rhs, result, identity_element, name="reduce"):
-        _set(self, "lhs", tuple(lhs))
-        _set(self, "rhs", tuple(rhs))
-        _set(self, "result", tuple(convert(r) for r in result))
-        _set(self, "identity_element", tuple(convert(r) for r in identity_element))
-        _set(self, "name", name)
+        set_field(self, "lhs", tuple(lhs))
+        set_field(self, "rhs", tuple(rhs))
+        set_field(self, "result", tuple(convert(r) for r in result))
+        set_field(self, "identity_element", tuple(convert(r) for r in identity_element))
+        set_field(self, "name", name)
 
     def combine(self, lhs_values, rhs_values):
         """The combined values for concrete lhs/rhs expressions (substitutes the formal vars)."""
@@ -623,13 +623,13 @@ class Reduce(PrimExpr):
 
     def __init__(self, combiner, source, axis, condition=None, value_index=0, init=()):
         source = tuple(convert(s) for s in source)
-        _set(self, "dtype", source[value_index].dtype)
-        _set(self, "combiner", combiner)
-        _set(self, "source", source)
-        _set(self, "axis", tuple(axis))
-        _set(self, "condition", convert(condition) if condition is not None else const(True))
-        _set(self, "value_index", int(value_index))
-        _set(self, "init", tuple(convert(i) for i in init))
+        set_field(self, "dtype", source[value_index].dtype)
+        set_field(self, "combiner", combiner)
+        set_field(self, "source", source)
+        set_field(self, "axis", tuple(axis))
+        set_field(self, "condition", convert(condition) if condition is not None else const(True))
+        set_field(self, "value_index", int(value_index))
+        set_field(self, "init", tuple(convert(i) for i in init))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -804,13 +804,13 @@ def _fold(cls, a, b):
     if a.dtype.is_bool() and cls is not Min and cls is not Max:
         _refuse_bool(cls, a, b)
     if isinstance(a, (IntImm, FloatImm)) and isinstance(b, (IntImm, FloatImm)):
-        v = _eval_const(cls, a.value, b.value, a.dtype)
+        v = eval_const(cls, a.value, b.value, a.dtype)
         if v is not None:
             return const(v, a.dtype)
-    node = _new(cls)
-    _set(node, "dtype", a.dtype)
-    _set(node, "a", a)
-    _set(node, "b", b)
+    node = new_node(cls)
+    set_field(node, "dtype", a.dtype)
+    set_field(node, "a", a)
+    set_field(node, "b", b)
     return node
 
 
@@ -819,7 +819,8 @@ def _refuse_bool(cls, a, b):
                      f"use te.all/te.any for logic or cast to an integer first")
 
 
-def _eval_const(cls, x, y, dtype):
+def eval_const(cls, x, y, dtype):
+    """Fold `cls(x, y)` of two Python constants in `dtype` (None if it cannot); shared with arith's simplifier."""
     try:
         if cls is Add:
             v = x + y

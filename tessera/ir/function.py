@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import TesseraError
 from .buffer import Buffer
 from .expr import Var
-from .node import EMPTY_MAP, Node, _set, frozen_map
+from .node import EMPTY_MAP, Node, frozen_map, set_field
 from .stmt import Stmt
 
 
@@ -26,10 +26,10 @@ class PrimFunc(Node):
                 raise TesseraError(f"PrimFunc parameters are Buffers or Vars, got {p!r}")
         if not isinstance(body, Stmt):
             raise TesseraError(f"PrimFunc body must be a statement, got {type(body).__name__}")
-        _set(self, "params", params)
-        _set(self, "body", body)
-        _set(self, "attrs", frozen_map(attrs) if attrs else EMPTY_MAP)
-        _set(self, "name", str(name))
+        set_field(self, "params", params)
+        set_field(self, "body", body)
+        set_field(self, "attrs", frozen_map(attrs) if attrs else EMPTY_MAP)
+        set_field(self, "name", str(name))
 
     def with_body(self, body: Stmt) -> "PrimFunc":
         return self.replace(body=body)
@@ -53,7 +53,7 @@ class IRModule(Node):
     def __init__(self, functions):
         if isinstance(functions, PrimFunc):
             functions = {functions.name: functions}
-        _set(self, "functions", frozen_map(functions))
+        set_field(self, "functions", frozen_map(functions))
 
     def __getitem__(self, name) -> PrimFunc:
         try:

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 from .buffer import Buffer
 from .expr import PrimExpr, Var
-from .node import Node, _new, _set
+from .node import Node, new_node, set_field
 
 
 def _children(node: Node):
@@ -101,9 +101,9 @@ class Mutator:
                 changed[f] = nv
         if changed is None:
             return node
-        new = _new(type(node))
+        new = new_node(type(node))
         for f in node._fields:
-            _set(new, f, changed[f] if f in changed else getattr(node, f))
+            set_field(new, f, changed[f] if f in changed else getattr(node, f))
         return _fix_dtype(new)
 
 
@@ -127,29 +127,29 @@ def _fix_dtype(node):
         if isinstance(node, BinaryOp):
             if node.a.dtype != node.b.dtype:
                 return type(node)(node.a, node.b)
-            _set(node, "dtype", a.dtype)
+            set_field(node, "dtype", a.dtype)
         elif isinstance(node, CmpOp):
             if node.a.dtype != node.b.dtype:
                 return type(node)(node.a, node.b)
             from .dtype import bool_
 
-            _set(node, "dtype", bool_.with_lanes(a.dtype.lanes))
+            set_field(node, "dtype", bool_.with_lanes(a.dtype.lanes))
         elif isinstance(node, (And, Not)):
-            _set(node, "dtype", a.dtype)
+            set_field(node, "dtype", a.dtype)
     else:
         from .expr import BufferLoad, Cast, Let, Select
 
         if isinstance(node, BufferLoad):
             lanes = max([i.dtype.lanes for i in node.indices] + [1])
-            _set(node, "dtype", node.buffer.dtype.with_lanes(lanes * node.buffer.dtype.lanes))
+            set_field(node, "dtype", node.buffer.dtype.with_lanes(lanes * node.buffer.dtype.lanes))
         elif isinstance(node, Select):
             if node.true_value.dtype != node.false_value.dtype:
                 return Select(node.condition, node.true_value, node.false_value)
-            _set(node, "dtype", node.true_value.dtype)
+            set_field(node, "dtype", node.true_value.dtype)
         elif isinstance(node, Let):
-            _set(node, "dtype", node.body.dtype)
+            set_field(node, "dtype", node.body.dtype)
         elif isinstance(node, Cast) and node.value.dtype.lanes != node.dtype.lanes:
-            _set(node, "dtype", node.dtype.with_lanes(node.value.dtype.lanes))
+            set_field(node, "dtype", node.dtype.with_lanes(node.value.dtype.lanes))
     return node
 
 

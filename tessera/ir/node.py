@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-_set = object.__setattr__
-_new = object.__new__
+# Constructors of immutable nodes bypass Node.__setattr__ with these (every ir module and arith's
+# fast paths build nodes this way).
+set_field = object.__setattr__
+new_node = object.__new__
+_set = set_field  # codegen/c_base.py's spelling until its split lands
 
 
 class Node:
@@ -30,9 +33,9 @@ class Node:
 
     def replace(self, **changes):
         """A copy with some fields changed (no re-validation: the caller keeps types right)."""
-        new = _new(type(self))
+        new = new_node(type(self))
         for f in self._fields:
-            _set(new, f, changes.pop(f) if f in changes else getattr(self, f))
+            set_field(new, f, changes.pop(f) if f in changes else getattr(self, f))
         if changes:
             raise TypeError(f"{type(self).__name__} has no fields {sorted(changes)}")
         return new

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError, TesseraError
 from .buffer import Buffer, BufferRegion
 from .expr import IterVar, PrimExpr, Var, const, convert
-from .node import EMPTY_MAP, Node, _set, frozen_map
+from .node import EMPTY_MAP, Node, frozen_map, set_field
 
 
 class Stmt(Node):
@@ -34,9 +34,9 @@ class BufferStore(Stmt):
             else:
                 raise DTypeError(f"store to {buffer.name!r}: value has {value.dtype.lanes} lanes, "
                                  f"indices address {lanes}")
-        _set(self, "buffer", buffer)
-        _set(self, "value", value)
-        _set(self, "indices", indices)
+        set_field(self, "buffer", buffer)
+        set_field(self, "value", value)
+        set_field(self, "indices", indices)
 
 
 class ForKind:
@@ -62,13 +62,13 @@ class For(Stmt):
             raise TesseraError(f"a loop variable must be a Var, got {loop_var!r}")
         if not isinstance(body, Stmt):
             raise TesseraError(f"loop body must be a statement, got {type(body).__name__}")
-        _set(self, "loop_var", loop_var)
-        _set(self, "min", convert(min_value))
-        _set(self, "extent", convert(extent))
-        _set(self, "kind", kind)
-        _set(self, "body", body)
-        _set(self, "thread_binding", thread_binding)
-        _set(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
+        set_field(self, "loop_var", loop_var)
+        set_field(self, "min", convert(min_value))
+        set_field(self, "extent", convert(extent))
+        set_field(self, "kind", kind)
+        set_field(self, "body", body)
+        set_field(self, "thread_binding", thread_binding)
+        set_field(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
 
 
 class SeqStmt(Stmt):
@@ -78,7 +78,7 @@ class SeqStmt(Stmt):
     _fields = ("seq",)
 
     def __init__(self, stmts):
-        _set(self, "seq", tuple(stmts))
+        set_field(self, "seq", tuple(stmts))
 
 
 def seq(*stmts) -> Stmt:
@@ -108,9 +108,9 @@ class IfThenElse(Stmt):
         condition = convert(condition)
         if not condition.dtype.is_bool():
             raise DTypeError(f"if condition must be bool, got {condition.dtype}")
-        _set(self, "condition", condition)
-        _set(self, "then_case", then_case)
-        _set(self, "else_case", else_case)
+        set_field(self, "condition", condition)
+        set_field(self, "then_case", then_case)
+        set_field(self, "else_case", else_case)
 
 
 class Allocate(Stmt):
@@ -121,8 +121,8 @@ class Allocate(Stmt):
     _def_fields = ("buffer",)
 
     def __init__(self, buffer: Buffer, body: Stmt):
-        _set(self, "buffer", buffer)
-        _set(self, "body", body)
+        set_field(self, "buffer", buffer)
+        set_field(self, "body", body)
 
 
 class Evaluate(Stmt):
@@ -132,7 +132,7 @@ class Evaluate(Stmt):
     _fields = ("value",)
 
     def __init__(self, value):
-        _set(self, "value", convert(value))
+        set_field(self, "value", convert(value))
 
 
 class LetStmt(Stmt):
@@ -144,9 +144,9 @@ class LetStmt(Stmt):
         value = convert(value)
         if var.dtype != value.dtype:
             raise DTypeError(f"let {var.name}: variable is {var.dtype}, value is {value.dtype}")
-        _set(self, "var", var)
-        _set(self, "value", value)
-        _set(self, "body", body)
+        set_field(self, "var", var)
+        set_field(self, "value", value)
+        set_field(self, "body", body)
 
 
 class AttrStmt(Stmt):
@@ -156,10 +156,10 @@ class AttrStmt(Stmt):
     _fields = ("node", "attr_key", "value", "body")
 
     def __init__(self, node, attr_key: str, value, body: Stmt):
-        _set(self, "node", node)
-        _set(self, "attr_key", str(attr_key))
-        _set(self, "value", convert(value))
-        _set(self, "body", body)
+        set_field(self, "node", node)
+        set_field(self, "attr_key", str(attr_key))
+        set_field(self, "value", convert(value))
+        set_field(self, "body", body)
 
 
 class AssertStmt(Stmt):
@@ -167,9 +167,9 @@ class AssertStmt(Stmt):
     _fields = ("condition", "message", "body")
 
     def __init__(self, condition, message: str, body: Stmt):
-        _set(self, "condition", convert(condition))
-        _set(self, "message", str(message))
-        _set(self, "body", body)
+        set_field(self, "condition", convert(condition))
+        set_field(self, "message", str(message))
+        set_field(self, "body", body)
 
 
 class Block(Stmt):
@@ -192,15 +192,15 @@ class Block(Stmt):
         for iv in iter_vars:
             if not isinstance(iv, IterVar):
                 raise TesseraError(f"block {name_hint!r}: iter_vars must be IterVars, got {iv!r}")
-        _set(self, "iter_vars", iter_vars)
-        _set(self, "reads", tuple(reads))
-        _set(self, "writes", tuple(writes))
-        _set(self, "name_hint", str(name_hint))
-        _set(self, "body", body)
-        _set(self, "init", init)
-        _set(self, "alloc_buffers", tuple(alloc_buffers))
-        _set(self, "match_buffers", tuple(match_buffers))
-        _set(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
+        set_field(self, "iter_vars", iter_vars)
+        set_field(self, "reads", tuple(reads))
+        set_field(self, "writes", tuple(writes))
+        set_field(self, "name_hint", str(name_hint))
+        set_field(self, "body", body)
+        set_field(self, "init", init)
+        set_field(self, "alloc_buffers", tuple(alloc_buffers))
+        set_field(self, "match_buffers", tuple(match_buffers))
+        set_field(self, "annotations", frozen_map(annotations) if annotations else EMPTY_MAP)
 
 
 class BlockRealize(Stmt):
@@ -215,9 +215,9 @@ class BlockRealize(Stmt):
             raise TesseraError(f"block {block.name_hint!r}: {len(iter_values)} bindings for "
                                f"{len(block.iter_vars)} iteration variables")
         predicate = convert(predicate if predicate is not None else True)
-        _set(self, "iter_values", iter_values)
-        _set(self, "predicate", predicate)
-        _set(self, "block", block)
+        set_field(self, "iter_values", iter_values)
+        set_field(self, "predicate", predicate)
+        set_field(self, "block", block)
 
 
 NOP = Evaluate(const(0))

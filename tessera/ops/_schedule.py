@@ -33,14 +33,16 @@ def _extent(sch, loop):
     return ext.value if isinstance(ext, E.IntImm) else None
 
 
-def _lanes(block, target) -> int:
+def vector_lanes(block, target) -> int:
+    """Vector lanes of the target for the block's output dtype; the graph's fused kernels use it too."""
     bits = 32
     if block.writes:
         bits = max(8, block.writes[0].buffer.dtype.bits)
     return max(1, int(getattr(target, "vector_bits", 128)) // bits)
 
 
-def _threads(target) -> int:
+def thread_count(target) -> int:
+    """The target's thread count (1 when it has none); every CPU schedule asks it."""
     try:
         return int(target.num_threads)
     except (AttributeError, TypeError, ValueError):
@@ -56,7 +58,7 @@ def _work(extents) -> float:
 
 def _parallel(sch, loops, work, target):
     """Fuse `loops` and run them in parallel when there is enough work for the threads."""
-    if not loops or _threads(target) < 2 or work < PARALLEL_MIN_WORK:
+    if not loops or thread_count(target) < 2 or work < PARALLEL_MIN_WORK:
         return
     outer = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     sch.parallel(outer)
@@ -69,7 +71,7 @@ def schedule_spatial_block(sch, block, target) -> None:
     if not loops:
         return
     exts = [_extent(sch, lp) for lp in loops]
-    lanes = _lanes(blk, target)
+    lanes = vector_lanes(blk, target)
     outer = list(loops[:-1])
     inner, ext = loops[-1], exts[-1]
     if ext is not None and lanes > 1 and ext >= lanes and ext % lanes == 0:
@@ -81,7 +83,7 @@ def schedule_spatial_block(sch, block, target) -> None:
     _parallel(sch, outer, _work(exts), target)
 
 
-def _unit_stride_in_last_index(blk, var) -> bool:
+def unit_stride_in_last_index(blk, var) -> bool:
     """Every load of the block's body (not its init) uses var only in its last index, as `... + var`
     (so lanes of var read consecutive elements), and some load uses it."""
     used = False
@@ -111,12 +113,12 @@ def rfactor_lanes(sch, block, target):
         raise ScheduleError(f"rfactor_lanes: block {name!r} writes {len(blk.writes)} buffers")
     inner = loops[-1]
     ext = _extent(sch, inner)
-    lanes = _lanes(blk, target)
+    lanes = vector_lanes(blk, target)
     if ext is None or lanes < 2 or ext % lanes:
         raise ScheduleError(f"rfactor_lanes: the innermost loop of {name!r} is not a static multiple of "
                             f"{lanes} lanes")
-    bound = _bound_iter_var(sch, block, inner)
-    if bound is None or bound.iter_type != "reduce" or not _unit_stride_in_last_index(blk, bound.var):
+    bound = bound_iter_var(sch, block, inner)
+    if bound is None or bound.iter_type != "reduce" or not unit_stride_in_last_index(blk, bound.var):
         raise ScheduleError(f"rfactor_lanes: the innermost loop of {name!r} is not a reduction along the "
                             f"contiguous axis of its loads")
     _, ki = sch.split(inner, factors=[None, lanes])
@@ -131,7 +133,7 @@ def vectorize_partial(sch, rf, depth: int):
     lane_var = blk.iter_vars[0]  # rfactor puts the factored axis first
     loops = sch.get_loops(rf)
     below = loops[depth:]
-    lane = [lp for lp in below if _bound_iter_var(sch, rf, lp) is lane_var]
+    lane = [lp for lp in below if bound_iter_var(sch, rf, lp) is lane_var]
     if len(lane) != 1 or len(below) < 2:
         raise ScheduleError(f"vectorize_partial: block {blk.name_hint!r} has no lane loop below depth {depth}")
     sch.reorder(*[lp for lp in below if lp is not lane[0]], lane[0])
@@ -161,8 +163,8 @@ def _vectorize_inner_spatial(sch, block, depth, target):
         return
     inner = loops[-1]
     ext = _extent(sch, inner)
-    lanes = _lanes(sch.get(block), target)
-    if _bound_iter_var(sch, block, inner) is None or any(
+    lanes = vector_lanes(sch.get(block), target)
+    if bound_iter_var(sch, block, inner) is None or any(
             iv.iter_type == "reduce" for iv in sch.get(block).iter_vars):
         return
     if ext is not None and lanes > 1 and ext % lanes == 0 and ext >= lanes:
@@ -202,11 +204,11 @@ def schedule_rows(sch, target, out: str, depth: int) -> None:
             else:
                 _vectorize_inner_spatial(s, s.get_block(name), depth, target)
         row_loops = s.get_loops(s.get_block(out))[:depth]
-        if _threads(target) > 1 and work >= PARALLEL_MIN_WORK and _work(rows) >= 2:
+        if thread_count(target) > 1 and work >= PARALLEL_MIN_WORK and _work(rows) >= 2:
             s.parallel(s.fuse(*row_loops) if len(row_loops) > 1 else row_loops[0])
 
 
-def _bound_iter_var(sch, block, loop):
+def bound_iter_var(sch, block, loop):
     """The block iterator whose binding is exactly the loop's variable (None if there is none)."""
     var = sch.get(loop).loop_var
     realize = _realize_of(sch, block)
@@ -242,7 +244,7 @@ def schedule_reduce_block(sch, block, target) -> None:
         return
     exts = [_extent(sch, lp) for lp in loops]
     n_out = _work(exts[:n_spatial])
-    if n_out < _threads(target):
+    if n_out < thread_count(target):
         return
     _parallel(sch, spatial, work, target)
 

@@ -21,7 +21,7 @@ def _check_index_dtype(op, dtype):
     return dt
 
 
-def _shape_range(ndim, start, end):
+def shape_range(ndim, start, end):
     """ONNX Shape's start/end: negative counts from the back, both clamped to [0, ndim]."""
     start = 0 if start is None else start
     end = ndim if end is None else end
@@ -39,7 +39,7 @@ shape_of = register_op("shape_of", inputs=("data",), pattern=OpPattern.OPAQUE,
 def _(types, attrs):
     (t,) = types
     dt = _check_index_dtype("shape_of", attrs["dtype"])
-    lo, hi = _shape_range(t.ndim, attrs["start"], attrs["end"])
+    lo, hi = shape_range(t.ndim, attrs["start"], attrs["end"])
     return [t.with_shape((hi - lo,)).with_dtype(dt)]
 
 
@@ -47,7 +47,7 @@ def _(types, attrs):
 def _(tensors, attrs):
     (x,) = tensors
     dt = DataType(attrs["dtype"])
-    lo, hi = _shape_range(len(x.shape), attrs["start"], attrs["end"])
+    lo, hi = shape_range(len(x.shape), attrs["start"], attrs["end"])
     dims = [x.shape[d].astype(dt) for d in range(lo, hi)]
 
     def f(i):

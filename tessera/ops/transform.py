@@ -439,7 +439,7 @@ strided_slice = _register("strided_slice", ("data",),
                               "both are clamped, strides may be negative; axes default to 0..len(begin)-1.")
 
 
-def _slice_plan(shape, attrs):
+def slice_plan(shape, attrs):
     """Per axis: (start, step, length) for sliced axes; None for untouched ones."""
     begin, end = list(attrs["begin"]), list(attrs["end"])
     n = len(begin)
@@ -479,14 +479,14 @@ def _slice_plan(shape, attrs):
 @strided_slice.def_infer
 def _slice_infer(types, attrs):
     (t,) = types
-    plan = _slice_plan(t.shape, attrs)
+    plan = slice_plan(t.shape, attrs)
     return [TensorType(tuple(d if p is None else p[2] for d, p in zip(t.shape, plan)), t.dtype)]
 
 
 @strided_slice.def_compute
 def _slice_compute(tensors, attrs):
     (x,) = tensors
-    plan = _slice_plan(_graph_shape(x.shape), attrs)
+    plan = slice_plan(_graph_shape(x.shape), attrs)
     shape = [d if p is None else p[2] for d, p in zip(x.shape, plan)]
 
     def body(*i):

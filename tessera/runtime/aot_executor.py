@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import ShapeError, TesseraError
 from .executor import Executor
 from .inputs import input_array
-from .module import _FAST_NUMPY, _STATUS_ERRORS, BenchmarkResult, _check_timing, _from_address
+from .module import FAST_NUMPY, STATUS_ERRORS, BenchmarkResult, check_timing, pointer_at
 from .plan import Plan
 
 _P = ctypes.c_void_p
@@ -116,13 +116,13 @@ class AotExecutor(Executor):
 
     def _status_error(self, rc, handle) -> TesseraError:
         msg = (self._error(handle) or b"").decode("utf-8", "replace") or "(no message)"
-        cls = _STATUS_ERRORS.get(rc, TesseraError)
+        cls = STATUS_ERRORS.get(rc, TesseraError)
         return cls(f"{self.prefix}_run (graph {self.name!r}): status {rc}: {msg}")
 
     def benchmark(self, inputs=None, number: int = 10, repeat: int = 3, min_repeat_ms: int = 0,
                   **kwargs) -> BenchmarkResult:
         """Time whole runs inside the library (PREFIX_time, a C timer loop): seconds per run."""
-        _check_timing(number, repeat, min_repeat_ms)
+        check_timing(number, repeat, min_repeat_ms)
         arrays = self._arrays(inputs, kwargs)
         outs = [np.empty(shape, dt) for shape, dt in self._out_shapes]
         ins_c, outs_c = (_P * max(len(arrays), 1))(), (_P * max(len(outs), 1))()
@@ -148,9 +148,9 @@ class AotExecutor(Executor):
 
 
 def _fill(slots, arrays):
-    if _FAST_NUMPY:
+    if FAST_NUMPY:
         for i, x in enumerate(arrays):
-            slots[i] = _from_address(id(x) + 16).value
+            slots[i] = pointer_at(id(x) + 16).value
     else:
         for i, x in enumerate(arrays):
             slots[i] = x.ctypes.data

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..errors import TesseraError
-from .module import Module, _read_cstring
+from .module import Module, read_cstring
 from .plan import Plan, TensorSpec, parse_document
 
 EXECUTORS = ("aot", "graph")
@@ -35,7 +35,7 @@ class LibraryKernel:
 def read_document(path, module=None) -> dict | None:
     """The tessera_graph document of a library, or None when it is a plain kernel library."""
     mod = module or Module(path)
-    text = _read_cstring(mod._lib, "tessera_graph")
+    text = read_cstring(mod._lib, "tessera_graph")
     if text is None:
         return None
     return parse_document(text, str(path))

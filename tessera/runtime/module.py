@@ -26,15 +26,16 @@ import numpy as np
 from ..codegen import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
-from .ndarray import NDArray, _DTYPE_INFO, dtype_info, from_dlpack
+from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024
-_STATUS_ERRORS = {abi.STATUS_ARG_COUNT: TesseraError, abi.STATUS_DTYPE: DTypeError,
-                  abi.STATUS_SHAPE: ShapeError, abi.STATUS_STRIDE: ShapeError,
-                  abi.STATUS_RUNTIME: TesseraError}
+# the error class for each nonzero status a compiled function returns (Module and AotExecutor)
+STATUS_ERRORS = {abi.STATUS_ARG_COUNT: TesseraError, abi.STATUS_DTYPE: DTypeError,
+                 abi.STATUS_SHAPE: ShapeError, abi.STATUS_STRIDE: ShapeError,
+                 abi.STATUS_RUNTIME: TesseraError}
 
 
-class _Tensor(ctypes.Structure):
+class CTensor(ctypes.Structure):
     """tessera_tensor_t with untyped pointers, so a struct is built from plain ints in one call."""
 
     _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
@@ -42,10 +43,11 @@ class _Tensor(ctypes.Structure):
                 ("lanes", ctypes.c_uint16)]
 
 
-if ctypes.sizeof(_Tensor) != ctypes.sizeof(abi.TesseraTensor):  # pragma: no cover - layout guard
-    raise ImportError("tessera runtime: _Tensor no longer mirrors abi.TesseraTensor")
+if ctypes.sizeof(CTensor) != ctypes.sizeof(abi.TesseraTensor):  # pragma: no cover - layout guard
+    raise ImportError("tessera runtime: CTensor no longer mirrors abi.TesseraTensor")
 
-_from_address = ctypes.c_void_p.from_address
+# the pointer-sized word at an address (numpy's array struct fields; the executors' fast paths)
+pointer_at = ctypes.c_void_p.from_address
 _addressof = ctypes.addressof
 
 
@@ -59,9 +61,9 @@ def _numpy_fields_usable() -> bool:
         return False
     try:
         for a in (np.zeros((3, 5), np.float32), np.zeros((4, 6, 2))[1:, ::2], np.zeros(7, np.int8)):
-            if _from_address(id(a) + 16).value != a.ctypes.data:
+            if pointer_at(id(a) + 16).value != a.ctypes.data:
                 return False
-            dims = (ctypes.c_int64 * a.ndim).from_address(_from_address(id(a) + 32).value)
+            dims = (ctypes.c_int64 * a.ndim).from_address(pointer_at(id(a) + 32).value)
             if tuple(dims) != a.shape:
                 return False
     except Exception:  # pragma: no cover - exotic interpreters
@@ -69,7 +71,8 @@ def _numpy_fields_usable() -> bool:
     return True
 
 
-_FAST_NUMPY = _numpy_fields_usable()
+# whether pointer_at may read numpy arrays' data/shape directly (checked once; executors share it)
+FAST_NUMPY = _numpy_fields_usable()
 
 
 class BenchmarkResult:
@@ -189,7 +192,7 @@ class Function:
 
     def time(self, args, number=10, repeat=3, min_repeat_ms=0) -> BenchmarkResult:
         """Run the module's C timer loop on `args`: `repeat` rounds of at least `number` calls."""
-        _check_timing(number, repeat, min_repeat_ms)
+        check_timing(number, repeat, min_repeat_ms)
         if self._timer is None:
             raise TesseraError(f"function {self.name!r} of {self.module.path} has no timer export")
         slots, keep = self._pack(args)
@@ -204,16 +207,16 @@ class Function:
     # ------------------------------------------------------------------ argument conversion
     def _tensor_arg(self, i, x, keep):
         if isinstance(x, np.ndarray):
-            info = _DTYPE_INFO.get(x.dtype)
+            info = DTYPE_INFO.get(x.dtype)
             if info is None:
                 try:
                     info = dtype_info(x.dtype)
                 except TesseraError as e:
                     raise DTypeError(f"{self.name}: argument {self._pname(i)}: {e}") from None
             nd = x.ndim
-            if _FAST_NUMPY:
+            if FAST_NUMPY:
                 xid = id(x)
-                data, shape = _from_address(xid + 16).value, _from_address(xid + 32).value
+                data, shape = pointer_at(xid + 16).value, pointer_at(xid + 32).value
             else:
                 shape_c = (ctypes.c_int64 * max(nd, 1))(*x.shape)
                 keep.append(shape_c)
@@ -227,7 +230,7 @@ class Function:
                 strides_c = (ctypes.c_int64 * nd)(*(s // item for s in x.strides))
                 keep.append(strides_c)
                 strides = _addressof(strides_c)
-            t = _Tensor(data, shape, strides, nd, info[1], info[2], 1)
+            t = CTensor(data, shape, strides, nd, info[1], info[2], 1)
             keep.append(t)
             return _addressof(t)
         if isinstance(x, NDArray):
@@ -276,7 +279,7 @@ class Function:
 
     def _status_error(self, rc, err) -> TesseraError:
         text = err.value.decode("utf-8", "replace") or "(no message)"
-        cls = _STATUS_ERRORS.get(rc)
+        cls = STATUS_ERRORS.get(rc)
         if cls is None:
             return TesseraError(f"{self.name}: unknown status {rc}: {text}")
         return cls(f"{self.name}: {text}")
@@ -296,7 +299,7 @@ class Module:
             raise TesseraError(f"module file {path} does not exist")
         self.path = path
         lib = _dlopen(path)
-        text = _read_cstring(lib, "tessera_metadata")
+        text = read_cstring(lib, "tessera_metadata")
         if text is None:
             raise TesseraError(f"{path} is not a tessera module (it has no tessera_metadata)")
         try:
@@ -351,7 +354,7 @@ class Module:
         """The C source the library was built from (embedded in the library itself)."""
         if fmt not in ("c", ""):
             raise TesseraError(f"get_source: only the C source is kept, not {fmt!r}")
-        text = _read_cstring(self._lib, "tessera_source")
+        text = read_cstring(self._lib, "tessera_source")
         if text is None:
             beside = os.path.splitext(self.path)[0] + ".c"
             if os.path.isfile(beside):
@@ -364,7 +367,7 @@ class Module:
                        min_repeat_ms: int = 0):
         """A callable f(*args) -> BenchmarkResult that times `func_name` inside the module (C timer)."""
         func = self.get_function(func_name)
-        _check_timing(number, repeat, min_repeat_ms)
+        check_timing(number, repeat, min_repeat_ms)
 
         def evaluator(*args) -> BenchmarkResult:
             return func.time(args, number, repeat, min_repeat_ms)
@@ -403,7 +406,7 @@ def load_module(path, executor=None):
     compiler nor onnx is needed.
     """
     mod = Module(path)
-    if _read_cstring(mod._lib, "tessera_graph") is not None:
+    if read_cstring(mod._lib, "tessera_graph") is not None:
         from .library import load_library
 
         return load_library(path, module=mod, executor=executor)
@@ -412,7 +415,8 @@ def load_module(path, executor=None):
     return mod
 
 
-def _check_timing(number, repeat, min_repeat_ms):
+def check_timing(number, repeat, min_repeat_ms):
+    """Reject bad time_evaluator arguments (TesseraError); Module's and AotExecutor's timers share it."""
     for label, v, low in (("number", number, 1), ("repeat", repeat, 1), ("min_repeat_ms", min_repeat_ms, 0)):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or not low <= v < 2**31:
             raise TesseraError(f"time_evaluator: {label} must be an int >= {low}, got {v!r}")
@@ -496,7 +500,8 @@ def _symbol(lib, name, where):
     return fn
 
 
-def _read_cstring(lib, name):
+def read_cstring(lib, name):
+    """The NUL-terminated C string exported as `name` by `lib`, or None; libraries' metadata readers use it."""
     try:
         sym = ctypes.c_char.in_dll(lib, name)
     except ValueError:

@@ -19,18 +19,18 @@ _KDLCPU = 1
 
 # numpy dtype -> (tessera dtype, ABI code, ABI bits). Booleans are stored in a byte (DLPack's
 # convention: code 6, bits 8).
-_DTYPE_INFO: dict = {}
+DTYPE_INFO: dict = {}
 
 
 def dtype_info(np_dtype: np.dtype):
     """(tessera dtype, ABI code, ABI bits) of a numpy dtype; DTypeError if tessera has no equivalent."""
-    info = _DTYPE_INFO.get(np_dtype)
+    info = DTYPE_INFO.get(np_dtype)
     if info is None:
         if not np_dtype.isnative:
             raise DTypeError(f"numpy dtype {np_dtype} is not in native byte order")
         dt = dtype_of_numpy(np_dtype)
         info = (dt, DTYPE_CODE[dt.code], np_dtype.itemsize * 8)
-        _DTYPE_INFO[np_dtype] = info
+        DTYPE_INFO[np_dtype] = info
     return info
 
 

@@ -15,7 +15,7 @@ import threading
 import numpy as np
 
 from .graph_executor import node_error
-from .module import _FAST_NUMPY, ERR_LEN, _from_address, _Tensor
+from .module import ERR_LEN, FAST_NUMPY, CTensor, pointer_at
 from .ndarray import dtype_info
 
 
@@ -46,13 +46,13 @@ class StaticRunner:
         self.arena = raw[start:start + memory.arena_bytes]
         self.keep = [raw]
         self.err = ctypes.create_string_buffer(err_len)
-        structs: dict = {}      # value slot -> _Tensor
-        live_io: dict = {}      # value slot -> _Tensor whose data is set per run (inputs, outputs)
+        structs: dict = {}      # value slot -> CTensor
+        live_io: dict = {}      # value slot -> CTensor whose data is set per run (inputs, outputs)
 
         def struct(shape, np_dt, data):
             info = dtype_info(np.dtype(np_dt))
             shape_c = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-            t = _Tensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
+            t = CTensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
             self.keep.append(shape_c)
             return t
 
@@ -119,7 +119,7 @@ class StaticRunner:
 
 
 def _data_ptr(x: np.ndarray) -> int:
-    return _from_address(id(x) + 16).value if _FAST_NUMPY else x.ctypes.data
+    return pointer_at(id(x) + 16).value if FAST_NUMPY else x.ctypes.data
 
 
 __all__ = ["StaticRunner"]

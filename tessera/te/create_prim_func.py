@@ -31,7 +31,7 @@ class _Names:
         return name
 
 
-def _topo_ops(arg_tensors, in_args):
+def topo_ops(arg_tensors, in_args):
     """Compute ops reachable from the arguments, producers first (post-order DFS in args order)."""
     order, done, active = [], set(), set()
     for root in arg_tensors:
@@ -211,7 +211,7 @@ def create_prim_func(args, name: str = "main") -> PrimFunc:
             in_args.add(id(a))
         else:
             raise TesseraError(f"create_prim_func takes te tensors and scalar te.vars, got {a!r}")
-    order = _topo_ops(arg_tensors, in_args)
+    order = topo_ops(arg_tensors, in_args)
 
     names = _Names()
     buf_of: dict[Buffer, Buffer] = {}

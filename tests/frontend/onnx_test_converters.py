@@ -1,12 +1,12 @@
 """Converters of a private ONNX domain ("tessera.test") for the frontend core tests, so that they
 do not depend on the op-family converters being written beside them."""
-from tessera.frontend.onnx_ops import _CONVERTERS, converter
+from tessera.frontend.onnx_ops import converter, supported_ops
 
 DOMAIN = "tessera.test"
 
 
 def _register():
-    if f"{DOMAIN}::TAdd" in _CONVERTERS:
+    if f"{DOMAIN}::TAdd" in supported_ops():
         return
 
     @converter("TAdd", domain=DOMAIN)

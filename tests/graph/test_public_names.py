@@ -17,7 +17,7 @@ from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
 import tessera
-from tessera.cli import _split_input, main
+from tessera.cli import split_input, main
 from tessera.errors import TesseraError
 from tessera.graph import Builder, Graph
 from tessera.graph.aot import c_names
@@ -301,15 +301,15 @@ def test_cli_runs_by_the_model_names(odd, exported, tmp_path, capsys):
 
 def test_cli_input_split_takes_the_longest_known_name_from_the_right(tmp_path):
     names = ["k", "k=v", "x:0"]
-    assert _split_input("k=v=a=b.npy", names) == ("k=v", "a=b.npy")
-    assert _split_input("k=a=b.npy", names) == ("k", "a=b.npy")
-    assert _split_input("x:0=f.npy", names) == ("x:0", "f.npy")
-    assert _split_input(str(tmp_path / "f.npy"), names) == (None, str(tmp_path / "f.npy"))
+    assert split_input("k=v=a=b.npy", names) == ("k=v", "a=b.npy")
+    assert split_input("k=a=b.npy", names) == ("k", "a=b.npy")
+    assert split_input("x:0=f.npy", names) == ("x:0", "f.npy")
+    assert split_input(str(tmp_path / "f.npy"), names) == (None, str(tmp_path / "f.npy"))
     f = tmp_path / "q=f.npy"                # an existing file with '=' in its name is positional
     f.write_bytes(b"")
-    assert _split_input(str(f), names) == (None, str(f))
+    assert split_input(str(f), names) == (None, str(f))
     with pytest.raises(TesseraError, match=r"no input 'q'.*inputs are \['k', 'k=v', 'x:0'\]"):
-        _split_input("q=missing.npy", names)
+        split_input("q=missing.npy", names)
 
 
 def test_cli_bench_feeds_onnxruntime_by_name(tmp_path, capsys):

@@ -76,7 +76,7 @@ def _prepare(i, sig, target):
     for target), renamed for the group's unit. A default schedule that fails is an error here, not a
     silent fall-back to the unscheduled kernel: the sanitized kernel must be the one the executor runs."""
     from tessera.build_module import lower
-    from tessera.graph.kernels import _prepare_kernel, get_kernels
+    from tessera.graph.kernels import prepare_kernel, get_kernels
     from tessera.ir import PrimFunc
 
     op, attrs, in_types, out_types, node = sig
@@ -84,7 +84,7 @@ def _prepare(i, sig, target):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            p = _prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
+            p = prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
             shapes = [tuple(d) for d in p.out_exprs]
             if not all(isinstance(d, int) for s in shapes for d in s):
                 raise AssertionError(f"output shapes {shapes} are not static")

@@ -23,7 +23,8 @@ def _np_dtype(v):
     return numpy_dtype(v.type.dtype)
 
 
-def _static(ctx, v, axes, what):
+def static_ints(ctx, v, axes, what):
+    """The static sizes of `v`'s `axes` (a ShapeError naming `what` if one is symbolic); nn and quantize."""
     dims = [v.type.shape[a] for a in axes]
     if any(not isinstance(d, int) for d in dims):
         ctx.unsupported(f"the {what} of input {v.type} must be static")
@@ -69,7 +70,8 @@ def _auto_pad(ctx, spatial, kernel, strides, dilations):
     return tuple(begin + end)
 
 
-def _window_attrs(ctx, x, kernel=None):
+def window_attrs(ctx, x, kernel=None):
+    """The pooling/conv window attributes (kernel, strides, pads, dilations) of an ONNX node over `x`."""
     nd = x.type.ndim - 2
     if nd < 1:
         ctx.unsupported(f"input {x.type} must be (N, C, spatial...)")
@@ -93,8 +95,8 @@ def _conv(ctx):
     x, w = ctx.input(0), ctx.input(1)
     if w.type.ndim != x.type.ndim:
         ctx.unsupported(f"weight {w.type} and input {x.type} must have the same rank")
-    kernel = ctx.attr("kernel_shape") or _static(ctx, w, range(2, w.type.ndim), "kernel")
-    nd, kernel, strides, dilations, pads = _window_attrs(ctx, x, kernel)
+    kernel = ctx.attr("kernel_shape") or static_ints(ctx, w, range(2, w.type.ndim), "kernel")
+    nd, kernel, strides, dilations, pads = window_attrs(ctx, x, kernel)
     if nd > 3:
         ctx.unsupported(f"{nd}-d convolution (tessera has 1-d, 2-d and 3-d)")
     y = ctx.op(f"nn.conv{nd}d", x, w, strides=strides, padding=pads, dilation=dilations,
@@ -119,12 +121,12 @@ def _conv_transpose(ctx):
     nd = x.type.ndim - 2
     if nd < 1 or nd > 3:
         ctx.unsupported(f"{nd}-d transposed convolution (tessera has 1-d, 2-d and 3-d)")
-    kernel = [int(k) for k in (ctx.attr("kernel_shape") or _static(ctx, w, range(2, w.type.ndim), "kernel"))]
+    kernel = [int(k) for k in (ctx.attr("kernel_shape") or static_ints(ctx, w, range(2, w.type.ndim), "kernel"))]
     strides = [int(s) for s in (ctx.attr("strides") or [1] * nd)]
     dilations = [int(d) for d in (ctx.attr("dilations") or [1] * nd)]
     out_pad = [int(p) for p in (ctx.attr("output_padding") or [0] * nd)]
     group = int(ctx.attr("group", 1))
-    spatial = _static(ctx, x, range(2, nd + 2), "spatial dimensions")
+    spatial = static_ints(ctx, x, range(2, nd + 2), "spatial dimensions")
     auto_pad = ctx.attr("auto_pad", "NOTSET")
     output_shape = ctx.attr("output_shape")
     pads = ctx.attr("pads")
@@ -162,8 +164,8 @@ def _conv_transpose(ctx):
 @converter("ConvInteger", since=10)
 def _conv_integer(ctx):
     x, w = ctx.input(0), ctx.input(1)
-    kernel = ctx.attr("kernel_shape") or _static(ctx, w, range(2, w.type.ndim), "kernel")
-    nd, kernel, strides, dilations, pads = _window_attrs(ctx, x, kernel)
+    kernel = ctx.attr("kernel_shape") or static_ints(ctx, w, range(2, w.type.ndim), "kernel")
+    nd, kernel, strides, dilations, pads = window_attrs(ctx, x, kernel)
     xz = ctx.input(2, optional=True)
     wz = ctx.input(3, optional=True)
     xz = xz if xz is not None else ctx.const(np.zeros((), _np_dtype(x)), "x_zero_point")
@@ -313,7 +315,7 @@ def _lrn(ctx):
 # ---------------------------------------------------------------------------------------------
 def _pool_common(ctx):
     x = ctx.input(0)
-    nd, kernel, strides, dilations, pads = _window_attrs(ctx, x)
+    nd, kernel, strides, dilations, pads = window_attrs(ctx, x)
     ceil_mode = bool(ctx.attr("ceil_mode", 0))
     return x, nd, dict(pool_size=tuple(kernel), strides=strides, dilation=dilations, padding=pads,
                        ceil_mode=ceil_mode)

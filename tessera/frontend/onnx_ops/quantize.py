@@ -11,7 +11,7 @@ import numpy as np
 
 from ...ops.quantize import QUANT_DTYPES
 from . import converter
-from .nn import _static, _window_attrs
+from .nn import static_ints, window_attrs
 
 
 def _out_dtype(ctx, zp):
@@ -102,8 +102,8 @@ def _qlinear_conv(ctx):
     for v, what in ((x, "x"), (w, "w"), (y_zp, "y_zero_point")):
         if str(v.type.dtype) not in ("int8", "uint8"):
             ctx.unsupported(f"{what} of dtype {v.type.dtype} (QLinearConv takes int8 or uint8)")
-    kernel = ctx.attr("kernel_shape") or _static(ctx, w, range(2, w.type.ndim), "kernel")
-    nd, kernel, strides, dilations, pads = _window_attrs(ctx, x, kernel)
+    kernel = ctx.attr("kernel_shape") or static_ints(ctx, w, range(2, w.type.ndim), "kernel")
+    nd, kernel, strides, dilations, pads = window_attrs(ctx, x, kernel)
     acc = ctx.op("nn.conv_integer", x, w, x_zp, w_zp, strides=strides, padding=pads, dilation=dilations,
                  groups=int(ctx.attr("group", 1)))
     bias = ctx.input(8, optional=True)

@@ -14,7 +14,7 @@ from ..const_eval import fold_constants
 from ..ir import Graph, Value
 from ..transform import substitute
 from ...ir.dtype import DataType, numpy_dtype
-from ...ops.shape import _shape_range
+from ...ops.shape import shape_range
 
 
 def _shape_constants(graph: Graph):
@@ -27,7 +27,7 @@ def _shape_constants(graph: Graph):
         out = n.outputs[0]
         dt = numpy_dtype(DataType(out.dtype))
         if n.op == "shape_of":
-            lo, hi = _shape_range(t.ndim, n.attrs["start"], n.attrs["end"])
+            lo, hi = shape_range(t.ndim, n.attrs["start"], n.attrs["end"])
             arr = np.array(t.shape[lo:hi], dtype=dt)
         else:
             arr = np.array(t.numel(), dtype=dt)

@@ -122,7 +122,7 @@ def _packed_block(sch, block, target):
     for lp in sch.get_loops(block):
         e = _extent(sch, lp)
         work *= e if e is not None else S.PARALLEL_MIN_WORK
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and obe is not None and obe >= 2:
+    if S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK and obe is not None and obe >= 2:
         sch.parallel(sch.fuse(n, ob))
 
 
@@ -146,7 +146,7 @@ def _conv_block(sch, block, target):
     for lp in sch.get_loops(block):
         e = _extent(sch, lp)
         work *= e if e is not None else S.PARALLEL_MIN_WORK
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts and exts[0] * exts[1] >= 2:
+    if S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts and exts[0] * exts[1] >= 2:
         sch.parallel(sch.fuse(spatial[0], spatial[1]))
 
 
@@ -250,7 +250,7 @@ def _tensorized_matmul(sch, block, target, panel=None) -> bool:
         n_out = N // nr
         for b in batch:
             n_out *= _extent(sch, b)
-        if S._threads(target) > 1 and n_out >= 2 and M * N * K >= S.PARALLEL_MIN_WORK:
+        if S.thread_count(target) > 1 and n_out >= 2 and M * N * K >= S.PARALLEL_MIN_WORK:
             sch.parallel(sch.fuse(*outer) if len(outer) > 1 else j0)
         sch.tensorize(i2, name)
         return True
@@ -260,7 +260,7 @@ def _tensorized_matmul(sch, block, target, panel=None) -> bool:
     j0, j1 = sch.split(j, [None, nr])
     k0, k1 = sch.split(k, [None, kc])
     sch.reorder(*batch, k0, i0, j0, i1, i2, j1, k1)
-    if S._threads(target) > 1 and M // mc >= 2:
+    if S.thread_count(target) > 1 and M // mc >= 2:
         sch.parallel(i0)
     sch.tensorize(i2, name)
     return True
@@ -299,11 +299,11 @@ def _gemv_block(sch, block, target):
     rows = [_extent(sch, lp) for lp in spatial[:-1]]
     N = _extent(sch, j)
     lanes = gemv_lanes(N, _lanes(sch, block, target)) if N is not None else 0
-    jv = S._bound_iter_var(sch, block, j)
+    jv = S.bound_iter_var(sch, block, j)
     if None in rows or any(r != 1 for r in rows[-1:]) or not lanes \
-            or jv is None or not S._unit_stride_in_last_index(blk, jv.var):
+            or jv is None or not S.unit_stride_in_last_index(blk, jv.var):
         raise ScheduleError("gemv: not a one-row product with B contiguous along a multiple of the lanes")
-    threads = S._threads(target)
+    threads = S.thread_count(target)
     vecs = N // lanes
     K = _extent(sch, reduce[0]) or S.PARALLEL_MIN_WORK
     chunks = 1
@@ -375,7 +375,7 @@ def _matmul_block(sch, block, target, panel=None):
         e = _extent(sch, lp)
         work *= e if e is not None else S.PARALLEL_MIN_WORK
     exts = [_extent(sch, lp) for lp in outer]
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts:
+    if S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK and None not in exts:
         n_out = 1
         for e in exts:
             n_out *= e

@@ -323,7 +323,7 @@ def _parallel_outer(sch, loops, target, work):
         fused = sch.fuse(*loops)
     else:
         fused = loops[0]
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+    if S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK:
         sch.parallel(fused)
     return fused
 
@@ -385,8 +385,8 @@ def _tensorized(sch, block, target, epilogue, strides, dilation):
     if owe is None or ohe is None or khe is None or kwe is None:
         return False
     v = _group(chunks, owe, khe * kwe)
-    batch = _extent(sch, n) or S._threads(target)
-    rows = _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S._threads(target))
+    batch = _extent(sch, n) or S.thread_count(target)
+    rows = _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target))
     name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows)
     work = 2 * chunks * ib * ohe * owe * (_extent(sch, icc) or 1) * 64
     oco, oci = sch.split(oc, [None, v])
@@ -488,12 +488,12 @@ def _schedule_rest(sch, done, target):
             if any(iv.iter_type == "reduce" for iv in sch.get(blk).iter_vars):
                 S.schedule_reduce_block(sch, blk, target)
             else:
-                _blocked_spatial(sch, blk, target)
+                schedule_blocked_spatial(sch, blk, target)
         except ScheduleError:
             continue
 
 
-def _blocked_spatial(sch, block, target):
+def schedule_blocked_spatial(sch, block, target):
     """A spatial NCHW{x}c block: rows (n, c_chunk, h) fused and parallel, the x lanes vectorized."""
     loops = sch.get_loops(block)
     if len(loops) != 5:
@@ -505,7 +505,7 @@ def _blocked_spatial(sch, block, target):
     work = 1
     for lp in loops:
         work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
-    if S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK:
+    if S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK:
         sch.parallel(sch.fuse(*loops[:3]))
 
 
@@ -571,7 +571,7 @@ def _depthwise_block(sch, block, target, is_red, epilogue):
     work = 1
     for lp in loops[:5]:
         work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
-    parallel = S._threads(target) > 1 and work >= S.PARALLEL_MIN_WORK
+    parallel = S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK
     if parallel and not is_red:
         _local_weights(sch, block)
     _place_epilogue(sch, epilogue, oh, target)

@@ -27,8 +27,8 @@ from ..registry import OpPattern, register_op
 from .._schedule import schedule_blocks
 from . import _util as U
 from ...errors import ScheduleError
-from .conv_nchwc import _blocked_spatial
-from .._schedule import PARALLEL_MIN_WORK, _threads
+from .conv_nchwc import schedule_blocked_spatial
+from .._schedule import PARALLEL_MIN_WORK, thread_count
 from ..registry import REQUIRED
 
 
@@ -290,7 +290,7 @@ def schedule_pool(sch, ctx):
                 _blocked_reduce(trial, trial.get_block(sch.get(blk).name_hint), ctx.target)
                 _blocked_reduce(sch, blk, ctx.target)
             else:
-                _blocked_spatial(sch, blk, ctx.target)
+                schedule_blocked_spatial(sch, blk, ctx.target)
         except ScheduleError:
             continue
 
@@ -309,7 +309,7 @@ def _blocked_reduce(sch, block, target):
     for lp in loops:
         ext = sch.get(lp).extent
         work *= getattr(ext, "value", PARALLEL_MIN_WORK)
-    if _threads(target) > 1 and work >= PARALLEL_MIN_WORK:
+    if thread_count(target) > 1 and work >= PARALLEL_MIN_WORK:
         sch.parallel(sch.fuse(*spatial[:2]))
 
 

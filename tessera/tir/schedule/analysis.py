@@ -147,7 +147,7 @@ def is_output_block(idx: FuncIndex, realize) -> bool:
     return any(b not in allocated for b in _written(realize.block))
 
 
-def _complete_or_reduction(idx: FuncIndex, realize) -> str | None:
+def complete_or_reduction(idx: FuncIndex, realize) -> str | None:
     """None when the block is a complete or reduction block of its scope, else why not."""
     b = realize.block
     kinds = {iv.iter_type for iv in b.iter_vars}
@@ -185,7 +185,7 @@ def can_compute_inline(idx: FuncIndex, realize) -> bool:
         seen.add(i)
     if any(r.buffer is store.buffer for r in b.reads):
         return False
-    if _complete_or_reduction(idx, realize) is not None:
+    if complete_or_reduction(idx, realize) is not None:
         return False
     from .placement import compute_inline_problem  # the primitive's own checks decide
 
@@ -215,7 +215,7 @@ def can_compute_at(idx: FuncIndex, realize, loop: For) -> str | None:
         return f"loop {lname!r} is not in the scope of block {name!r}"
     if idx.encloses(loop, realize):
         return f"loop {lname!r} already encloses block {name!r}"
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         return why
     if is_output_block(idx, realize):
@@ -236,7 +236,8 @@ def can_compute_at(idx: FuncIndex, realize, loop: For) -> str | None:
     return compute_at_problem(idx, realize, loop)
 
 
-def _lowest_common_sref(idx: FuncIndex, nodes):
+def lowest_common_sref(idx: FuncIndex, nodes):
+    """The deepest sref that is an ancestor of (or is) every one of `nodes`; used by cache_read/write."""
     chains = []
     for n in nodes:
         chain = []
@@ -265,7 +266,7 @@ def compute_locations(idx: FuncIndex, realize) -> list:
     cons = consumers(idx, realize)
     if not cons:
         return out
-    boundary = _lowest_common_sref(idx, cons) if len(cons) > 1 else idx.sref_parent(cons[0])
+    boundary = lowest_common_sref(idx, cons) if len(cons) > 1 else idx.sref_parent(cons[0])
     if type(boundary) is not For:
         return out
     loops = idx.loops_above(cons[0])

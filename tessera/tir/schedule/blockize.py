@@ -68,7 +68,7 @@ def linear_form(e, vs):
     raise _NotAffine
 
 
-class _Subst(Mutator):
+class IndexSubst(Mutator):
     """Substitute variables; simplify the indices of buffer accesses with a given Analyzer."""
 
     def __init__(self, vmap, ana=None):
@@ -98,7 +98,7 @@ class _Subst(Mutator):
         return BufferStore(s.buffer, value, idx)
 
 
-def subst_region(region: BufferRegion, sub: _Subst) -> BufferRegion:
+def subst_region(region: BufferRegion, sub: IndexSubst) -> BufferRegion:
     rs = []
     for r in region.region:
         lo, ext = sub.visit(r.min), sub.visit(r.extent)
@@ -349,7 +349,7 @@ def blockize(self, target, preserve_unit_iters=True):
     #    a mixed one must be `binding < bound` of one iterator, rewritten over the new iterators
     #    (and, when the block has an init, a bound on a data-parallel iterator guards the init too)
     outer_pred, inner_pred, init_bounds = [], [], []
-    at_realize = _Subst({v: val for v, val in zip([x.var for x in inner_ivs], inner_vals)})
+    at_realize = IndexSubst({v: val for v, val in zip([x.var for x in inner_ivs], inner_vals)})
     for cond in ([] if _is_true(realize.predicate) else _conjuncts(realize.predicate)):
         if not uses_vars(cond, inner_vars):
             outer_pred.append(cond)
@@ -381,7 +381,7 @@ def blockize(self, target, preserve_unit_iters=True):
             ana.bind(v, Range.from_min_extent(lo, ext))
         else:                        # a unit outer iterator is its start: indices simplify without it
             bind_range(ana, v, lo, ext)
-    sub = _Subst(vmap, ana)
+    sub = IndexSubst(vmap, ana)
     body = sub.visit(block.body)
     reads = [subst_region(r, sub) for r in block.reads]
     writes = [subst_region(r, sub) for r in block.writes]
@@ -426,7 +426,7 @@ def _blockized_init(self, idx, block, init_parts, vmap, ana, init_bounds):
         vals.append(lv)
         imap[vi] = bv
     # the init's indices: old iterator -> new expression, then inner iterator -> init iterator
-    sub = _Subst({k: _Subst(imap).visit(v) for k, v in vmap.items()}, ana)
+    sub = IndexSubst({k: IndexSubst(imap).visit(v) for k, v in vmap.items()}, ana)
     with ana.scope():
         for (lv, dom), iv in zip(loops, ivs):
             bind_range(ana, iv.var, dom.min, dom.extent)
@@ -438,8 +438,8 @@ def _blockized_init(self, idx, block, init_parts, vmap, ana, init_bounds):
     reads = _point_reads(body)
     # the tiles may overhang the domain (a split that does not divide): init only inside it
     lmap = {iv.var: lv for (lv, _), iv in zip(loops, ivs)}
-    at_loops = _Subst({bv: lmap[bv] for bv in lmap})
-    conds = [cls(ana.simplify(at_loops.visit(_Subst(imap).visit(e))), b) for e, cls, b in init_bounds]
+    at_loops = IndexSubst({bv: lmap[bv] for bv in lmap})
+    conds = [cls(ana.simplify(at_loops.visit(IndexSubst(imap).visit(e))), b) for e, cls, b in init_bounds]
     init_realize = BlockRealize(vals, _all(conds), Block(ivs, reads, writes, name, body))
     stmt = init_realize
     for lv, dom in reversed(loops):
@@ -493,7 +493,7 @@ def _blockize_blocks(self, rvs):
         bind_range(ana, lp.loop_var, lp.min, lp.extent)
     reads, writes = [], []
     for r in items:
-        sub = _Subst({iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values)}, ana)
+        sub = IndexSubst({iv.var: v for iv, v in zip(r.block.iter_vars, r.iter_values)}, ana)
         reads += [subst_region(x, sub) for x in r.block.reads]
         writes += [subst_region(x, sub) for x in r.block.writes]
     base = names[0] + "_o" if len(items) == 1 else "_".join(x.block.name_hint for x in items) + "_o"

@@ -11,7 +11,7 @@ using its handle afterwards raises a ScheduleError that names the loop and what 
 from __future__ import annotations
 
 
-class _RV:
+class RV:
     """Base of the handle types; `_hint` is only for repr (the symbol table is what counts)."""
 
     __slots__ = ("_hint",)
@@ -27,14 +27,14 @@ class _RV:
         raise TypeError("schedule handles are not pickled; serialize the trace with as_json()")
 
 
-class BlockRV(_RV):
+class BlockRV(RV):
     """A handle to a block (printed as b0, b1, ... in traces)."""
 
     __slots__ = ()
     prefix = "b"
 
 
-class LoopRV(_RV):
+class LoopRV(RV):
     """A handle to a loop (printed as l0, l1, ...); may also be the root or inline mark that
     sample_compute_location returns (TVM's location -1 and -2)."""
 
@@ -42,7 +42,7 @@ class LoopRV(_RV):
     prefix = "l"
 
 
-class ExprRV(_RV):
+class ExprRV(RV):
     """A handle to an integer drawn by a sampling instruction (printed as v0, v1, ...).
 
     Pass it where an integer is expected (a split factor, an annotation value); `sch.get(v)` is

@@ -13,7 +13,7 @@ import json
 import math
 
 from ...errors import ScheduleError, TesseraError
-from .handles import RV_TYPES, _RV
+from .handles import RV_TYPES, RV
 
 INSTRUCTION_KINDS: dict = {}
 
@@ -105,7 +105,7 @@ class Instruction:
 
 def py_value(x, names) -> str:
     """Python source of an argument: handles by name, literals as Python literals."""
-    if isinstance(x, _RV):
+    if isinstance(x, RV):
         name = names.get(x)
         if name is None:
             raise TesseraError(f"trace: {x!r} is used before any instruction defines it")
@@ -128,7 +128,7 @@ def py_value(x, names) -> str:
 def normalize_arg(x, where: str):
     """A recorded argument: handles, None, bool, int, float, str and (nested) lists of them."""
     t = type(x)
-    if x is None or t is bool or t is int or t is float or t is str or isinstance(x, _RV):
+    if x is None or t is bool or t is int or t is float or t is str or isinstance(x, RV):
         return x
     if isinstance(x, (list, tuple)):
         return [normalize_arg(y, where) for y in x]

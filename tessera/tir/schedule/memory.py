@@ -18,7 +18,7 @@ from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferStore, For, Fo
                    Var, const, max_expr, min_expr)
 from ...ir.buffer import SCOPES
 from ...ir.node import frozen_map
-from .analysis import _lowest_common_sref, consumers, scope_children
+from .analysis import lowest_common_sref, consumers, scope_children
 from .handles import BlockRV
 from .region import (BufferReplacer, analyzer_for, block_box, buffer_names, edit,
                      fresh_block_name, insert_into, item_position, point_region)
@@ -95,7 +95,7 @@ def _clip(bounds, buf, ana):
 def _place_after(idx, writer, related, scope):
     """(container, position): after the subtree holding `writer` in the lowest loop (or the scope)
     holding it and the related blocks."""
-    lca = _lowest_common_sref(idx, [writer] + list(related)) if related else None
+    lca = lowest_common_sref(idx, [writer] + list(related)) if related else None
     if type(lca) is not For:
         lca = scope
     body = lca.body if type(lca) is For else (lca.block.body if lca is not None else idx.func.body)
@@ -110,7 +110,7 @@ def _nearest_readers(idx, writer, readers) -> list:
     innermost loop it shares with a reader (each iteration copies its part; readers after that
     loop see the whole copy); with no shared loop, all of them (the copy goes after the writer's
     subtree in their common scope)."""
-    shared = [(lp, r) for r in readers for lp in [_lowest_common_sref(idx, [writer, r])] if type(lp) is For]
+    shared = [(lp, r) for r in readers for lp in [lowest_common_sref(idx, [writer, r])] if type(lp) is For]
     if shared:
         return [max(shared, key=lambda p: len(idx.loops_above(p[0])))[1]]
     return list(readers)

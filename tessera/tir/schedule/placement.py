@@ -24,7 +24,7 @@ from ...errors import ScheduleError
 from ...ir import (BlockRealize, BufferLoad, BufferStore, FloorDiv, FloorMod, For, ForKind, IntImm, Range,
                    Var, all_of, cast, collect_vars, const, floordiv, max_expr, min_expr, substitute)
 from ...ir.functor import Mutator
-from .analysis import (_complete_or_reduction, consumers, is_output_block, producers, uses_var,
+from .analysis import (complete_or_reduction, consumers, is_output_block, producers, uses_var,
                        uses_vars)
 from .region import (analyzer_for, block_box, body_items, ceildiv,
                      dedup_regions, edit, insert_into, is_one, item_position, loops_in, point_region,
@@ -159,7 +159,7 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
         raise ScheduleError(f"{prim}: loop {lname!r} already encloses block {name!r}")
     if idx.encloses(realize, loop):
         raise ScheduleError(f"{prim}: loop {lname!r} is inside block {name!r}")
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         raise ScheduleError(f"{prim}: block {name!r} is neither a complete nor a reduction block ({why})")
     prods, cons = producers(idx, realize), consumers(idx, realize)
@@ -508,7 +508,7 @@ def _plan_inline(idx, realize):
     if is_output_block(idx, realize):
         raise ScheduleError(f"compute_inline: block {name!r} writes {buf.name!r}, an output of the function; "
                             f"only intermediate buffers can be inlined")
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         raise ScheduleError(f"compute_inline: block {name!r} is not a complete block ({why})")
     scope = idx.scope_of(realize)
@@ -605,7 +605,7 @@ def _plan_reverse_inline(idx, realize):
     prim = "reverse_compute_inline"
     _check_injective(block, prim, "reverse-inlined")
     store = _store_of(block, prim)
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         raise ScheduleError(f"{prim}: block {name!r} is not a complete block ({why})")
     prods = producers(idx, realize)

@@ -16,7 +16,7 @@ from ...ir.names import fresh_name
 from ...ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferStore, FloatImm, ForKind,
                    IntImm, IterVar, Max, Min, Mul, Range, Select, Var, collect_vars, const, seq,
                    structural_equal, substitute)
-from .analysis import _complete_or_reduction
+from .analysis import complete_or_reduction
 from .handles import BlockRV
 from .region import (accesses, analyzer_for, buffer_names, dedup_regions, edit, fresh_block_name,
                      point_region)
@@ -65,7 +65,7 @@ def decompose_reduction(self, block, loop):
         raise ScheduleError(f"{prim}: loop {lname!r} is not a loop around block {name!r}")
     if blk.init is None or not any(iv.iter_type == "reduce" for iv in blk.iter_vars):
         raise ScheduleError(f"{prim}: block {name!r} is not a reduction block with an init")
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         raise ScheduleError(f"{prim}: block {name!r} is not a reduction block ({why})")
     pos = next(k for k, lp in enumerate(loops) if lp is node)
@@ -220,7 +220,7 @@ def rfactor(self, loop, factor_axis):
     name = blk.name_hint
     if blk.init is None or not any(iv.iter_type == "reduce" for iv in blk.iter_vars):
         raise ScheduleError(f"{prim}: block {name!r} under loop {lname!r} is not a reduction block")
-    why = _complete_or_reduction(idx, realize)
+    why = complete_or_reduction(idx, realize)
     if why is not None:
         raise ScheduleError(f"{prim}: block {name!r} is not a reduction block ({why})")
     if node.kind != ForKind.SERIAL or node.annotations:

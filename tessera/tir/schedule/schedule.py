@@ -51,7 +51,7 @@ import numpy as np
 
 from ...errors import ScheduleError, TesseraError
 from ...ir import IRModule, PrimFunc
-from .handles import INLINE_MARK, ROOT_MARK, BlockRV, ExprRV, LocationMark, LoopRV, _RV
+from .handles import INLINE_MARK, ROOT_MARK, BlockRV, ExprRV, LocationMark, LoopRV, RV
 from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind, normalize_arg
 from .state import ScheduleState
 from .trace import Trace
@@ -195,7 +195,7 @@ class Schedule:
             pass
         except TypeError:
             raise ScheduleError(f"{prim}: expected a schedule handle, got {rv!r}") from None
-        if not isinstance(rv, _RV):
+        if not isinstance(rv, RV):
             raise ScheduleError(f"{prim}: expected a schedule handle (BlockRV, LoopRV, ExprRV), got "
                                 f"{type(rv).__name__} {rv!r}")
         raise ScheduleError(f"{prim}: {rv!r} does not belong to this schedule (or was removed)")
@@ -332,7 +332,7 @@ class Schedule:
 
 
 def _what(x) -> str:
-    if isinstance(x, _RV):
+    if isinstance(x, RV):
         return repr(x)
     return f"{type(x).__name__} {x!r}"
 

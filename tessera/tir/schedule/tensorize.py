@@ -20,7 +20,7 @@ from ...ir import (AttrStmt, Block, BlockRealize, BufferLoad, BufferStore, Evalu
                    LetStmt, Mutator, SeqStmt, StringImm, Var, const)
 from ...ir.node import Node
 from .analysis import uses_vars
-from .blockize import _Subst, bind_range
+from .blockize import IndexSubst, bind_range
 from .schedule import primitive
 
 
@@ -207,7 +207,7 @@ class _Matcher:
 
     def mapped(self, e):
         if self._sub is None:
-            self._sub = _Subst(self.vmap)   # one mutator (its dispatch cache) for the whole match
+            self._sub = IndexSubst(self.vmap)   # one mutator (its dispatch cache) for the whole match
         return self._sub.visit(e)
 
     def access(self, dbuf, didx, tbuf, tidx, what):

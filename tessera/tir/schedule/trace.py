@@ -17,7 +17,7 @@ import math
 import re
 
 from ...errors import ScheduleError, TesseraError
-from .handles import RV_OF_PREFIX, _RV
+from .handles import RV_OF_PREFIX, RV
 from .instruction import INSTRUCTION_KINDS, Instruction
 
 _NAME = re.compile(r"^([blv])(\d+)$")
@@ -210,7 +210,7 @@ class Trace:
 # helpers
 # ---------------------------------------------------------------------------------------------
 def _collect_rvs(x, out):
-    if isinstance(x, _RV):
+    if isinstance(x, RV):
         out.add(x)
     elif isinstance(x, (list, tuple)):
         for y in x:
@@ -218,7 +218,7 @@ def _collect_rvs(x, out):
 
 
 def _map_rv(x, rv_map, where):
-    if isinstance(x, _RV):
+    if isinstance(x, RV):
         y = rv_map.get(x)
         if y is None:
             raise TesseraError(f"{where}: input {x!r} is not defined by an earlier instruction")
@@ -229,7 +229,7 @@ def _map_rv(x, rv_map, where):
 
 
 def _encode(x, names, where):
-    if isinstance(x, _RV):
+    if isinstance(x, RV):
         name = names.get(x)
         if name is None:
             raise TesseraError(f"{where}: input {x!r} is not defined by an earlier instruction")
@@ -312,7 +312,7 @@ def _decode_inst(k, raw, defined) -> Instruction:
     dec_inputs = [_decode(x, defined, where, f"inputs[{i}]") for i, x in enumerate(inputs)]
     dec_attrs = [_decode(x, defined, where, f"attrs[{i}]") for i, x in enumerate(attrs)]
     for i, a in enumerate(dec_attrs):
-        if any(isinstance(y, _RV) for y in _flatten(a)):
+        if any(isinstance(y, RV) for y in _flatten(a)):
             raise TesseraError(f"{where}: attrs[{i}] ({kind.attrs[i]}) cannot be a handle")
     if kind.outputs == "none" and outputs:
         raise TesseraError(f"{where}: {name} has no outputs, the JSON lists {len(outputs)}")

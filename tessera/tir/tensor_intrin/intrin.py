@@ -41,7 +41,7 @@ class _Calls(Visitor):
 
 
 def _canon_features(features, name) -> tuple:
-    from ...target import _canon_feature
+    from ...target import canon_feature
 
     if isinstance(features, str):
         features = [f for f in features.replace(",", " ").split() if f]
@@ -50,7 +50,7 @@ def _canon_features(features, name) -> tuple:
         if not isinstance(f, str) or not re.fullmatch(r"[A-Za-z0-9_.+-]+", f.strip().lstrip("+")):
             raise TesseraError(f"tensor intrinsic {name!r}: feature {f!r} is not a CPU feature name "
                                f"(e.g. 'avx2', 'fma', 'avx512f', 'avx512vnni')")
-        c = _canon_feature(f.strip().lstrip("+"))
+        c = canon_feature(f.strip().lstrip("+"))
         if c not in out:
             out.append(c)
     return tuple(out)

@@ -11,7 +11,7 @@ and statements never reordered; block structure is left as it is.
 from __future__ import annotations
 
 from ...arith import Analyzer
-from ...arith.simplifier import _as_bool_const
+from ...arith.simplifier import as_bool_const
 from ...ir import (Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferRegion, BufferStore,
                    Evaluate, FloatImm, For, ForKind, IfThenElse, IntImm, IterVar, LetStmt, Not, PrimExpr,
                    PrimFunc, Range, SeqStmt, SizeVar, Stmt, Var, Visitor, seq)
@@ -151,7 +151,7 @@ class _StmtSimplifier:
     def visit_IfThenElse(self, s):
         ana = self.ana
         c = self.expr(s.condition)
-        cv = _as_bool_const(c)
+        cv = as_bool_const(c)
         if cv is True:
             return self.visit(s.then_case)
         if cv is False:
@@ -214,7 +214,7 @@ class _StmtSimplifier:
 
     def visit_AssertStmt(self, s):
         c = self.expr(s.condition)
-        if _as_bool_const(c) is True:
+        if as_bool_const(c) is True:
             return self.visit(s.body)
         with self.ana.constraint_scope(c):
             body = self.visit(s.body)
