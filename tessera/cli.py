@@ -16,14 +16,21 @@ import os
 import sys
 import time
 
+import tessera
+from tessera import te, zoo
+
+from .errors import TesseraError
+from .frontend.onnx import check_model, from_onnx, load_model
+from .graph.compiler import static_problem
 from .ir.names import fresh_name
+from .runtime.executor import Executor, header_path
+from .runtime.module import load_module
+from .target import Target
+from .zoo import list_models
 
 
 def _demo(args) -> int:
     import numpy as np
-
-    import tessera
-    from tessera import te
 
     if getattr(args, "model", None):
         return _demo_model(args)
@@ -61,8 +68,6 @@ def _demo(args) -> int:
 
 
 def _add_demo_model_option(demo) -> None:
-    from .zoo import list_models
-
     demo.add_argument("--model", metavar="NAME", choices=list_models(),
                       help=f"instead, compile and run a built-in model (no download): {', '.join(list_models())}")
 
@@ -70,9 +75,6 @@ def _add_demo_model_option(demo) -> None:
 def _demo_model(args) -> int:
     """`tessera demo --model NAME`: a zoo model -> from_onnx -> compile -> run, checked against onnxruntime."""
     import numpy as np
-
-    import tessera
-    from tessera import zoo
 
     try:
         import onnx  # noqa: F401
@@ -128,8 +130,6 @@ def _demo_model(args) -> int:
 # ---------------------------------------------------------------------------------------------
 def _parse_shapes(items) -> dict:
     """--shape name=1,3,224,224 (a dimension may be a symbol name or -1) -> {name: tuple}."""
-    from .errors import TesseraError
-
     out = {}
     for item in items or ():
         name, sep, dims = item.rpartition("=")
@@ -146,8 +146,6 @@ def _parse_shapes(items) -> dict:
 
 
 def _target(args):
-    from .target import Target
-
     text = args.target
     threads = getattr(args, "threads", None)
     if threads:
@@ -156,9 +154,6 @@ def _target(args):
 
 
 def _load_onnx_executable(path, args):
-    import tessera
-    from .frontend.onnx import from_onnx
-
     graph, params = from_onnx(path, shape_dict=_parse_shapes(getattr(args, "shape", None)))
     return tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level)
 
@@ -168,15 +163,10 @@ def _is_onnx(path: str) -> bool:
 
 
 def _load_any(path, args):
-    from .errors import TesseraError
-
     if not os.path.isfile(path):
         raise TesseraError(f"no such file: {path}")
     if _is_onnx(path):
         return _load_onnx_executable(path, args)
-    from .runtime.executor import Executor
-    from .runtime.module import load_module
-
     exe = load_module(path)
     if not isinstance(exe, Executor):
         raise TesseraError(f"{path} is a kernel library, not a compiled model; make one with "
@@ -188,8 +178,6 @@ def _read_npy(path: str, expects: str = ""):
     """The array in the .npy file `path`; anything else (a raw .bin, a pickle, text) is refused,
     saying what the input (`expects`, e.g. "input 'x' expects float32[1, 3, 224, 224]") takes."""
     import numpy as np
-
-    from .errors import TesseraError
 
     if not os.path.isfile(path):
         raise TesseraError(f"input file {path} does not exist")
@@ -213,8 +201,6 @@ def split_input(item: str, names) -> tuple:
     split at each '=' from the right, and the first split whose left part is one of the model's
     input names wins (the longest such name); with none, an item that is an existing file is
     positional, and any other item with '=' is an error naming the model's inputs."""
-    from .errors import TesseraError
-
     cut = len(item)
     while True:
         cut = item.rfind("=", 0, cut)
@@ -230,8 +216,6 @@ def split_input(item: str, names) -> tuple:
 
 def _input_arrays(exe, items) -> dict:
     """--input x.npy (positional, graph input order) / --input NAME=x.npy -> {public name: array}."""
-    from .errors import TesseraError
-
     names = list(exe.input_names)
     types = {n: _type_text(v) for n, v in zip(names, exe.inputs)}
     out, pos = {}, 0
@@ -272,8 +256,6 @@ def _random_inputs(exe, symbol_value=1):
 
 
 def _compile(args) -> int:
-    from .errors import TesseraError
-
     if not _is_onnx(args.model):
         raise TesseraError(f"tessera compile takes an ONNX model (.onnx), got {args.model}")
     if not os.path.isfile(args.model):
@@ -288,9 +270,6 @@ def _compile(args) -> int:
           f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
     print("inputs:  " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.input_names, g.inputs)))
     print("outputs: " + ", ".join(f"{n}: {v.type}" for n, v in zip(g.output_names, g.outputs)))
-    from .graph.compiler import static_problem
-    from .runtime.executor import header_path
-
     why = static_problem(g)
     if why is None:
         print(f"wrote {path} (weights embedded) and its C API {header_path(path)}")
@@ -301,8 +280,6 @@ def _compile(args) -> int:
 
 def _run(args) -> int:
     import numpy as np
-
-    from .errors import TesseraError
 
     exe = _load_any(args.model, args)
     inputs = _input_arrays(exe, args.input)
@@ -346,9 +323,6 @@ def _unique(names):
 
 
 def _check(args) -> int:
-    from .errors import TesseraError
-    from .frontend.onnx import check_model, load_model
-
     if not os.path.isfile(args.model):
         raise TesseraError(f"no such file: {args.model}")
     m = load_model(args.model)
@@ -396,14 +370,10 @@ def _bench(args) -> int:
 def _ort_latency(args, inputs, tessera_outs, output_names):
     import numpy as np
 
-    from .errors import TesseraError
-
     try:
         import onnxruntime as ort
     except ImportError:
         return None
-    from .frontend.onnx import load_model
-
     opts = ort.SessionOptions()
     if args.threads:
         opts.intra_op_num_threads = args.threads
@@ -484,8 +454,6 @@ def main(argv=None) -> int:
     bench.set_defaults(fn=_bench)
 
     args = parser.parse_args(argv)
-    from .errors import TesseraError
-
     try:
         return args.fn(args)
     except TesseraError as e:

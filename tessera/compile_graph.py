@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 from .errors import TesseraError
+from .graph.aot import build_aot
+from .graph.compiler import compile_graph, graph_executor
+from .graph.const_eval import bind_params
+from .graph.ir import Graph
+from .graph.passes import optimize, passes_for
+from .target import Target
 
 
 def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),  # noqa: A001
@@ -22,12 +28,6 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
     (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
     """
-    from .graph.compiler import compile_graph, graph_executor
-    from .graph.const_eval import bind_params
-    from .graph.ir import Graph
-    from .graph.passes import optimize, passes_for
-    from .target import Target
-
     if not isinstance(graph, Graph):
         raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder or "
                            f"tessera.frontend.from_onnx), got {type(graph).__name__}")
@@ -41,7 +41,5 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     g = optimize(g, opt_level, target, disabled_passes)
     compiled = compile_graph(g, target)
     if executor == "aot":
-        from .graph.aot import build_aot
-
         return build_aot(compiled, opt_level=opt_level)
     return graph_executor(compiled, opt_level)

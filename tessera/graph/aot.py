@@ -46,13 +46,20 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import Source, functions_of, get_backend
-from ..codegen.c_base import c_comment, c_string
+from ..codegen.c_base import _STORAGE_C, c_comment, c_string
 from ..codegen.c_entry import timer_loop
-from ..errors import BuildError, TesseraError
-from ..ir.names import fresh_name, identifier
+from ..errors import BuildError, ShapeError, TesseraError
 from ..ir.dtype import DataType
+from ..ir.names import fresh_name, identifier
+from ..runtime.aot_executor import AotExecutor
+from ..runtime.compiler import cache_dir
+from ..runtime.executor import target_path, write_library
+from ..runtime.module import Module
+from ..runtime.plan import Plan
 from .compiler import compiled_of, memory_layout, static_problem
+from .export import graph_document
 from .ir import Graph
+from .passes.plan_memory import plan_memory
 
 DEFAULT_PREFIX = "tessera_model"
 WEIGHT_ALIGN = 64
@@ -80,8 +87,6 @@ def check_prefix(prefix: str) -> str:
 
 
 def _static_error(graph: Graph, why: str) -> TesseraError:
-    from ..errors import ShapeError
-
     return ShapeError(f"the ahead-of-time module of graph {graph.name!r} needs static shapes, but {why}; fix "
                       f"the symbolic dimensions when importing (from_onnx(model, shape_dict={{'input': (1, 3, 224, "
                       f"224)}}), `tessera compile --shape input=1,3,224,224`), or use the graph executor")
@@ -154,8 +159,6 @@ def _weights_layout(graph: Graph):
 
 def _weights_file(blob: bytes) -> tuple:
     """The blob saved under the compiler cache by content (the library embeds it); (path, sha256)."""
-    from ..runtime.compiler import cache_dir
-
     digest = hashlib.sha256(blob).hexdigest()
     folder = os.path.join(cache_dir(), "weights")
     os.makedirs(folder, exist_ok=True)
@@ -216,8 +219,6 @@ def c_names(names) -> list:
 
 
 def _c_type_name(dt) -> str:
-    from ..codegen.c_base import _STORAGE_C
-
     return _STORAGE_C[DataType(dt)]
 
 
@@ -461,9 +462,6 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     aot: True requires the model entry points (static shapes), False leaves them out, None adds
     them when the shapes are static. strategy: plan_memory's.
     """
-    from .export import graph_document
-    from .passes.plan_memory import plan_memory
-
     compiled = compiled_of(exe)
     check_prefix(prefix)
     g = compiled.graph
@@ -527,11 +525,6 @@ def _slots(compiled) -> dict:
 def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy", opt_level=None):
     """The AotExecutor of a compiled graph (static shapes; a CompiledGraph or the executor
     tessera.compile returns): `exe(x)`, `exe.run({...})`, one C call per run."""
-    from ..runtime.aot_executor import AotExecutor
-    from ..runtime.executor import target_path, write_library
-    from ..runtime.module import Module
-    from ..runtime.plan import Plan
-
     compiled = compiled_of(exe)
     lib = build_library(compiled, prefix, aot=True, strategy=strategy)
     constants = dict(compiled.plan.constants)      # document ids are the plan's slots

@@ -13,11 +13,15 @@ its arena out by.
 from __future__ import annotations
 
 from ..errors import TesseraError
+from ..ir import expr as E
 from ..ir.names import identifier
+from ..runtime.graph_executor import GraphExecutor
 from ..runtime.plan import KernelSpec, MemoryLayout, Plan, Step, TensorSpec
 from ..target import Target
+from .export import export_library
 from .ir import Graph
 from .kernels import get_kernels
+from .passes.plan_memory import plan_memory
 
 
 class CompiledGraph:
@@ -94,8 +98,6 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     mplan = None
     layout = None
     if memory_plan and static_problem(graph) is None:
-        from .passes.plan_memory import plan_memory
-
         mplan = plan_memory(graph, strategy=strategy)
         layout = memory_layout(mplan, slot_of)
     plan = Plan(graph.name, str(target), values, inputs, [slot_of[v] for v in graph.outputs], graph.input_names,
@@ -116,8 +118,6 @@ def kernel_spec(k) -> KernelSpec:
 
 def expr_json(e):
     """A kernel's output extent (an int or a PrimExpr over the symbols) as the plan's JSON form."""
-    from ..ir import expr as E
-
     if isinstance(e, int):
         return e
     if isinstance(e, E.IntImm):
@@ -144,9 +144,6 @@ def expr_json(e):
 def graph_executor(compiled: CompiledGraph, opt_level=None):
     """The runtime GraphExecutor of a compiled graph, with the graph-side attachments: `graph`,
     `memory_plan` (the MemoryPlan), `opt_level`, `compiled`, and the exporter of its library."""
-    from ..runtime.graph_executor import GraphExecutor
-    from .export import export_library
-
     exe = GraphExecutor(compiled.plan, compiled.kernels)
     exe.graph = compiled.graph
     exe.compiled = compiled

@@ -30,9 +30,20 @@ from __future__ import annotations
 
 import warnings
 
+from .. import te
+from ..arith import simplify
 from ..errors import DTypeError, ScheduleError, ShapeError, TesseraError
+from ..ir import expr as E
+from ..ir.buffer import BufferRegion
+from ..ir.functor import Mutator, collect_vars, post_order_visit, substitute
 from ..ir.names import fresh_name, identifier
+from ..ir.stmt import Block, BufferStore
+from ..ops._schedule import vector_lanes
+from ..ops.registry import OpPattern, ScheduleContext, get_op
+from ..te.create_prim_func import topo_ops
+from ..te.tensor import ComputeOp, PlaceholderOp
 from .ir import Function
+from .kernels import anchor_block_name
 
 
 class FusedKernel:
@@ -58,9 +69,6 @@ class FusedKernel:
     def compute(self, placeholders, target=None) -> list:
         """The te tensors of the function's outputs, computed from `placeholders` (one per param)
         for `target` (None: the host)."""
-        from .. import te
-        from ..ops.registry import get_op
-
         body = self.function.body
         env = {v: t for v, t in zip(body.inputs, placeholders)}
         self._node_ops, self._node_outs = [], []
@@ -96,8 +104,6 @@ class FusedKernel:
     # ------------------------------------------------------------------ schedule
     def anchor_index(self):
         """(index of the anchor node in the body, its kind: 'complex', 'reduce' or 'injective')."""
-        from ..ops.registry import OpPattern, get_op
-
         nodes = self.function.body.nodes
         pats = [get_op(n.op).pattern for n in nodes]
         for i, p in enumerate(pats):
@@ -112,9 +118,6 @@ class FusedKernel:
     def schedule(self, sch, func, outs, target, warn_level=5):
         """Inline, then the anchor's schedule (see the module docstring). Returns the Schedule to
         build: `sch`, or the inlined-only copy when the anchor's schedule failed."""
-        from ..ops.registry import ScheduleContext, get_op
-        from .kernels import anchor_block_name
-
         blocks = _blocks_of_ops(func, outs)                 # id(te ComputeOp) -> block name
         unit = _unit_dims_as_vars(func)
         if unit is not func:
@@ -166,11 +169,6 @@ class FusedKernel:
 def _contiguous_inner_loop(sch, block_name, target) -> None:
     """Reorder a spatial block's loops so that the innermost one reads a buffer contiguously, when
     the current innermost loop cannot be vectorized (see the module docstring); no-op otherwise."""
-    from ..arith import simplify
-    from ..ir import expr as E
-    from ..ir.functor import Mutator, collect_vars, substitute
-    from ..ops._schedule import vector_lanes
-
     try:
         block = sch.get_block(block_name)
     except ScheduleError:
@@ -226,11 +224,6 @@ def _contiguous_inner_loop(sch, block_name, target) -> None:
 def _unit_dims_as_vars(func):
     """func where a spatial block storing `out[v0, ..., vn]` loads a same-rank buffer at constant 0
     in a dimension d of extent 1 while v_d has extent 1: the load (and the read region) use v_d."""
-    from ..ir import expr as E
-    from ..ir.buffer import BufferRegion
-    from ..ir.functor import Mutator
-    from ..ir.stmt import BufferStore
-
     def unit_map(block):
         st = block.body
         if block.init is not None or not isinstance(st, BufferStore):
@@ -290,8 +283,6 @@ def _unit_dims_as_vars(func):
 
 def _ops_between(outs, ins) -> list:
     """ids of the te ComputeOps reachable from `outs` without passing through `ins`."""
-    from ..te.tensor import ComputeOp
-
     stop = {id(t) for t in ins}
     seen, order, stack = set(), [], [t for t in outs if id(t) not in stop]
     while stack:
@@ -308,11 +299,6 @@ def _ops_between(outs, ins) -> list:
 def _blocks_of_ops(func, outs) -> dict:
     """id(te ComputeOp) -> the name of its block in `func` (create_prim_func makes one block per
     compute op, in topological order, named after the op)."""
-    from ..ir.functor import post_order_visit
-    from ..ir.stmt import Block
-    from ..te.create_prim_func import topo_ops
-    from ..te.tensor import PlaceholderOp
-
     names = []
 
     def visit(n):
@@ -333,8 +319,6 @@ def _blocks_of_ops(func, outs) -> dict:
 
 
 def _placeholders(roots) -> list:
-    from ..te.tensor import PlaceholderOp
-
     out, seen, stack = [], set(), list(roots)
     while stack:
         t = stack.pop()

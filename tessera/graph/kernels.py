@@ -12,10 +12,19 @@ from __future__ import annotations
 import threading
 import warnings
 
+from .. import te
+from ..arith import simplify
 from ..backend import functions_of, generate, get_backend
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..ir import expr as E
+from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.names import identifier
+from ..ir.stmt import Block
+from ..ops.registry import ScheduleContext, get_op
+from ..target import Target
+from ..te.tensor import PlaceholderOp
 from .ir import FUSED_OP, attr_key
+
 
 # ---------------------------------------------------------------------------------------------
 # kernels
@@ -51,10 +60,6 @@ class Kernel:
         """Output shapes (tuples of ints) for inputs of these actual shapes."""
         if self.static_out_shapes is not None:
             return self.static_out_shapes
-        from ..arith import simplify
-        from ..ir import expr as E
-        from ..ir.functor import substitute
-
         env = {}
         for dims, shape in zip(self.in_vars, in_shapes):
             for d, var in dims:
@@ -81,8 +86,6 @@ class Kernel:
 
 
 def _vars_of(e):
-    from ..ir.functor import collect_vars
-
     return collect_vars(e)
 
 
@@ -128,8 +131,6 @@ def build_jobs() -> int:
 def get_kernels(requests, target="c") -> list:
     """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
     generated one after the other, the C compiler runs on several of them in parallel."""
-    from ..target import Target
-
     target = Target(target)
     out: list = [None] * len(requests)
     pending: dict = {}            # key -> (prepared, [request indices])
@@ -194,18 +195,13 @@ def _generate(obj, target, name=None):
 
 def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
     """The op's kernel before building: te compute, PrimFunc and schedule (one per op/attrs/types/target)."""
-    from .. import te
-    from ..ops.registry import get_op
-    from ..te.tensor import PlaceholderOp
-
     where = _where(op_name, node)
     fused = None
     if op_name == FUSED_OP:
         # a fused node: its function's computes composed, inlined, scheduled by its anchor (fused.py)
-        from .fused import FusedKernel
-
         fn = dict(attrs)["function"]
         where = _where(fn.name, node)
+        from .fused import FusedKernel  # cycle: kernels <-> fused (a fused kernel schedules by its anchor op's kernel)
         fused = FusedKernel(fn, where)
         kernel_name = fused.name
         names = fused.input_names()
@@ -262,8 +258,6 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
             raise ShapeError(f"{where}: compute output {i} has rank {len(o.shape)}, type inference says "
                              f"{t} (rank {t.ndim})")
     out_exprs = []
-    from ..ir import expr as E
-
     for i, (o, t) in enumerate(zip(outs, output_types)):
         dims = []
         for d, (e, want) in enumerate(zip(o.shape, t.shape)):
@@ -293,8 +287,6 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
     elif opdef.schedule is not None:
         Schedule = _schedule_class()
         if Schedule is not None:
-            from ..ops.registry import ScheduleContext
-
             try:
                 sch = Schedule(func)
                 ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
@@ -353,9 +345,6 @@ def _input_names(opdef, n: int) -> list:
 
 def anchor_block_name(func, out_tensor) -> str:
     """Name of the block that writes the op's (first) output."""
-    from ..ir.functor import post_order_visit
-    from ..ir.stmt import Block
-
     found = []
     target_name = None
     for p in func.params:

@@ -11,8 +11,8 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..errors import DTypeError, TesseraError
-from .dtype import DataType, bool_, float32, int32, int64
+from ..errors import DTypeError, ShapeError, TesseraError
+from .dtype import DataType, bool_, float32, int32, int64, numpy_dtype
 from .node import Node, new_node, set_field
 
 _DT = DataType
@@ -488,8 +488,6 @@ class BufferLoad(PrimExpr):
     def __init__(self, buffer, indices):
         indices = tuple(convert(i) for i in indices)
         if len(indices) != len(buffer.shape):
-            from ..errors import ShapeError
-
             raise ShapeError(f"buffer {buffer.name!r} has {len(buffer.shape)} dimensions, "
                              f"indexed with {len(indices)}")
         lanes = 1
@@ -608,6 +606,7 @@ class CommReducer(Node):
 
     def combine(self, lhs_values, rhs_values):
         """The combined values for concrete lhs/rhs expressions (substitutes the formal vars)."""
+        # cycle: expr <-> functor (functor walks expr nodes)
         from .functor import substitute
 
         vmap = dict(zip(self.lhs, lhs_values))
@@ -926,8 +925,6 @@ def cast(value, dtype) -> PrimExpr:
         if dtype.is_bool():
             return IntImm(dtype, v != 0)
         if dtype.is_float():
-            from .dtype import numpy_dtype
-
             return FloatImm(dtype, float(np.asarray(v, dtype=np.float64).astype(numpy_dtype(dtype))))
         if value.dtype.is_float():
             if not math.isfinite(v):

@@ -8,7 +8,19 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .buffer import Buffer
-from .expr import PrimExpr, Var
+from .dtype import bool_
+from .expr import (
+    And,
+    BinaryOp,
+    BufferLoad,
+    Cast,
+    CmpOp,
+    Let,
+    Not,
+    PrimExpr,
+    Select,
+    Var,
+)
 from .node import Node, new_node, set_field
 
 
@@ -122,8 +134,6 @@ def _fix_dtype(node):
     """Recompute the dtype of a rebuilt expression whose operands changed lanes or types."""
     if isinstance(node, PrimExpr) and hasattr(node, "a") and "dtype" in node._fields:
         a = node.a
-        from .expr import And, BinaryOp, CmpOp, Not
-
         if isinstance(node, BinaryOp):
             if node.a.dtype != node.b.dtype:
                 return type(node)(node.a, node.b)
@@ -131,14 +141,10 @@ def _fix_dtype(node):
         elif isinstance(node, CmpOp):
             if node.a.dtype != node.b.dtype:
                 return type(node)(node.a, node.b)
-            from .dtype import bool_
-
             set_field(node, "dtype", bool_.with_lanes(a.dtype.lanes))
         elif isinstance(node, (And, Not)):
             set_field(node, "dtype", a.dtype)
     else:
-        from .expr import BufferLoad, Cast, Let, Select
-
         if isinstance(node, BufferLoad):
             lanes = max([i.dtype.lanes for i in node.indices] + [1])
             set_field(node, "dtype", node.buffer.dtype.with_lanes(lanes * node.buffer.dtype.lanes))

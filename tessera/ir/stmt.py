@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError, TesseraError
 from .buffer import Buffer, BufferRegion
-from .expr import IterVar, PrimExpr, Var, const, convert
+from .expr import Broadcast, IterVar, PrimExpr, Var, const, convert
 from .node import EMPTY_MAP, Node, frozen_map, set_field
 
 
@@ -28,8 +28,6 @@ class BufferStore(Stmt):
                              f"({value.script()}); cast it with .astype('{buffer.dtype}')")
         if value.dtype.lanes != lanes:
             if value.dtype.lanes == 1:
-                from .expr import Broadcast
-
                 value = Broadcast(value, lanes)
             else:
                 raise DTypeError(f"store to {buffer.name!r}: value has {value.dtype.lanes} lanes, "

@@ -12,7 +12,7 @@ import struct
 from types import MappingProxyType
 
 from .buffer import Buffer
-from .expr import Var
+from .expr import IterVar, Var
 from .node import Node
 
 
@@ -102,8 +102,6 @@ class _Equal:
         return True
 
     def _def_one(self, x, y):
-        from .expr import IterVar
-
         if isinstance(x, IterVar):
             if not isinstance(y, IterVar) or x.iter_type != y.iter_type or x.thread_tag != y.thread_tag:
                 return False

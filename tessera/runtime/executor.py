@@ -23,6 +23,7 @@ import shutil
 import tempfile
 
 from ..errors import ShapeError, TesseraError
+from ..target import Target
 from .inputs import check_input_names, gather_inputs, input_array
 from .plan import Plan
 
@@ -51,8 +52,6 @@ class Executor:
 
     @property
     def target(self):
-        from ..target import Target
-
         return Target(self.plan.target)
 
     @property

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import DTypeError, TesseraError
 from ..ir.dtype import dtype_of_numpy
+from .ndarray import NDArray
 
 
 def gather_inputs(graph: str, names: list, args, kwargs) -> dict:
@@ -46,8 +47,6 @@ def check_input_names(graph: str, names: list, given: dict, takes: list, interna
 def input_array(name: str, x, want: np.dtype, dtype, type_text: str) -> np.ndarray:
     """`x` as a C-contiguous numpy array of dtype `want` (NDArrays, array-likes and Python scalars or
     lists converted; any other dtype refused, naming the input and the expected type)."""
-    from .ndarray import NDArray
-
     if isinstance(x, NDArray):
         x = x.numpy()
     if not isinstance(x, np.ndarray):

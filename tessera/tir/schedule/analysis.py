@@ -187,7 +187,7 @@ def can_compute_inline(idx: FuncIndex, realize) -> bool:
         return False
     if complete_or_reduction(idx, realize) is not None:
         return False
-    from .placement import compute_inline_problem  # the primitive's own checks decide
+    from .placement import compute_inline_problem  # cycle: analysis <-> placement
 
     return compute_inline_problem(idx, realize) is None
 
@@ -231,7 +231,7 @@ def can_compute_at(idx: FuncIndex, realize, loop: For) -> str | None:
     if inside and max(_subtree_position(idx, loop, p) for p in inside) >= first_consumer:
         return (f"under loop {lname!r} a producer of block {name!r} comes after its first consumer: "
                 f"there is no place to insert it")
-    from .placement import compute_at_problem  # the primitive's own checks (regions) decide
+    from .placement import compute_at_problem  # cycle: analysis <-> placement
 
     return compute_at_problem(idx, realize, loop)
 

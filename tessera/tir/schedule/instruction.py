@@ -13,7 +13,8 @@ import json
 import math
 
 from ...errors import ScheduleError, TesseraError
-from .handles import RV_TYPES, RV
+from ...ir import FloatImm, IntImm, StringImm
+from .handles import RV, RV_TYPES
 
 INSTRUCTION_KINDS: dict = {}
 
@@ -142,8 +143,6 @@ def normalize_arg(x, where: str):
         return float(x)
     if isinstance(x, str):
         return str(x)
-    from ...ir import FloatImm, IntImm, StringImm
-
     if isinstance(x, IntImm):
         return bool(x.value) if x.dtype.is_bool() else x.value
     if isinstance(x, FloatImm):

@@ -25,12 +25,48 @@ import inspect
 
 import numpy as np
 
+from ...arith import Analyzer
 from ...errors import ScheduleError
-from ...ir import (Add, BufferRegion, FloorDiv, FloorMod, IntImm, Max, Min, Mul, PrimExpr, Range, Sub,
-                   Var, collect_vars, const, max_expr, min_expr, substitute)
-from .region import BufferReplacer, relax_range
+from ...ir import (
+    Add,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Call,
+    FloorDiv,
+    FloorMod,
+    For,
+    ForKind,
+    IntImm,
+    IterVar,
+    Max,
+    Min,
+    Mul,
+    PrimExpr,
+    Range,
+    Sub,
+    Var,
+    all_of,
+    collect_vars,
+    const,
+    max_expr,
+    min_expr,
+    substitute,
+)
+from ...ir.functor import substitute as subst
+from .region import (
+    BufferReplacer,
+    dedup_regions,
+    edit,
+    loops_in,
+    point_region,
+    relax_range,
+    removal_root,
+)
 from .rewrite import shape_var_analyzer
 from .schedule import Schedule, primitive
+from .state import FuncIndex
 
 _PARSED: dict = {}  # (text, index dtype) -> IndexMap: traces replay the same maps many times
 _CHECK_LIMIT = 1 << 26  # elements: above this, injectivity is not checked by enumeration
@@ -200,8 +236,6 @@ def _as_index_map(index_map, ndim, dtype) -> IndexMap:
 
 def _resolve_buffer(block, buffer, prim):
     """The Buffer a transform_layout `buffer` argument names: ("read"|"write", index), a name, or a Buffer."""
-    from ...ir import Buffer
-
     name = block.name_hint
     if isinstance(buffer, Buffer):
         for r in block.reads + block.writes:
@@ -320,8 +354,6 @@ def _split_form(m: IndexMap, buf, ana):
 
 
 def shape_var_analyzer_for_shape(buf):
-    from ...arith import Analyzer
-
     ana = Analyzer()
     for s in buf.shape:
         if isinstance(s, Var):
@@ -413,9 +445,6 @@ def transform_layout(self, block, buffer, index_map, pad_value=None, assume_inje
         raise ScheduleError(f"{prim}: {buf.name!r} is not used in the function")
     if pad_plan is not None:
         wname, nest, old_loops = pad_plan
-        from .state import FuncIndex
-        from .region import edit, removal_root
-
         fidx = FuncIndex(new_func)
         root = removal_root(fidx, fidx.blocks[wname])
         new_func = new_func.with_body(edit(new_func.body, {id(root): lambda _: nest}))
@@ -429,10 +458,6 @@ def transform_layout(self, block, buffer, index_map, pad_value=None, assume_inje
 def _plan_padding(self, fname, idx, buf, new_buf, m, pad_value, prim):
     """The writer of buf rebuilt to iterate over the padded layout, writing pad_value where the
     inverse of the map leaves the old shape: (block name, new loop nest, retired loop vars)."""
-    from ...ir import BlockRealize, BufferStore, Call, For, ForKind, IterVar, all_of
-    from ...ir.functor import substitute as subst
-    from .region import dedup_regions, loops_in, removal_root
-
     if _split_form(m, buf, shape_var_analyzer(idx.func)) is None:
         raise ScheduleError(f"{prim}: pad_value needs a map of whole indices and (i // c, i % c) pairs (whose "
                             f"inverse is known), not {m.text()}")
@@ -491,8 +516,6 @@ def _plan_padding(self, fname, idx, buf, new_buf, m, pad_value, prim):
     reads = tuple(r.replace(region=tuple(Range.from_min_extent(ana.simplify(subst(x.min, vmap)),
                                                                subst(x.extent, vmap)) for x in r.region))
                   for r in blk.reads)
-    from .region import point_region
-
     new_block = blk.replace(iter_vars=tuple(ivs), body=BufferStore(new_buf, value, uvars),
                             reads=dedup_regions(reads), writes=(point_region(new_buf, uvars),))
     lvars = [Var(n[1:] if n.startswith("v") and len(n) > 1 else n, u.dtype) for n, u in zip(names, uvars)]
@@ -513,8 +536,6 @@ def _transform_layout(self, block, buffer, index_map, pad_value=None, assume_inj
     buffer's name, or the Buffer; index_map: a function of the indices, an IndexMap or its text.
     """
     if not isinstance(index_map, str):
-        from ...ir import Buffer
-
         _, _, realize = self._block(block, "transform_layout")
         buf = _resolve_buffer(realize.block, buffer, "transform_layout")
         dtype = str(buf.shape[0].dtype) if buf.shape else "int32"

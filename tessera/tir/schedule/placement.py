@@ -21,14 +21,53 @@ locations these primitives accept).
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import (BlockRealize, BufferLoad, BufferStore, FloorDiv, FloorMod, For, ForKind, IntImm, Range,
-                   Var, all_of, cast, collect_vars, const, floordiv, max_expr, min_expr, substitute)
+from ...ir import (
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    FloorDiv,
+    FloorMod,
+    For,
+    ForKind,
+    IntImm,
+    Range,
+    Var,
+    all_of,
+    cast,
+    collect_vars,
+    const,
+    floordiv,
+    max_expr,
+    min_expr,
+    structural_equal,
+    substitute,
+)
 from ...ir.functor import Mutator
-from .analysis import (complete_or_reduction, consumers, is_output_block, producers, uses_var,
-                       uses_vars)
-from .region import (analyzer_for, block_box, body_items, ceildiv,
-                     dedup_regions, edit, insert_into, is_one, item_position, loops_in, point_region,
-                     removal_root, solve_linear, union_bounds)
+from .analysis import (
+    complete_or_reduction,
+    consumers,
+    is_output_block,
+    producers,
+    uses_var,
+    uses_vars,
+)
+from .region import (
+    analyzer_for,
+    block_box,
+    body_items,
+    ceildiv,
+    dedup_regions,
+    edit,
+    insert_into,
+    is_one,
+    item_position,
+    loops_in,
+    point_region,
+    removal_root,
+    solve_linear,
+    union_bounds,
+)
+from .rewrite import shape_var_analyzer
 from .schedule import primitive
 from .state import child_realizes, realizes_under
 
@@ -322,8 +361,6 @@ def _split_index(r, ivars, ana):
 def _split_constraints(splits, cons_of, full, ana):
     """Constraints on iterators indexed through `x // c` (with the matching `x % c`, when there is
     one, narrowing the ends): x lies in [qlo * c + mlo, qhi * c + mhi]."""
-    from ...ir import structural_equal
-
     mods = [s for s in splits if s[0] == "mod"]
     for kind, v, a, b, c, qlo, qhi in splits:
         if kind != "div":
@@ -567,8 +604,6 @@ def compute_inline(self, block):
     its value expression (the block, its emptied loops and the buffer disappear)."""
     fname, idx, realize = self._block(block, "compute_inline")
     store, buf, ivars, users = _plan_inline(idx, realize)
-    from .rewrite import shape_var_analyzer
-
     ana = shape_var_analyzer(idx.func)
     new_blocks = {}
     for r in users:
@@ -650,8 +685,6 @@ def _plan_reverse_inline(idx, realize):
     _Find().visit(store.value)
     if store.buffer is buf:
         raise ScheduleError(f"{prim}: block {name!r} writes {buf.name!r}")
-    from ...ir import structural_equal
-
     if not loads:
         raise ScheduleError(f"{prim}: block {name!r} does not load {buf.name!r} in its body")
     first = loads[0]
@@ -665,8 +698,6 @@ def _plan_reverse_inline(idx, realize):
             raise ScheduleError(f"{prim}: block {name!r} loads {buf.name!r}[{', '.join(x.script() for x in first.indices)}]; "
                                 f"each index must be a distinct iteration variable of the block")
         seen[i] = d
-    from .rewrite import shape_var_analyzer
-
     ana = shape_var_analyzer(idx.func)
     for iv in block.iter_vars:
         if iv.var not in seen:
@@ -686,8 +717,6 @@ def reverse_compute_inline(self, block):
     loops and the intermediate buffer disappear)."""
     fname, idx, realize = self._block(block, "reverse_compute_inline")
     store, buf, prod, pstore, dim_of = _plan_reverse_inline(idx, realize)
-    from .rewrite import shape_var_analyzer
-
     ana = shape_var_analyzer(idx.func)
     pblock = prod.block
     # consumer iteration variable v_d -> the producer's index in dimension d

@@ -51,9 +51,9 @@ import numpy as np
 
 from ...errors import ScheduleError, TesseraError
 from ...ir import IRModule, PrimFunc
-from .handles import INLINE_MARK, ROOT_MARK, BlockRV, ExprRV, LocationMark, LoopRV, RV
+from .handles import INLINE_MARK, ROOT_MARK, RV, BlockRV, ExprRV, LocationMark, LoopRV
 from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind, normalize_arg
-from .state import ScheduleState
+from .state import ScheduleState, verify_func
 from .trace import Trace
 
 _DEBUG_MASKS = {"none": 0, "all": -1}
@@ -106,8 +106,6 @@ class Schedule:
         for name in self._state.funcs:  # unique block names and loop vars, checked up front
             self._state.index(name)
             if debug:
-                from .state import verify_func
-
                 verify_func(self._state.funcs[name], name)
         self._sym: dict = {}    # handle -> key: ("b", func, block name) | ("l", func, Var) | int | mark
         self._gone: dict = {}   # key of a removed loop/block -> why it is gone

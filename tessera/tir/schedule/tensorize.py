@@ -16,9 +16,26 @@ from __future__ import annotations
 
 from ...arith import Analyzer
 from ...errors import ScheduleError, TesseraError
-from ...ir import (AttrStmt, Block, BlockRealize, BufferLoad, BufferStore, Evaluate, FloatImm, For, IntImm,
-                   LetStmt, Mutator, SeqStmt, StringImm, Var, const)
+from ...ir import (
+    AttrStmt,
+    Block,
+    BlockRealize,
+    BufferLoad,
+    BufferStore,
+    Evaluate,
+    FloatImm,
+    For,
+    IntImm,
+    LetStmt,
+    Mutator,
+    SeqStmt,
+    StringImm,
+    Var,
+    const,
+)
 from ...ir.node import Node
+from ..tensor_intrin import TensorIntrin
+from ..tensor_intrin.intrin import pattern_of
 from .analysis import uses_vars
 from .blockize import IndexSubst, bind_range
 from .schedule import primitive
@@ -294,8 +311,6 @@ class _ImplRewriter(Mutator):
 
 def _bind_impl(intrin, m: _Matcher, ana: Analyzer, bname: str):
     """{impl Buffer: (real Buffer, offsets)} and the impl variables' values, checking strides."""
-    from ..tensor_intrin.intrin import pattern_of
-
     desc, impl = intrin.desc, intrin.impl
     bufmap, vmap = {}, {}
     for k, (dp, ip) in enumerate(zip(desc.params, impl.params)):
@@ -342,9 +357,6 @@ def _bind_impl(intrin, m: _Matcher, ana: Analyzer, bname: str):
 def tensorize(self, block_or_loop, tensor_intrin, preserve_unit_iters=True):
     """Replace the block (or the loop nest under the loop, blockized first) by the registered tensor
     intrinsic `tensor_intrin`; see the module docstring for what must match."""
-    from ..tensor_intrin import TensorIntrin
-    from ..tensor_intrin.intrin import pattern_of
-
     prim = "tensorize"
     if not isinstance(tensor_intrin, str):
         raise ScheduleError(f"{prim}: tensor_intrin is the name of a registered intrinsic, got {tensor_intrin!r}")

@@ -25,6 +25,7 @@ import re
 from ...errors import TesseraError
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var, Visitor
 from ...ir.functor import collect_vars
+from ...target import Target, canon_feature
 
 _REGISTRY: dict = {}
 
@@ -41,8 +42,6 @@ class _Calls(Visitor):
 
 
 def _canon_features(features, name) -> tuple:
-    from ...target import canon_feature
-
     if isinstance(features, str):
         features = [f for f in features.replace(",", " ").split() if f]
     out = []
@@ -185,8 +184,6 @@ class TensorIntrin:
 
     def missing_features(self, target) -> list:
         """The CPU features this intrinsic needs that `target` (a Target or its text) lacks."""
-        from ...target import Target
-
         t = Target(target)
         if not t.is_cpu:
             return list(self.features) or ["a C (CPU) target"]

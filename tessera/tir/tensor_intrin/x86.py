@@ -29,8 +29,22 @@ even outside tessera's own check. `gemm_intrin_for(target, dtype)` picks the bes
 from __future__ import annotations
 
 from ...errors import TesseraError
-from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For,
-                   IterVar, PrimFunc, Range, Var)
+from ...ir import (
+    Block,
+    BlockRealize,
+    Buffer,
+    BufferRegion,
+    BufferStore,
+    Call,
+    Cast,
+    Evaluate,
+    For,
+    IterVar,
+    PrimFunc,
+    Range,
+    Var,
+)
+from ...target import Target
 from .intrin import TensorIntrin
 
 AVX2 = ("avx2", "fma")
@@ -358,8 +372,6 @@ def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
     """The name of the best GEMM micro-kernel intrinsic `target` supports for dtype "float32" or
     "int8" (u8 x s8 -> s32): AVX-512 (VNNI) where available, else AVX2. tiles: allowed (mr, nr)
     pairs (e.g. those dividing the problem), in preference order."""
-    from ...target import Target
-
     t = Target(target)
     if dtype == "float32":
         order = [("avx512", AVX512), ("avx2", AVX2)]

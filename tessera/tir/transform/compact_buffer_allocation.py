@@ -18,9 +18,24 @@ k * factor + offset. On CPU targets the GPU storage scopes "shared" and "warp" b
 """
 from __future__ import annotations
 
-from ...ir import (Allocate, AttrStmt, Buffer, BufferLoad, BufferStore, Call, IntImm, PrimFunc, Range,
-                   collect_vars, const)
+from ...ir import (
+    Allocate,
+    AttrStmt,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Call,
+    IntImm,
+    PrimFunc,
+    Range,
+    collect_vars,
+    const,
+    max_expr,
+    min_expr,
+)
 from ...ir.functor import Mutator, Visitor
+from ..schedule.region import relax_range
+from ..schedule.rewrite import shape_var_analyzer
 from .lower_blocks import ACCESS_REGION
 
 DIM_ALIGN = "buffer_dim_align"
@@ -137,8 +152,6 @@ class _Shift(Mutator):
 class _Compactor(Mutator):
     def __init__(self, func, cpu):
         super().__init__()
-        from ..schedule.rewrite import shape_var_analyzer
-
         self.ana = shape_var_analyzer(func)
         self.cpu = cpu
         self.aligns = {}
@@ -165,8 +178,6 @@ class _Compactor(Mutator):
     def visit_Allocate(self, s):
         body = self.visit(s.body)
         buf = s.buffer
-        from ..schedule.region import relax_range
-
         acc = _Accesses(buf)
         acc.visit(body)
         ana = self.ana
@@ -213,14 +224,10 @@ class _Compactor(Mutator):
 
 
 def _min(a, b):
-    from ...ir import min_expr
-
     return min_expr(a, b)
 
 
 def _max(a, b):
-    from ...ir import max_expr
-
     return max_expr(a, b)
 
 

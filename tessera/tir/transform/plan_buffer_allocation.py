@@ -16,8 +16,19 @@ around the Allocate.
 """
 from __future__ import annotations
 
-from ...ir import Allocate, AttrStmt, BlockRealize, Call, For, ForKind, PrimFunc, collect_vars, const
+from ...ir import (
+    Allocate,
+    AttrStmt,
+    BlockRealize,
+    Call,
+    For,
+    ForKind,
+    PrimFunc,
+    collect_vars,
+    const,
+)
 from ...ir.functor import Visitor
+from ..schedule.region import edit
 
 DIM_ALIGN = "buffer_dim_align"
 
@@ -183,8 +194,6 @@ def _plan(body):
     _Blocks().visit(body)
     if not moves and not at_block:
         return body
-    from ..schedule.region import edit
-
     edits = {}
     for key, bufs in moves.items():
         def put(loop, bufs=bufs):

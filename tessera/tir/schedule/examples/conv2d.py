@@ -19,6 +19,7 @@ that divides 56 columns, 14 accumulators but one broadcast per FMA, measured slo
 """
 from __future__ import annotations
 
+from .... import te, tir
 from ....errors import ScheduleError
 from ... import Schedule
 from ...tensor_intrin import x86
@@ -27,8 +28,6 @@ from ...tensor_intrin import x86
 def conv2d_program(N: int, C: int, H: int, W: int, OC: int, KH: int, KW: int, pad: int = 0,
                    ocb: int = 16, dtype: str = "float32"):
     """NCHW conv2d (stride 1) computed through NHWC stages; see the module docstring."""
-    from .... import te, tir
-
     if OC % ocb:
         raise ScheduleError(f"conv2d_program: ocb={ocb} must divide the {OC} output channels")
     OH, OW = H + 2 * pad - KH + 1, W + 2 * pad - KW + 1

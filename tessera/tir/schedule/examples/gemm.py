@@ -16,6 +16,7 @@ tiled FMA micro-kernel of the target (tensor_intrin/x86.py). Tile sizes must div
 """
 from __future__ import annotations
 
+from .... import te
 from ....errors import ScheduleError
 from ... import Schedule
 from ...tensor_intrin import x86
@@ -25,8 +26,6 @@ def gemm_program(M: int, N: int, K: int, nr: int = 16, dtype: str = "float32", p
     """The TE GEMM `C[i, j] = sum_k A[i, k] * B[k, j]` with B packed in nr-column panels (and A,
     when pack_a > 0, in k-major panels of pack_a rows). int8: A uint8, B int8 packed in groups of
     four k (`B_pack[j // nr, k // 4, j % nr, k % 4]`, vpdpbusd's layout), C int32."""
-    from .... import te
-
     if N % nr or (pack_a and M % pack_a):
         raise ScheduleError(f"gemm_program: the panels ({pack_a or 1} rows, {nr} columns) must divide "
                             f"M={M} and N={N}")
@@ -57,8 +56,6 @@ def gemm_program(M: int, N: int, K: int, nr: int = 16, dtype: str = "float32", p
 def plain_gemm_program(M: int, N: int, K: int, dtype: str = "float32"):
     """`C[i, j] = sum_k A[i, k] * B[k, j]` as written (for packing by the schedule: pack="cache_read");
     int8: A uint8, B int8, C int32."""
-    from .... import te
-
     i8 = dtype in ("int8", "uint8")
     A = te.placeholder((M, K), name="A", dtype="uint8" if i8 else dtype)
     B = te.placeholder((K, N), name="B", dtype="int8" if i8 else dtype)
