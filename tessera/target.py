@@ -86,7 +86,6 @@ def canon_feature(name: str) -> str:
     return alias or name.replace("-", "_")
 
 
-_canon_feature = canon_feature  # codegen/c.py's spelling until its split lands
 
 
 @functools.lru_cache(maxsize=None)

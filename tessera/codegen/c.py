@@ -11,15 +11,16 @@ helpers the kernels need, each kernel, and around it the ABI side that c_entry w
 """
 from __future__ import annotations
 
-from ..errors import TesseraError
+from ..errors import TesseraError, UnsupportedOpError
 from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.dtype import DataType
 from ..ir.function import IRModule, PrimFunc
 from ..ir.functor import collect_vars
+from ..target import Target, canon_feature
 from . import abi
-from .c_base import (_HALF, _STORAGE_C, _VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
-                     P_PRIMARY, P_REL, P_UNARY, _NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
+from .c_base import (HALF_TYPES, STORAGE_C, VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
+                     P_PRIMARY, P_REL, P_UNARY, NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
                      NameTable, c_comment, c_string, is_pow2)
 from .c_entry import EntryWriter, entry_helpers, fmt, includes, metadata_text
 from .vector_math import VECTOR_MATH, helper_name, helper_sources
@@ -73,7 +74,7 @@ class CodeGenC(CodeGenCBase):
         name = str(dt)
         if name not in self.helpers.typedefs:
             elem = dt.element_of()
-            ctype = _STORAGE_C[elem] if elem != "bool" else "int8_t"
+            ctype = STORAGE_C[elem] if elem != "bool" else "int8_t"
             size = max(1, elem.bits // 8) * dt.lanes
             self.helpers.typedef(name, f"typedef {ctype} {name} __attribute__((vector_size({size})));")
         return name
@@ -81,7 +82,7 @@ class CodeGenC(CodeGenCBase):
     def repr_dtype(self, dt: DataType) -> DataType:
         """The C vector a value of vector dtype dt lives in (float16/bfloat16 compute as float32)."""
         elem = dt.element_of()
-        if elem in _HALF:
+        if elem in HALF_TYPES:
             return _F32.with_lanes(dt.lanes)
         if elem == "bool":
             return DataType(f"int32x{dt.lanes}")
@@ -95,7 +96,7 @@ class CodeGenC(CodeGenCBase):
 
     def repr_bits(self, dt: DataType) -> int:
         elem = dt.element_of()
-        return 32 if elem in _HALF else elem.bits
+        return 32 if elem in HALF_TYPES else elem.bits
 
     def let_type(self, var, value) -> str:
         if value.dtype.lanes != 1 and value.dtype.code == "bool":
@@ -126,7 +127,7 @@ class CodeGenC(CodeGenCBase):
                 return False
             idx = e.indices[0]
             return type(idx) is E.Broadcast or self._native(idx)
-        if dt.element_of() not in _VALUE_C:
+        if dt.element_of() not in VALUE_C:
             return False
         if isinstance(e, (E.BinaryOp, E.CmpOp, E.And)):
             return self._native(e.a) and self._native(e.b)
@@ -167,16 +168,16 @@ class CodeGenC(CodeGenCBase):
     def _scalar_operand(self, bc, prec, right=False):
         v = bc.value
         elem = v.dtype
-        if elem in _HALF or elem in ("float32", "float64", "int32", "int64"):
+        if elem in HALF_TYPES or elem in ("float32", "float64", "int32", "int64"):
             return self.text_right(v, prec) if right else self.text(v, prec)
-        return f"({_VALUE_C[elem]}){self.text(v, P_UNARY)}"
+        return f"({VALUE_C[elem]}){self.text(v, P_UNARY)}"
 
     def _varith(self, e, sym, prec):
         if sym in ("+", "-", "*") and self.wraps(e):
             return self._vwrapping_arith(e, sym)
         a, b = self._vop(e, prec)
         s = f"{a} {sym} {b}"
-        if e.dtype.element_of() in _HALF:
+        if e.dtype.element_of() in HALF_TYPES:
             return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
         return s, prec
 
@@ -301,7 +302,7 @@ class CodeGenC(CodeGenCBase):
             iota = f"({v}){{{', '.join(str(k) for k in range(lanes))}}}"
             return f"{self.text(base, P_ADD)} + {self.text(stride, P_MUL)} * {iota}", P_ADD
         v = self.vtype(dt)
-        t = _VALUE_C[elem]
+        t = VALUE_C[elem]
         name = f"tsr_ramp_{dt}"
         self.helpers.require(name, (
             f"{self.func_qualifier} {v} {name}({t} base, {t} stride) {{\n"
@@ -312,7 +313,7 @@ class CodeGenC(CodeGenCBase):
     def vec_Broadcast(self, e):
         rep = self.repr_dtype(e.dtype)
         v = self.vtype(rep)
-        t = _VALUE_C[rep.element_of()]
+        t = VALUE_C[rep.element_of()]
         name = f"tsr_splat_{rep}"
         self.helpers.require(name, (
             f"{self.func_qualifier} {v} {name}({t} x) {{\n"
@@ -344,7 +345,7 @@ class CodeGenC(CodeGenCBase):
                     f"{self.vtype(drep)})"), P_PRIMARY
         else:
             out = f"__builtin_convertvector({xs}, {self.vtype(drep)})"
-        if dst.element_of() in _HALF and src.element_of() != dst.element_of():
+        if dst.element_of() in HALF_TYPES and src.element_of() != dst.element_of():
             return f"{self.vround_helper(dst)}({out})", P_PRIMARY
         return out, (xp if out is xs else P_PRIMARY)
 
@@ -489,7 +490,7 @@ class CodeGenC(CodeGenCBase):
     def _vmem_helper(self, kind, elem: DataType, lanes: int, idx_dtype=None) -> str:
         """Vector load/store/gather/scatter helpers for buffer element type elem."""
         q = self.func_qualifier
-        st = _STORAGE_C[elem]
+        st = STORAGE_C[elem]
         vdt = elem.with_lanes(lanes)
         if elem == "bool":
             v = self.mask_type(8, lanes)
@@ -590,7 +591,7 @@ class CodeGenC(CodeGenCBase):
             return self.expr(args[0])
         if op == "fma" and all(a.dtype == e.dtype for a in args):
             s = f"{self.text(args[0], P_MUL)} * {self.text_right(args[1], P_MUL)} + {self.text_right(args[2], P_ADD)}"
-            if e.dtype.element_of() in _HALF:
+            if e.dtype.element_of() in HALF_TYPES:
                 return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
             return s, P_ADD
         if op == "if_then_else" or op not in INTRINSICS:
@@ -623,7 +624,7 @@ class CodeGenC(CodeGenCBase):
             f"  for (int k = 0; k < {rep.lanes}; ++k) r[k] = powf(x[k], y);\n  return r;\n}}"))
         y = e.args[1].value
         s = f"{name}({self.text(e.args[0])}, {self.cast_text(y, _F32)[0] if y.dtype != _F32 else self.text(y)})"
-        if e.dtype.element_of() in _HALF:
+        if e.dtype.element_of() in HALF_TYPES:
             return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
         return s, P_PRIMARY
 
@@ -638,13 +639,13 @@ class CodeGenC(CodeGenCBase):
         for name, code in helper_sources(base, v, itype, sel):
             self.helpers.require(name, code)
         s = f"{helper_name(base, v)}({self.text(e.args[0])})"
-        if e.dtype.element_of() in _HALF:
+        if e.dtype.element_of() in HALF_TYPES:
             return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
         return s, P_PRIMARY
 
     def _vtext_operand(self, a):
         if type(a) is E.Broadcast:
-            return f"({_VALUE_C[a.value.dtype]}){self.text(a.value, P_UNARY)}"
+            return f"({VALUE_C[a.value.dtype]}){self.text(a.value, P_UNARY)}"
         return self.text(a, P_UNARY)
 
     def lanewise(self, e, mask_bits=None):
@@ -699,15 +700,11 @@ class CodeGenC(CodeGenCBase):
         if key == "tensor_intrin":
             # node: the intrinsic's name; value: the CPU features it needs, comma separated
             name = s.node.value if type(s.node) is E.StringImm else str(s.node)
-            from ..target import Target, _canon_feature
-
-            needs = [_canon_feature(f) for f in s.value.value.split(",") if f] if type(s.value) is E.StringImm else []
+            needs = [canon_feature(f) for f in s.value.value.split(",") if f] if type(s.value) is E.StringImm else []
             target = self.target if self.target is not None else Target("c")
             if needs:
                 missing = [f for f in needs if not target.has_feature(f)]
                 if missing:
-                    from ..errors import UnsupportedOpError
-
                     raise UnsupportedOpError(
                         name, None, f"tensor intrinsic {name!r} in {self.func_name} needs the CPU "
                         f"feature{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which target "
@@ -875,8 +872,6 @@ def render_module(funcs, target=None) -> tuple:
     if not items:
         raise TesseraError("generate_module: no functions to generate")
     if isinstance(target, str):
-        from ..target import Target
-
         target = Target(target)
     num_threads = int(getattr(target, "num_threads", 0) or 0) if target is not None else 0
     vector_bits = int(getattr(target, "vector_bits", 256) or 256) if target is not None else 256
@@ -888,7 +883,7 @@ def render_module(funcs, target=None) -> tuple:
     for name, f in items:
         if not isinstance(f, PrimFunc):
             raise TesseraError(f"generate_module takes PrimFuncs, got {type(f).__name__} for {name!r}")
-        cname = _NOT_IDENT_CHAR.sub("_", name) or "f"
+        cname = NOT_IDENT_CHAR.sub("_", name) or "f"
         if cname[0].isdigit():
             cname = "f" + cname
         if cname in seen:
@@ -972,7 +967,7 @@ class _FunctionWriter:
                     gen.buffer_names[fb] = cn
                 params.append(("tensor", p, cn, fb))
             else:
-                if p.dtype not in _VALUE_C:
+                if p.dtype not in VALUE_C:
                     raise TesseraError(f"{self.name}: scalar parameter {p.name} has dtype {p.dtype}, "
                                        f"which the C backend cannot pass")
                 params.append(("scalar", p, gen.names.define(p), None))
@@ -1004,7 +999,7 @@ class _FunctionWriter:
         return kernel + "\n\n" + text, meta
 
     def _check_param_buffer(self, i, p):
-        if p.dtype.lanes != 1 or p.dtype not in _STORAGE_C:
+        if p.dtype.lanes != 1 or p.dtype not in STORAGE_C:
             raise TesseraError(f"{self.name}: parameter {i} ({p.name}) has dtype {p.dtype}, which "
                                f"the C backend cannot pass (scalar element types only)")
         off = p.elem_offset

@@ -20,6 +20,7 @@ index arithmetic).
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 
@@ -29,8 +30,9 @@ from ..errors import TesseraError, UnsupportedOpError
 from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
-from ..ir.dtype import DataType
-from ..ir.functor import Mutator, Visitor, _children
+from ..ir.dtype import DataType, numpy_dtype
+from ..ir.functor import Mutator, Visitor, children
+from ..ir.node import set_field
 
 # C operator precedence (higher binds tighter)
 P_PRIMARY, P_UNARY, P_MUL, P_ADD, P_SHIFT, P_REL, P_EQ = 16, 15, 13, 12, 11, 10, 9
@@ -61,18 +63,18 @@ _MACRO_NAME = re.compile(r"(M_\w+|U?INT\w*_(MAX|MIN|C)|SIZE_MAX|PTRDIFF_\w+|SIG_
                          r"FILENAME_MAX|FOPEN_MAX|RAND_MAX|EXIT_\w+|MB_CUR_MAX|L_\w+|SEEK_\w+|TMP_MAX\w*|"
                          r"P_tmpdir)\Z")
 
-_NOT_IDENT_CHAR = re.compile(r"[^0-9A-Za-z_]")
+NOT_IDENT_CHAR = re.compile(r"[^0-9A-Za-z_]")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VECTOR_TYPE_NAME = re.compile(r"(u?int|float|bfloat|bool)\d*x\d+\Z")
 _RESERVED_PREFIXES = ("tsr_", "tessera_", "__")
 
-_VALUE_C = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+VALUE_C = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
             "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
             "uint64": "uint64_t", "float16": "float", "bfloat16": "float", "float32": "float",
             "float64": "double"}
-_STORAGE_C = dict(_VALUE_C, float16="_Float16", bfloat16="uint16_t")
+STORAGE_C = dict(VALUE_C, float16="_Float16", bfloat16="uint16_t")
 _NARROW_INT = frozenset(DataType(t) for t in ("int8", "int16", "uint8", "uint16"))
-_HALF = frozenset(DataType(t) for t in ("float16", "bfloat16"))
+HALF_TYPES = frozenset(DataType(t) for t in ("float16", "bfloat16"))
 _F32, _F64, _I32 = (DataType(t) for t in ("float32", "float64", "int32"))
 
 # float math: op -> (C name of the double version, exact?) where exact means the result of a
@@ -157,7 +159,7 @@ class NameTable:
         self._suffix: dict[str, int] = {}
 
     def sanitize(self, hint: str) -> str:
-        name = _NOT_IDENT_CHAR.sub("_", hint) or "v"
+        name = NOT_IDENT_CHAR.sub("_", hint) or "v"
         if name[0].isdigit():
             name = "v" + name
         if (name in C_KEYWORDS or name in C_LIBRARY_NAMES or name in self._reserved
@@ -257,11 +259,9 @@ class _Lane(Mutator):
     def generic_visit(self, node):
         new = super().generic_visit(node)
         if isinstance(new, E.PrimExpr) and new.dtype.lanes != 1:
-            from ..ir.node import _set
-
             if new is node:
                 new = node.replace()
-            _set(new, "dtype", new.dtype.element_of())
+            set_field(new, "dtype", new.dtype.element_of())
         return new
 
 
@@ -283,8 +283,8 @@ class CodeGenCBase:
     #                                   OpenCL "get_local_id(0)"); empty: bound loops are refused
     backend_name = "C"               # in messages: "the C backend cannot ..."
     array_attribute = " __attribute__((aligned(64)))"  # after a constant-size buffer's declaration
-    type_map = _VALUE_C               # dtype -> C type of a value (float16/bfloat16 compute as float)
-    storage_map = _STORAGE_C          # dtype -> C type of one buffer element
+    type_map = VALUE_C               # dtype -> C type of a value (float16/bfloat16 compute as float)
+    storage_map = STORAGE_C          # dtype -> C type of one buffer element
 
     def __init__(self, helpers: "HelperRegistry", reserved=frozenset()):
         self.helpers = helpers
@@ -439,7 +439,7 @@ class CodeGenCBase:
         if dtype != _F64:  # the value the constant has in its type (may overflow to inf)
             with np.errstate(over="ignore"):
                 value = float(np.asarray(value, dtype=np.float64).astype(
-                    _np_dtype(dtype) if dtype in _HALF else np.float32))
+                    _np_dtype(dtype) if dtype in HALF_TYPES else np.float32))
         if math.isinf(value) or math.isnan(value):
             s = "NAN" if math.isnan(value) else "INFINITY"
             if dtype == _F64:
@@ -467,7 +467,7 @@ class CodeGenCBase:
         """Wrap an arithmetic result so it has exactly dt's range/precision (narrow types)."""
         if dt in _NARROW_INT:
             return f"({self.type_map[dt]})({s})", P_UNARY
-        if dt in _HALF:
+        if dt in HALF_TYPES:
             return f"{self.round_helper(dt)}({s})", P_PRIMARY
         return s, prec
 
@@ -519,7 +519,7 @@ class CodeGenCBase:
             return hit[1]
         if t is E.Let and self.reads_data(e.value):
             self._data_vars.add(e.var)
-        r = any(self.reads_data(c) for c in _children(e) if isinstance(c, E.PrimExpr))
+        r = any(self.reads_data(c) for c in children(e) if isinstance(c, E.PrimExpr))
         memo[id(e)] = (e, r)
         return r
 
@@ -713,12 +713,12 @@ class CodeGenCBase:
             return self.expr(value)
         if dst.code == "bool":
             return f"({self.text(value, P_EQ + 1)} != 0)", P_PRIMARY
-        if dst in _HALF:
-            if src in _HALF or src == _F32 or dst == "bfloat16":
+        if dst in HALF_TYPES:
+            if src in HALF_TYPES or src == _F32 or dst == "bfloat16":
                 inner = self.text(value) if src.is_float() and src != _F64 else f"(float){self.text(value, P_UNARY)}"
                 return f"{self.round_helper(dst)}({inner})", P_PRIMARY
             return f"(float)(_Float16){self.text(value, P_UNARY)}", P_UNARY
-        if src in _HALF and dst == _F32:
+        if src in HALF_TYPES and dst == _F32:
             return self.expr(value)
         return f"({self.type_map[dst]}){self.text(value, P_UNARY)}", P_UNARY
 
@@ -750,7 +750,7 @@ class CodeGenCBase:
 
     def store_value(self, buf_dtype: DataType, value) -> str:
         """Text of value converted for a store into an element of buf_dtype."""
-        if buf_dtype in _HALF and type(value) is E.Cast and value.value.dtype in (_F32, buf_dtype):
+        if buf_dtype in HALF_TYPES and type(value) is E.Cast and value.value.dtype in (_F32, buf_dtype):
             value = value.value  # the store rounds once; a rounding cast before it is redundant
         if buf_dtype == "float16":
             return "(_Float16)" + self.text(value, P_UNARY)
@@ -919,7 +919,7 @@ class CodeGenCBase:
             x, px = self._as(e.args[0], dt)
             x = x if px >= P_UNARY else f"({x})"
             s, exact, p = f"{one} / ({one} + exp{f}(-{x}))", False, P_MUL
-            return self._round_result(dt, s, p) if dt in _HALF else (s, p)
+            return self._round_result(dt, s, p) if dt in HALF_TYPES else (s, p)
         args = [self._as(a, dt)[0] for a in e.args]
         if op == "rsqrt":
             s, exact, p = f"{one} / sqrt{f}({args[0]})", False, P_MUL
@@ -928,7 +928,7 @@ class CodeGenCBase:
         else:
             name, exact = _MATH[op]
             s, p = f"{name}{f}({', '.join(args)})", P_PRIMARY
-        if dt in _HALF and not exact:
+        if dt in HALF_TYPES and not exact:
             return self._round_result(dt, s, p)
         return s, p
 
@@ -963,7 +963,7 @@ class CodeGenCBase:
         self.helpers.extern(op, ret, arg_types)
         self.on_extern(op)
         s = f"{op}({', '.join(self.text(a) for a in e.args)})"
-        if e.dtype in _HALF:
+        if e.dtype in HALF_TYPES:
             return self._round_result(e.dtype, s, P_PRIMARY)
         return s, P_PRIMARY
 
@@ -1291,8 +1291,6 @@ class CodeGenCBase:
 
 
 def _np_dtype(dt):
-    from ..ir.dtype import numpy_dtype
-
     return numpy_dtype(dt)
 
 
@@ -1319,8 +1317,6 @@ class HelperRegistry:
         """C source defining the functions `names` (a tensor intrinsic's micro-kernel), emitted
         once among the helpers; calls of those functions then get no extern declaration. One name
         defined by two different sources is an error."""
-        import hashlib
-
         key = "import_c:" + hashlib.sha1(code.encode("utf-8")).hexdigest()
         for name in names:
             prev = self.imported.get(name)

@@ -15,7 +15,7 @@ from ..errors import TesseraError
 from ..ir import expr as E
 from ..ir.functor import collect_vars
 from . import abi
-from .c_base import _HALF, _STORAGE_C, _VALUE_C, CodeGenCBase, NameTable, c_comment, c_string
+from .c_base import HALF_TYPES, STORAGE_C, VALUE_C, CodeGenCBase, NameTable, c_comment, c_string
 from .c_files import section, used_sections
 
 ENTRY_FILE = "tsr_entry.c"
@@ -118,10 +118,10 @@ class EntryWriter:
         arg_list = ", ".join(p.name for _, p, _, _ in params)
         struct = [f"/* {self.name}: the kernel's arguments, checked */", "typedef struct {"]
         for kind, p, cn, _ in params:
-            t = f"{_STORAGE_C[p.dtype]}*" if kind == "tensor" else _VALUE_C[p.dtype]
+            t = f"{STORAGE_C[p.dtype]}*" if kind == "tensor" else VALUE_C[p.dtype]
             struct.append(f"  {t} {cn};")
         for v in shape_vars:
-            struct.append(f"  {_VALUE_C[v.dtype]} {gen.names.get(v)};")
+            struct.append(f"  {VALUE_C[v.dtype]} {gen.names.get(v)};")
         if len(struct) == 2:
             struct.append("  char unused;")
         struct.append(f"}} {cname}_args_t;")
@@ -143,16 +143,16 @@ class EntryWriter:
                 body.append(f"  double {loc};")
                 body.append(f"  TSR_TRY(tsr_get_float(args, kinds, {i}, {c_string(p.name)}, "
                             f"\"{dt}\", &{loc}, err, err_len));")
-                if dt in _HALF:
+                if dt in HALF_TYPES:
                     body.append(f"  a->{cn} = {self._half_from_double(loc, dt)};")
                 else:
-                    body.append(f"  a->{cn} = ({_VALUE_C[dt]}){loc};")
+                    body.append(f"  a->{cn} = ({VALUE_C[dt]}){loc};")
             else:
                 lo, hi = _INT_RANGE[str(dt)]
                 body.append(f"  int64_t {loc};")
                 body.append(f"  TSR_TRY(tsr_get_int(args, kinds, {i}, {c_string(p.name)}, {lo}, {hi}, "
                             f"\"{dt}\", &{loc}, err, err_len));")
-                body.append(f"  a->{cn} = " + (f"{loc} != 0;" if dt == "bool" else f"({_VALUE_C[dt]}){loc};"))
+                body.append(f"  a->{cn} = " + (f"{loc} != 0;" if dt == "bool" else f"({VALUE_C[dt]}){loc};"))
                 bound[p] = (loc, f"argument {i} ({p.name})")
         deferred = []
         for i, (kind, p, cn, _) in enumerate(params):
@@ -193,7 +193,7 @@ class EntryWriter:
                             deferred.append(check)
                 if what == "extent" and not p.strides:
                     body.append(f"  TSR_TRY(tsr_check_compact({t}, {i}, {qn}, err, err_len));")
-            body.append(f"  a->{cn} = ({_STORAGE_C[dt]}*){t}->data;")
+            body.append(f"  a->{cn} = ({STORAGE_C[dt]}*){t}->data;")
         for check in deferred:
             missing = [v.name for v in collect_vars(check[1]) if v not in bound]
             if missing:
@@ -204,7 +204,7 @@ class EntryWriter:
         for v in shape_vars:
             if v not in bound:
                 raise TesseraError(f"{self.name}: shape variable {v.name} cannot be bound from the arguments")
-            body.append(f"  a->{gen.names.get(v)} = ({_VALUE_C[v.dtype]}){bound[v][0]};")
+            body.append(f"  a->{gen.names.get(v)} = ({VALUE_C[v.dtype]}){bound[v][0]};")
         body.append("  return 0;")
         body.append("}")
 

@@ -24,7 +24,7 @@ from .expr import (
 from .node import Node, new_node, set_field
 
 
-def _children(node: Node):
+def children(node: Node):
     for f in node._fields:
         v = getattr(node, f)
         if isinstance(v, Node):

@@ -12,7 +12,6 @@ from types import MappingProxyType
 # fast paths build nodes this way).
 set_field = object.__setattr__
 new_node = object.__new__
-_set = set_field  # codegen/c_base.py's spelling until its split lands
 
 
 class Node:
