@@ -46,7 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import Source, functions_of, get_backend
-from ..codegen.c_base import _STORAGE_C, c_comment, c_string
+from ..codegen.c_base import STORAGE_C, c_comment, c_string
 from ..codegen.c_entry import timer_loop
 from ..errors import BuildError, ShapeError, TesseraError
 from ..ir.dtype import DataType
@@ -219,7 +219,7 @@ def c_names(names) -> list:
 
 
 def _c_type_name(dt) -> str:
-    return _STORAGE_C[DataType(dt)]
+    return STORAGE_C[DataType(dt)]
 
 
 def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
