@@ -221,3 +221,27 @@ def test_mask_let_read_lane_by_lane(build, lowered):
     c = np.zeros(64, np.int32)
     _run(build, src, a, c)
     np.testing.assert_array_equal(c, np.where(a > 0.5, 10, -5))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+def test_vector_width_follows_the_target(isa_target, dtype):
+    """A vectorized loop lowers to vectors as wide as the target's registers (AVX2: 256 bits,
+    AVX-512: 512) and runs right when built with that target's flags."""
+    import tessera
+    from tessera import te, tir
+
+    n = 96
+    A = te.placeholder((4, n), dtype=dtype, name="A")
+    one = te.const(1, dtype)
+    B = te.compute((4, n), lambda i, j: A[i, j] * A[i, j] + one, name="B")
+    sch = tir.Schedule(te.create_prim_func([A, B]))
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.vectorize(j)
+    target = tessera.Target(isa_target)
+    lanes = target.vector_bits // int(dtype[-2:])
+    lib = tessera.build(sch, target=target)
+    assert f"{dtype}x{lanes}" in lib.get_source() and f"{dtype}x{lanes * 2}" not in lib.get_source()
+    a = (np.arange(4 * n) % 7 - 3).reshape(4, n).astype(dtype)
+    b = np.zeros_like(a)
+    lib(a, b)
+    np.testing.assert_array_equal(b, a * a + np.asarray(1, dtype))
