@@ -24,7 +24,7 @@ from .frontend.onnx import check_model, from_onnx, load_model
 from .graph.compiler import static_problem
 from .ir.names import fresh_name
 from .runtime.executor import Executor, header_path
-from .runtime.module import load_module
+from .runtime.library import load_module
 from .target import Target
 from .zoo import list_models
 

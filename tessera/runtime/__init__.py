@@ -2,7 +2,8 @@
 runtime/plan.py), and the C compiler driver with its cache (loaded on first use: running a library
 never needs it). The runtime imports nothing from graph, ops or frontend."""
 from . import nd
-from .module import BenchmarkResult, Function, Module, load_module
+from .library import load_module
+from .module import BenchmarkResult, Function, Module
 from .ndarray import NDArray
 
 _LAZY = {"compile_source": "compiler", "AotExecutor": "aot_executor", "GraphExecutor": "graph_executor",

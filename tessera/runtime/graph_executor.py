@@ -18,12 +18,11 @@ import threading
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TesseraError
+from ..errors import ShapeError, TesseraError
 from .executor import Executor
-from .plan import Plan
+from .plan import Plan, node_error
 from .profile import ProfileReport, ProfileRow
-
-_RETAG = (TesseraError, ShapeError, DTypeError)
+from .static_runner import StaticRunner
 
 
 class _Step:
@@ -41,11 +40,6 @@ class _Step:
 
     def where(self) -> str:
         return f"node {self.node.name!r} ({self.node.op})"
-
-
-def node_error(st, e: TesseraError) -> TesseraError:
-    """e with the node that raised it named (for tessera's own error classes)."""
-    return type(e)(f"{st.where()}: {e}") if type(e) in _RETAG else e
 
 
 class GraphExecutor(Executor):
@@ -146,7 +140,6 @@ class GraphExecutor(Executor):
     def static_runner(self):
         """The StaticRunner of this executor (made once), or False when its plan cannot have one."""
         if self._runner is None:
-            from .static_runner import StaticRunner
 
             with self._runner_lock:
                 if self._runner is None:
@@ -212,4 +205,24 @@ def _check_symbols(st, shapes, env):
                                  f"{dim} = {env[dim]} elsewhere")
 
 
-__all__ = ["GraphExecutor", "node_error"]
+class LibraryKernel:
+    """A kernel function of a loaded library: `fn` is what the graph executor calls."""
+
+    __slots__ = ("op", "name", "module", "fn")
+
+    def __init__(self, module, name: str, op: str):
+        self.op, self.name, self.module = op, name, module
+        self.fn = module.get_function(name)
+
+    def __repr__(self):
+        return f"<LibraryKernel {self.name} ({self.op})>"
+
+
+def graph_executor_of(module, plan: Plan):
+    """A GraphExecutor running `plan` with the kernel functions of `module` (a library holding
+    every kernel the plan names: a loaded model library, or an AOT library's kernels)."""
+    kernels = {name: LibraryKernel(module, name, spec.op) for name, spec in plan.kernels.items()}
+    return GraphExecutor(plan, kernels)
+
+
+__all__ = ["GraphExecutor", "LibraryKernel", "graph_executor_of"]

@@ -13,23 +13,12 @@ import os
 import numpy as np
 
 from ..errors import TesseraError
+from .aot_executor import AotExecutor
+from .graph_executor import graph_executor_of
 from .module import Module, read_cstring
 from .plan import Plan, TensorSpec, parse_document
 
 EXECUTORS = ("aot", "graph")
-
-
-class LibraryKernel:
-    """A kernel function of a loaded library: `fn` is what the graph executor calls."""
-
-    __slots__ = ("op", "name", "module", "fn")
-
-    def __init__(self, module, name: str, op: str):
-        self.op, self.name, self.module = op, name, module
-        self.fn = module.get_function(name)
-
-    def __repr__(self):
-        return f"<LibraryKernel {self.name} ({self.op})>"
 
 
 def read_document(path, module=None) -> dict | None:
@@ -76,15 +65,6 @@ def plan_of(path: str, mod, doc) -> Plan:
     return Plan.from_document(doc, weights, path)
 
 
-def graph_executor_of(module, plan: Plan):
-    """A GraphExecutor running `plan` with the kernel functions of `module` (a library holding
-    every kernel the plan names)."""
-    from .graph_executor import GraphExecutor
-
-    kernels = {name: LibraryKernel(module, name, spec.op) for name, spec in plan.kernels.items()}
-    return GraphExecutor(plan, kernels)
-
-
 def load_library(path, module=None, executor: str | None = None):
     """The executor of the graph library at `path` (see the module docstring).
 
@@ -101,8 +81,6 @@ def load_library(path, module=None, executor: str | None = None):
     plan = plan_of(path, mod, doc)
     try:
         if executor != "graph" and doc.get("aot"):
-            from .aot_executor import AotExecutor
-
             exe = AotExecutor(mod, doc, plan)
         elif executor == "aot":
             raise TesseraError(f"{path} has no model entry points (its graph has symbolic shapes); load it with "
@@ -115,5 +93,20 @@ def load_library(path, module=None, executor: str | None = None):
     return exe
 
 
-__all__ = ["EXECUTORS", "LibraryKernel", "read_document", "embedded_weights", "plan_of", "graph_executor_of",
-           "load_library"]
+def load_module(path, executor=None):
+    """Load a library written by `export_library` (or compiled by tessera).
+
+    A compiled model (`tessera.compile(...).export_library`) comes back as an AotExecutor (the
+    whole graph in one C call) or, with `executor="graph"` or symbolic shapes, a GraphExecutor
+    over the same kernels and embedded weights; a kernel library as a Module. Neither the
+    compiler nor onnx is needed.
+    """
+    mod = Module(path)
+    if read_cstring(mod._lib, "tessera_graph") is not None:
+        return load_library(path, module=mod, executor=executor)
+    if executor is not None:
+        raise TesseraError(f"{mod.path} is a kernel library, not a compiled model: it has no executor")
+    return mod
+
+
+__all__ = ["EXECUTORS", "read_document", "embedded_weights", "plan_of", "load_library", "load_module"]

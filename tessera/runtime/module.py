@@ -397,24 +397,6 @@ class Module:
         return f"<tessera.Module {os.path.basename(self.path)} functions={list(self._functions)}>"
 
 
-def load_module(path, executor=None):
-    """Load a library written by `export_library` (or compiled by tessera).
-
-    A compiled model (`tessera.compile(...).export_library`) comes back as an AotExecutor (the
-    whole graph in one C call) or, with `executor="graph"` or symbolic shapes, a GraphExecutor
-    over the same kernels and embedded weights; a kernel library as a Module. Neither the
-    compiler nor onnx is needed.
-    """
-    mod = Module(path)
-    if read_cstring(mod._lib, "tessera_graph") is not None:
-        from .library import load_library
-
-        return load_library(path, module=mod, executor=executor)
-    if executor is not None:
-        raise TesseraError(f"{mod.path} is a kernel library, not a compiled model: it has no executor")
-    return mod
-
-
 def check_timing(number, repeat, min_repeat_ms):
     """Reject bad time_evaluator arguments (TesseraError); Module's and AotExecutor's timers share it."""
     for label, v, low in (("number", number, 1), ("repeat", repeat, 1), ("min_repeat_ms", min_repeat_ms, 0)):

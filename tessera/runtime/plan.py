@@ -23,7 +23,7 @@ import json
 
 import numpy as np
 
-from ..errors import TesseraError
+from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
 
 FORMAT = "tessera-graph"
@@ -324,5 +324,13 @@ def eval_expr_json(j, env: dict) -> int:
     return fn(eval_expr_json(v[0], env), eval_expr_json(v[1], env))
 
 
+_RETAG = (TesseraError, ShapeError, DTypeError)
+
+
+def node_error(st, e: TesseraError) -> TesseraError:
+    """e with the node that raised it named (`st.where()`; tessera's own error classes only)."""
+    return type(e)(f"{st.where()}: {e}") if type(e) in _RETAG else e
+
+
 __all__ = ["FORMAT", "VERSION", "TensorSpec", "KernelSpec", "Step", "MemoryLayout", "Plan", "public_names",
-           "parse_document", "eval_expr_json"]
+           "parse_document", "eval_expr_json", "node_error"]

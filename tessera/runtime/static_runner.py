@@ -14,9 +14,9 @@ import threading
 
 import numpy as np
 
-from .graph_executor import node_error
 from .module import ERR_LEN, FAST_NUMPY, CTensor, pointer_at
 from .ndarray import dtype_info
+from .plan import node_error
 
 
 class StaticRunner:

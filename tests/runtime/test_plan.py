@@ -9,7 +9,8 @@ from tessera.graph import Builder
 from tessera.graph.compiler import compile_graph
 from tessera.graph.export import load_graph
 from tessera.runtime import GraphExecutor, load_module
-from tessera.runtime.library import embedded_weights, graph_executor_of, read_document
+from tessera.runtime.graph_executor import graph_executor_of
+from tessera.runtime.library import embedded_weights, read_document
 from tessera.runtime.plan import Plan, eval_expr_json, parse_document
 
 RNG = np.random.default_rng(3)
