@@ -12,7 +12,9 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError
-from .ir import Graph, TensorType, Value
+from ..runtime.graph_executor import GraphExecutor
+from ..runtime.ndarray import NDArray
+from .ir import Graph, Node, TensorType, Value
 from .transform import substitute, topo_nodes
 
 
@@ -69,8 +71,7 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
 
 def _run_once(graph: Graph, target) -> list:
     """graph (no inputs) compiled and run once: graph -> kernels + plan -> the runtime executor."""
-    from ..runtime.graph_executor import GraphExecutor
-    from .compiler import compile_graph
+    from .compiler import compile_graph  # cycle: compiler -> passes -> fold_constant -> const_eval
 
     compiled = compile_graph(graph, target, memory_plan=False)
     return GraphExecutor(compiled.plan, compiled.kernels).run({})
@@ -78,8 +79,6 @@ def _run_once(graph: Graph, target) -> list:
 
 def _cut_at(nodes, wanted, leaf):
     """nodes rebuilt so that the produced Values in `leaf` are read from their constant stand-ins."""
-    from .ir import Node
-
     vmap = dict(leaf)
     out = []
     for n in nodes:
@@ -126,8 +125,6 @@ def bind_params(graph: Graph, params: Mapping | None) -> Graph:
 
 
 def _as_array(arr, v: Value) -> np.ndarray:
-    from ..runtime.ndarray import NDArray
-
     if isinstance(arr, NDArray):
         arr = arr.numpy()
     want = v.dtype.numpy()

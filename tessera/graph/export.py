@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from ..errors import TesseraError
 from ..runtime.executor import target_path, write_library
+from ..runtime.library import embedded_weights
+from ..runtime.plan import public_names
 from .ir import Graph, Node, TensorType, Value
 
 
@@ -68,7 +70,7 @@ def export_library(exe, path, prefix: str | None = None) -> str:
     """Write the library of `exe` (tessera.compile's executor, or a CompiledGraph) to `path` and,
     with static shapes, its C header beside it (`<stem>.h`); returns the library's path.
     prefix: the C API's name prefix (default tessera_model)."""
-    from .aot import DEFAULT_PREFIX, build_library
+    from .aot import DEFAULT_PREFIX, build_library  # cycle: aot -> export (graph_document)
 
     path = target_path(path)
     lib = build_library(exe, prefix or DEFAULT_PREFIX)
@@ -98,9 +100,6 @@ def load_graph(exe) -> Graph:
 
 def rebuild_graph(path: str, mod, doc) -> Graph:
     """The Graph described by a library's tessera_graph document."""
-    from ..runtime.library import embedded_weights
-    from ..runtime.plan import public_names
-
     values: dict = {}
     inputs = []
     for j in doc["inputs"]:

@@ -456,7 +456,7 @@ def _check_sanitizer(path: str):
         return
     if needs_asan and not hasattr(ctypes.CDLL(None), "__asan_init"):
         try:
-            from .compiler import asan_runtime
+            from .compiler import asan_runtime  # the compiler driver: only here, running needs none
 
             lib = asan_runtime()
         except TesseraError:
