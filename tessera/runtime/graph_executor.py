@@ -127,11 +127,15 @@ class GraphExecutor(Executor):
                 vals[s] = o
             for s in st.free:
                 vals[s] = None
+        return self.collect_outputs(vals.__getitem__)
+
+    def collect_outputs(self, value_of) -> list:
+        """The output arrays, value_of(slot) for each; an output that repeats another, or that is an
+        input or a constant (a copy slot), is copied so the caller owns every array it gets."""
         result, seen = [], set()
-        copy_slots = self._copy_slots
         for s in self._output_slots:
-            x = vals[s]
-            if s in seen or s in copy_slots:
+            x = value_of(s)
+            if s in seen or s in self._copy_slots:
                 x = np.array(x, copy=True)
             seen.add(s)
             result.append(x)

@@ -105,17 +105,8 @@ class StaticRunner:
             rc = entry(args, kinds, n, err, n_err)
             if rc:
                 raise node_error(st, st.fn._status_error(rc, err))
-        result, seen = [], set()
-        template, copy_slots = exe._template, exe._copy_slots
-        for s in exe._output_slots:
-            x = vals.get(s)
-            if x is None:
-                x = template[s]
-            if s in seen or s in copy_slots:
-                x = np.array(x, copy=True)
-            seen.add(s)
-            result.append(x)
-        return result
+        template = exe._template
+        return exe.collect_outputs(lambda s: vals[s] if s in vals else template[s])
 
 
 def _data_ptr(x: np.ndarray) -> int:
