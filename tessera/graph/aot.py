@@ -21,6 +21,8 @@ The C API (PREFIX defaults to `tessera_model`; `model.h` declares it with the sh
     void      PREFIX_destroy(PREFIX_t*);
     int32_t   PREFIX_run_with_workspace(void* workspace, const void* const* inputs,
                                         void* const* outputs, char* err, int32_t err_len);
+    int32_t   PREFIX_run_profiled(PREFIX_t*, const void* const* inputs, void* const* outputs,
+                                  double* secs);   /* PREFIX_run with a C timer around each node */
 
 inputs[i] / outputs[k] point to compact row-major buffers of the graph's input / output types
 (in graph order; they must not overlap each other). model.h names each by the model's public name
@@ -30,6 +32,9 @@ in graph order: `c_names`). A status other than 0 is a tessera ABI status
 (codegen/abi.py) with the message naming the node that failed. One instance runs one call at a time;
 make one instance per thread. `PREFIX_run_with_workspace` takes a caller-owned arena of
 PREFIX_WORKSPACE_BYTES (64-byte aligned) instead, for programs that do not allocate.
+`PREFIX_run_profiled` is PREFIX_run (the same body) that writes the seconds of each node, in
+execution order, to secs[0..PREFIX_NUM_NODES-1] and those of the whole call to secs[PREFIX_NUM_NODES]:
+what `exe.profile()` reads, in the order and cache state of a real call.
 
 A graph with symbolic dimensions gets no model entry points (a static memory plan needs static
 shapes); its library still runs through the graph executor (`build_library(..., aot=False)`).
@@ -59,6 +64,7 @@ from ..runtime.plan import Plan
 from .compiler import compiled_of, memory_layout, static_problem
 from .export import graph_document
 from .ir import Graph
+from .kernels import compile_kernels
 from .passes.plan_memory import plan_memory
 
 DEFAULT_PREFIX = "tessera_model"
@@ -97,7 +103,9 @@ def _static_error(graph: Graph, why: str) -> TesseraError:
 # ---------------------------------------------------------------------------------------------
 def _lower_kernels(compiled):
     """One lowered PrimFunc per distinct kernel of the compiled graph, named as the plan names it
-    (`<op>_<k>`); (lowered functions, kernels JSON for the graph document)."""
+    (`<op>_<k>`); (lowered functions, kernels JSON for the graph document). A kernel prepared in this
+    process brings its lowered program (graph/kernels.py: lowered once, whether or not it is ever
+    compiled on its own)."""
     backend = get_backend(compiled.target)
     plan = compiled.plan
     lowered, kernels_json = [], {}
@@ -109,14 +117,18 @@ def _lower_kernels(compiled):
             raise TesseraError(f"export: the kernel of node {st.name!r} ({k.op}) was not built in this "
                                f"process, so its program is not at hand (a loaded library is exported by "
                                f"copying it: exe.export_library on the loaded module)")
-        funcs = functions_of(prim)
-        if len(funcs) != 1:
-            raise TesseraError(f"export: the kernel of node {st.name!r} ({k.op}) has {len(funcs)} functions, "
-                               f"expected 1")
         try:
             kernels_json[name] = plan.kernels[name].as_json(name)
         except TesseraError as e:
             raise TesseraError(f"export_library: node {st.name!r}: {e}") from None
+        done = getattr(k, "lowered", None)
+        if done is not None:
+            lowered.append(done.replace(name=name))
+            continue
+        funcs = functions_of(prim)
+        if len(funcs) != 1:
+            raise TesseraError(f"export: the kernel of node {st.name!r} ({k.op}) has {len(funcs)} functions, "
+                               f"expected 1")
         lowered.append(backend.lower(funcs[0].replace(name=name), compiled.target))
     return lowered, kernels_json
 
@@ -250,8 +262,11 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         return f"arena +{plan[v].offset}"
 
     n_in, n_out = len(g.inputs), len(g.outputs)
-    body = [f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
-            "                                   char* err, int32_t err_len) {",
+    n_nodes = len(g.nodes)
+    body = ["/* the model's one body: PREFIX_run_with_workspace (secs NULL) and PREFIX_run_profiled (secs: the",
+            f"   seconds of each of the {n_nodes} node(s) in order, then of the whole call) */",
+            "static int32_t tsr_aot_run(void* workspace, const void* const* inputs, void* const* outputs,",
+            "                           char* err, int32_t err_len, double* secs) {",
             "  char local_err[256];",
             "  if (err == NULL || err_len <= 0) { err = local_err; err_len = (int32_t)sizeof local_err; }",
             "  err[0] = 0;"]
@@ -277,6 +292,9 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
     body.append(f"  const uint8_t* const W = {prefix}_weights;")
     body.append("  (void)ws; (void)W;")
     body.append("  int32_t s;")
+    body.append("  double t_start = 0.0, t_last = 0.0, t_now;")
+    body.append("  if (secs != NULL) t_start = t_last = tsr_aot_now();")
+    body.append("  (void)t_start; (void)t_last; (void)t_now;")
     for i, (n, st) in enumerate(zip(g.nodes, compiled.plan.steps)):
         name = st.kernel
         types, has_err = protos[name]
@@ -290,6 +308,7 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         body.append(f"  /* {i}: {c_comment(n.name)} = {c_comment(n.op)}({c_comment(sig)}) -> {c_comment(outs)} */")
         body.append(f"  s = {name}_kernel({', '.join(args)});")
         body.append(f"  if (s != 0) return tsr_aot_failed(s, {c_string(f'{n.name} ({n.op})')}, err, err_len);")
+        body.append(f"  if (secs != NULL) {{ t_now = tsr_aot_now(); secs[{i}] = t_now - t_last; t_last = t_now; }}")
     # outputs that no node writes in place: inputs, constants, repeated values
     for k, v in enumerate(g.outputs):
         if out_index[v] == k and v not in in_index and v not in w_offsets:
@@ -298,7 +317,11 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         nbytes = v.type.nbytes()
         body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k} {c_comment(c_string(g.output_names[k]))}: "
                     f"%{c_comment(v.name)} */")
-    body += ["  return 0;", "}"]
+    body += [f"  if (secs != NULL) secs[{n_nodes}] = tsr_aot_now() - t_start;", "  return 0;", "}", "",
+             f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
+             "                                   char* err, int32_t err_len) {",
+             "  return tsr_aot_run(workspace, inputs, outputs, err, err_len, NULL);",
+             "}"]
 
     helpers = [
         "/* ---- the model entry points (tessera.graph.aot) ---- */",
@@ -356,6 +379,17 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         f"  return {prefix}_run_with_workspace(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err);",
         "}",
         "",
+        f"/* {prefix}_run with a C timer around each node: secs[0..{n_nodes - 1}] the seconds of each node in",
+        f"   execution order, secs[{n_nodes}] those of the whole call (secs holds {n_nodes + 1} doubles) */",
+        f"int32_t {prefix}_run_profiled({prefix}_t* m, const void* const* inputs, void* const* outputs, double* secs) {{",
+        "  if (m == NULL) return 1;",
+        "  if (secs == NULL) {",
+        f"    snprintf(m->err, sizeof m->err, \"{prefix}_run_profiled: secs is NULL; it needs {n_nodes + 1} doubles\");",
+        "    return 1;",
+        "  }",
+        "  return tsr_aot_run(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err, secs);",
+        "}",
+        "",
         "/* the whole model timed inside the library: one warm-up run, then `repeat` measurements of `number`",
         "   runs each (`number` grows until a measurement takes min_repeat_ms); seconds per run in results */",
         f"int32_t {prefix}_time({prefix}_t* m, const void* const* inputs, void* const* outputs, int32_t number,",
@@ -406,6 +440,7 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
              f"#define {P}_NUM_OUTPUTS {len(graph.outputs)}",
              f"#define {P}_WORKSPACE_BYTES {plan.arena_bytes}ULL  /* the arena (static memory plan) */",
              f"#define {P}_WEIGHTS_BYTES {weights_bytes}ULL  /* embedded in the library */",
+             f"#define {P}_NUM_NODES {len(graph.nodes)}  /* {prefix}_run_profiled's secs holds one more */",
              f"#define {P}_OK 0",
              ""]
     for kind, values, names in (("INPUT", graph.inputs, graph.input_names),
@@ -436,6 +471,10 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
               "   (64-byte aligned), err a buffer for the message */",
               f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
               "                                   char* err, int32_t err_len);",
+              f"/* {prefix}_run with a C timer around each node (what exe.profile() reads): secs[i] the seconds of",
+              f"   node i in execution order, secs[{P}_NUM_NODES] those of the whole call */",
+              f"int32_t {prefix}_run_profiled({prefix}_t* model, const void* const* inputs, void* const* outputs,",
+              "                             double* secs);",
               "/* time the model inside the library: seconds per run of `repeat` measurements in results */",
               f"int32_t {prefix}_time({prefix}_t* model, const void* const* inputs, void* const* outputs,",
               "                     int32_t number, int32_t repeat, int32_t min_repeat_ms, double* results);",
@@ -508,8 +547,25 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     text = json.dumps(doc, separators=(",", ":"))
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
                  + "  " + c_string(text, 100, sep="\n  ") + ";\n")
-    path = backend.compile(Source("\n".join(parts), source.functions if source else (), target, identifier(g.name)))
+    unit = Source("\n".join(parts), source.functions if source else (), target, identifier(g.name))
+    try:
+        path = backend.compile(unit)
+    except BuildError:
+        if not _unschedule_failing(compiled):
+            raise
+        # a scheduled kernel the C compiler refuses runs unscheduled (as on the graph executor's path)
+        return build_library(compiled, prefix, aot, strategy)
     return Library(path, header, doc, plan)
+
+
+def _unschedule_failing(compiled) -> bool:
+    """After the library's unit failed to compile: build each scheduled kernel on its own (the
+    graph executor's fall-back replaces one the C compiler refuses by its unscheduled program, with a
+    warning); whether any kernel changed."""
+    ks = [k for k in compiled.kernels.values() if getattr(k, "scheduled", False) and hasattr(k, "unschedule")]
+    before = [k.lowered for k in ks]
+    compile_kernels(ks)
+    return any(k.lowered is not b for k, b in zip(ks, before))
 
 
 def _slots(compiled) -> dict:
@@ -533,6 +589,7 @@ def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy", opt_l
     out.compiled = compiled
     out.memory_plan = lib.memory_plan
     out.opt_level = opt_level if opt_level is not None else getattr(exe, "opt_level", None)
+    out.kernels = list(compiled.kernels.values())     # the graph Kernels (programs, sources) in first-use order
 
     def exporter(aot, path, new_prefix):
         path = target_path(path)

@@ -20,7 +20,7 @@ from ..runtime.plan import KernelSpec, MemoryLayout, Plan, Step, TensorSpec
 from ..target import Target
 from .export import export_library
 from .ir import Graph
-from .kernels import get_kernels
+from .kernels import compile_kernels, get_kernels
 from .passes.plan_memory import plan_memory
 
 
@@ -62,11 +62,15 @@ def memory_layout(memory_plan, slot_of: dict) -> MemoryLayout:
                         memory_plan.as_dict())
 
 
-def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: str = "greedy") -> CompiledGraph:
-    """Compile every node's kernel (in parallel, cached) and make the Plan (see the module docstring).
+def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: str = "greedy",
+                  build_kernels: bool = True) -> CompiledGraph:
+    """Prepare every node's kernel (cached), compile them (in parallel) and make the Plan (see the
+    module docstring).
 
     memory_plan: plan the arena when the shapes are static (False for a graph run once, such as
-    constant evaluation: its single run takes the general path)."""
+    constant evaluation: its single run takes the general path). build_kernels: False leaves the
+    kernels prepared but not compiled on their own (the ahead-of-time module compiles them in one
+    translation unit; graph_executor builds them when it needs them)."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"the graph compiler takes a tessera.graph.Graph, got {type(graph).__name__}")
     target = Target(target)
@@ -81,7 +85,7 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     inputs = [define(v) for v in graph.inputs]
     constants = {define(v): arr for v, arr in graph.constants.items()}
     built = get_kernels([(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs], n.name)
-                         for n in graph.nodes], target)
+                         for n in graph.nodes], target, compile=build_kernels)
     name_of: dict = {}          # id(kernel) -> its name in the plan
     kernels: dict = {}
     specs: dict = {}
@@ -144,6 +148,7 @@ def expr_json(e):
 def graph_executor(compiled: CompiledGraph, opt_level=None):
     """The runtime GraphExecutor of a compiled graph, with the graph-side attachments: `graph`,
     `memory_plan` (the MemoryPlan), `opt_level`, `compiled`, and the exporter of its library."""
+    compile_kernels(compiled.kernels.values())      # the ones not built on their own yet, in parallel
     exe = GraphExecutor(compiled.plan, compiled.kernels)
     exe.graph = compiled.graph
     exe.compiled = compiled

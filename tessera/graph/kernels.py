@@ -14,7 +14,7 @@ import warnings
 
 from .. import te
 from ..arith import simplify
-from ..backend import functions_of, generate, get_backend
+from ..backend import functions_of, get_backend
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..ir import expr as E
 from ..ir.functor import collect_vars, post_order_visit, substitute
@@ -36,25 +36,71 @@ def _attr_key(v):
 
 
 class Kernel:
-    """One operator compiled for one signature: call `fn(*inputs, *outputs)` (a runtime Function).
+    """One operator prepared for one signature (te compute, schedule, lowered program and its own C
+    source); compiled on demand: `fn(*inputs, *outputs)` (a runtime Function) and `module` build its
+    library on first use (`compile_kernels` builds several at once). The ahead-of-time module takes
+    `lowered` into one translation unit and never compiles the kernel on its own.
 
     out_shape_exprs: per output, its shape as PrimExprs over `shape_vars` (the te.vars of the
     symbolic input dimensions, by name); `output_shapes(in_shapes)` evaluates them.
     """
 
-    __slots__ = ("op", "module", "fn", "input_types", "output_types", "in_vars",
-                 "out_shape_exprs", "static_out_shapes", "scheduled", "prim")
+    __slots__ = ("op", "node", "target", "input_types", "output_types", "in_vars", "out_shape_exprs",
+                 "static_out_shapes", "scheduled", "prim", "func", "source", "lowered", "_module", "_fn", "_lock")
 
-    def __init__(self, op, module, input_types, output_types, in_vars, out_shape_exprs, scheduled, prim=None):
-        self.op, self.module = op, module
-        self.prim = prim                      # what was built: a PrimFunc or a tir.Schedule
-        self.fn = module.get_function(module.entry_name or module.function_names[0])
-        self.input_types, self.output_types = input_types, output_types
-        self.in_vars = in_vars                # per input: tuple of (dim, var name) for symbolic dims
-        self.out_shape_exprs = out_shape_exprs
-        self.scheduled = scheduled
-        static = all(isinstance(d, int) for s in out_shape_exprs for d in s)
-        self.static_out_shapes = [tuple(s) for s in out_shape_exprs] if static else None
+    def __init__(self, prep, target):
+        self.op, self.node, self.target = prep.op, prep.node, target
+        self.prim = prep.prim                 # what was built: a PrimFunc or a tir.Schedule
+        self.func = prep.func                 # the unscheduled PrimFunc (the fall-back)
+        self.source, self.lowered = prep.source, prep.lowered
+        self.input_types, self.output_types = prep.input_types, prep.output_types
+        self.in_vars = prep.in_vars           # per input: tuple of (dim, var name) for symbolic dims
+        self.out_shape_exprs = prep.out_exprs
+        self.scheduled = prep.scheduled
+        static = all(isinstance(d, int) for s in self.out_shape_exprs for d in s)
+        self.static_out_shapes = [tuple(s) for s in self.out_shape_exprs] if static else None
+        self._module = self._fn = None
+        self._lock = threading.Lock()
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the kernel's own library is built and loaded."""
+        return self._module is not None
+
+    @property
+    def module(self):
+        """The kernel's own runtime Module (compiled on first use)."""
+        if self._module is None:
+            compile_kernels([self])
+        return self._module
+
+    @property
+    def fn(self):
+        """The runtime Function of the kernel's entry (compiled on first use)."""
+        if self._fn is None:
+            compile_kernels([self])
+        return self._fn
+
+    def _finish(self, path) -> None:
+        """Load the kernel's library from `path` (or, for the BuildError of a scheduled kernel, fall
+        back to the unscheduled kernel with a warning)."""
+        backend = get_backend(self.target)
+        if isinstance(path, Exception):
+            if not self.scheduled:
+                raise path
+            # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
+            warnings.warn(f"{_where(self.op, self.node)}: the scheduled kernel failed to compile ({path}); using "
+                          f"the unscheduled kernel", stacklevel=5)
+            self.unschedule()
+            path = backend.compile(self.source)
+        module = backend.load(path)
+        self._fn = module.get_function(module.entry_name or module.function_names[0])
+        self._module = module
+
+    def unschedule(self) -> None:
+        """Replace the scheduled program by the unscheduled one (its lowered program and source too)."""
+        self.source, self.lowered = _generate(self.func, self.target, identifier(self.op))
+        self.scheduled, self.prim = False, self.func
 
     def output_shapes(self, in_shapes) -> list:
         """Output shapes (tuples of ints) for inputs of these actual shapes."""
@@ -128,51 +174,66 @@ def build_jobs() -> int:
     return n if n > 0 else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def get_kernels(requests, target="c") -> list:
+def get_kernels(requests, target="c", compile: bool = True) -> list:  # noqa: A002
     """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
-    generated one after the other, the C compiler runs on several of them in parallel."""
+    prepared (computed, scheduled, lowered, rendered) one after the other; with `compile` the C
+    compiler then builds the ones not built yet, several in parallel (compile_kernels). Without it
+    the kernels are prepared only (the ahead-of-time module compiles their lowered programs in one
+    translation unit; a kernel still builds itself when its `fn` is first used)."""
     target = Target(target)
     out: list = [None] * len(requests)
-    pending: dict = {}            # key -> (prepared, [request indices])
     for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
         key = _kernel_key(op, attrs, in_types, out_types, target)
         k = _KERNELS.get(key)
-        if k is not None:
-            out[i] = k
-        elif key in pending:
-            pending[key][1].append(i)
-        else:
-            pending[key] = (prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), [i])
-    if not pending:
-        return out
-    items = list(pending.items())
-    paths = _compile_all([p for _, (p, _) in items], target)
-    for (key, (prep, idxs)), path in zip(items, paths):
-        k = _finish_kernel(prep, path, target)
-        with _KERNEL_LOCK:
-            k = _KERNELS.setdefault(key, k)
-        for i in idxs:
-            out[i] = k
+        if k is None:
+            k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), target)
+            with _KERNEL_LOCK:
+                k = _KERNELS.setdefault(key, k)
+        out[i] = k
+    if compile:
+        compile_kernels(out)
     return out
 
 
-def _compile_all(preps, target) -> list:
-    """Compile every prepared kernel's source (several at once); a list of paths (or exceptions)."""
-    backend = get_backend(target)
+def compile_kernels(kernels) -> None:
+    """Build and load each kernel's own library where it is not built yet: the C compiler runs on
+    several at once (build_jobs())."""
+    todo, seen = [], set()
+    for k in kernels:
+        if k is not None and not k.compiled and id(k) not in seen:
+            seen.add(id(k))
+            todo.append(k)
+    if not todo:
+        return
+    todo.sort(key=id)                 # one lock order for every thread
+    for k in todo:
+        k._lock.acquire()
+    try:
+        todo2 = [k for k in todo if not k.compiled]
+        paths = _compile_all([k.source for k in todo2])
+        for k, path in zip(todo2, paths):
+            k._finish(path)
+    finally:
+        for k in todo:
+            k._lock.release()
 
-    def one(p):
+
+def _compile_all(sources) -> list:
+    """Compile every backend Source (several at once); a list of paths (or exceptions)."""
+
+    def one(src):
         try:
-            return backend.compile(p.source)
+            return get_backend(src.target).compile(src)
         except TesseraError as e:
             return e
 
-    jobs = min(build_jobs(), len(preps))
-    if jobs <= 1:
-        return [one(p) for p in preps]
+    jobs = min(build_jobs(), len(sources))
+    if jobs <= 1 or not sources:
+        return [one(src) for src in sources]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, preps))
+        return list(pool.map(one, sources))
 
 
 def _where(op, node):
@@ -183,14 +244,21 @@ class _Prepared:
     """A kernel whose C source is generated but not compiled yet."""
 
     __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "prim",
-                 "func", "source", "name_hint")
+                 "func", "source", "lowered", "name_hint")
 
 
 def _generate(obj, target, name=None):
-    """(backend Source, name hint) of a PrimFunc or Schedule, as tessera.build would compile it; a
-    single function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`)."""
-    source = generate(obj, target, name if name and len(functions_of(obj)) == 1 else None)
-    return source, source.name_hint
+    """(backend Source, lowered PrimFunc) of a PrimFunc or Schedule, as tessera.build would compile it;
+    a single function is named `name` (the op's, so the generated C reads `nn_conv2d`, not `main`).
+    The lowered program is None when obj has several functions (such a kernel only runs on its own)."""
+    target = Target(target)
+    funcs = functions_of(obj)
+    if name and len(funcs) == 1 and funcs[0].name != name:
+        funcs = [funcs[0].replace(name=name)]
+    backend = get_backend(target)
+    lowered = [backend.lower(f, target) for f in funcs]
+    source = backend.render(lowered, target, lowered[0].name)
+    return source, (lowered[0] if len(lowered) == 1 else None)
 
 
 def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
@@ -278,7 +346,7 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
         if Schedule is not None:
             try:
                 sch = fused.schedule(Schedule(func), func, outs, target)
-                source, name_hint = _generate(sch, target, identifier(kernel_name))
+                source, lowered = _generate(sch, target, identifier(kernel_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
@@ -292,35 +360,19 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
                 ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
                                       input_types=input_types, output_types=output_types)
                 opdef.schedule(sch, ctx)
-                source, name_hint = _generate(sch, target, identifier(kernel_name))
+                source, lowered = _generate(sch, target, identifier(kernel_name))
                 sched_obj, scheduled = sch, True
             except TesseraError as e:
                 warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
                               stacklevel=4)
                 sched_obj, source = func, None
     if source is None:
-        source, name_hint = _generate(func, target, identifier(kernel_name))
+        source, lowered = _generate(func, target, identifier(kernel_name))
     p = _Prepared()
     p.op, p.node, p.input_types, p.output_types = kernel_name, node, input_types, output_types
     p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
-    p.source, p.name_hint = source, name_hint
+    p.source, p.lowered, p.name_hint = source, lowered, source.name_hint
     return p
-
-
-def _finish_kernel(p: _Prepared, path, target) -> Kernel:
-    """The Kernel of a prepared kernel once its library is compiled (path, or the BuildError)."""
-    backend = get_backend(target)
-    if isinstance(path, Exception):
-        if not p.scheduled:
-            raise path
-        # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
-        warnings.warn(f"{_where(p.op, p.node)}: the scheduled kernel failed to compile ({path}); using the "
-                      f"unscheduled kernel", stacklevel=4)
-        source, _ = _generate(p.func, target, identifier(p.op))
-        path = backend.compile(source)
-        p.scheduled, p.prim = False, p.func
-    return Kernel(p.op, backend.load(path), p.input_types, p.output_types, p.in_vars, p.out_exprs, p.scheduled,
-                  p.prim)
 
 
 def _input_names(opdef, n: int) -> list:
@@ -373,4 +425,4 @@ def _schedule_class():
     return _SCHEDULE_CLASS[0]
 
 
-__all__ = ["Kernel", "get_kernel", "get_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
+__all__ = ["Kernel", "get_kernel", "get_kernels", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]

@@ -4,9 +4,10 @@ The library exports `PREFIX_create/run/error/destroy/time` (its C API, model.h);
 one model instance (the arena, allocated once by PREFIX_create), checks the inputs against the
 plan's static types, allocates the outputs and makes one ctypes call per run: no per-op Python.
 It has the graph executor's interface (runtime/executor.py): `exe(x)`, `exe.run({"input": x})`
-(inputs and outputs go by the model's public names), `exe.profile(...)` (per node, through a
-GraphExecutor over the same library), `exe.benchmark(...)` (the whole model timed inside the
-library), `exe.export_library(path)`.
+(inputs and outputs go by the model's public names), `exe.profile(...)` (per node, C timers inside
+the one entry: PREFIX_run_profiled, the real order and cache state of a call, plus what lies outside
+the kernels), `exe.benchmark(...)` (the whole model timed inside the library),
+`exe.export_library(path)`.
 
 Loading needs ctypes, numpy and the library's JSON only: no compiler, no onnx, no graph code.
 """
@@ -14,15 +15,18 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 import weakref
 
 import numpy as np
 
 from ..errors import ShapeError, TesseraError
 from .executor import Executor
+from .graph_executor import graph_executor_of
 from .inputs import input_array
 from .module import FAST_NUMPY, STATUS_ERRORS, BenchmarkResult, check_timing, pointer_at
 from .plan import Plan
+from .profile import ProfileReport, ProfileRow
 
 _P = ctypes.c_void_p
 
@@ -54,6 +58,12 @@ class AotExecutor(Executor):
         self._error = _fn(lib, f"{self.prefix}_error", where, ctypes.c_char_p, [_P])
         self._time = _fn(lib, f"{self.prefix}_time", where, ctypes.c_int32,
                          [_P, _P, _P, ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.POINTER(ctypes.c_double)])
+        try:
+            self._run_profiled = _fn(lib, f"{self.prefix}_run_profiled", where, ctypes.c_int32,
+                                     [_P, _P, _P, ctypes.POINTER(ctypes.c_double)])
+        except TesseraError:           # a library from before the profiled entry: profile() goes node by node
+            self._run_profiled = None
+        self._kernel_list = None
         self._handle = self._new_instance()
         self._finalizer = weakref.finalize(self, self._destroy, self._handle)
         self._lock = threading.Lock()
@@ -71,6 +81,18 @@ class AotExecutor(Executor):
     def kernel_names(self) -> list:
         """The C kernel functions the library calls, one per distinct kernel."""
         return list(self.doc["kernels"])
+
+    @property
+    def kernels(self) -> list:
+        """The distinct kernels, in first-use order: the graph compiler's Kernels (their programs and
+        sources) when compiled in this process, else the library's kernel functions."""
+        if self._kernel_list is None:
+            self._kernel_list = graph_executor_of(self.module, self.plan).kernels
+        return self._kernel_list
+
+    @kernels.setter
+    def kernels(self, ks):
+        self._kernel_list = list(ks)
 
     @property
     def header(self) -> str:
@@ -136,11 +158,63 @@ class AotExecutor(Executor):
         return BenchmarkResult(results)
 
     def profile(self, inputs=None, number: int = 10, repeat: int = 3, show: bool = True, **kwargs):
-        """Per-node times: a GraphExecutor over this library's kernels and weights (see GraphExecutor.profile)."""
-        from .library import graph_executor_of
+        """Per-node times of real calls: PREFIX_run_profiled runs the model as PREFIX_run does, with a C
+        timer around each node (the real order, the caches as a call leaves them); `number` calls per
+        round, `repeat` rounds, each figure the median over rounds of the mean over a round. Below the
+        nodes: what lies outside the kernels, in the entry (argument checks, output copies) and around
+        it (the Python call: input checks, output allocation, ctypes), and the whole call."""
+        check_timing(number, repeat, 0)
+        if self._run_profiled is None:
+            return graph_executor_of(self.module, self.plan).profile(inputs, number=number, repeat=repeat,
+                                                                     show=show, **kwargs)
+        arrays = self._arrays(inputs, kwargs)
+        steps = self.plan.steps
+        n = len(steps)
+        secs = (ctypes.c_double * (n + 1))()
+        secs_np = np.frombuffer(secs, np.float64)
+        ins_c, outs_c = (_P * max(len(arrays), 1))(), (_P * max(len(self._outputs), 1))()
+        specs, names = self._inputs, self.plan.input_names
+        clock = time.perf_counter
 
-        return graph_executor_of(self.module, self.plan).profile(inputs, number=number, repeat=repeat, show=show,
-                                                                 **kwargs)
+        def call():
+            t0 = clock()
+            for spec, name, x in zip(specs, names, arrays):
+                self._check_input(spec, name, x)
+            outs = [np.empty(shape, dt) for shape, dt in self._out_shapes]
+            _fill(ins_c, arrays)
+            _fill(outs_c, outs)
+            rc = self._run_profiled(self._handle, ins_c, outs_c, secs)
+            t1 = clock()
+            if rc:
+                raise self._status_error(rc, self._handle)
+            return t1 - t0
+
+        rounds, walls = [], []
+        with self._lock:
+            call()                                          # warm-up: threads started, caches as in a run
+            for _ in range(repeat):
+                acc, wall = np.zeros(n + 1), 0.0
+                for _ in range(number):
+                    wall += call()
+                    acc += secs_np
+                rounds.append(acc / number)
+                walls.append(wall / number)
+        med = np.median(np.array(rounds), axis=0) * 1e3
+        values = self.plan.values
+        rows = [ProfileRow(self.plan.kernels[st.kernel].op, st.name, [tuple(values[s].shape) for s in st.ins],
+                           [tuple(values[s].shape) for s in st.outs], float(med[i])) for i, st in enumerate(steps)]
+        call_ms = float(np.median(walls)) * 1e3
+        entry_ms = float(med[n])
+        outside = [("in the entry", "argument checks, output copies", entry_ms - float(med[:n].sum())),
+                   ("around the entry", "Python: input checks, outputs, ctypes", call_ms - entry_ms)]
+        report = ProfileReport(self.name, rows, inputs=[(nm, str(s)) for nm, s in zip(names, self._inputs)],
+                               outputs=[(nm, str(s)) for nm, s in zip(self.plan.output_names, self._outputs)],
+                               call_ms=call_ms, outside=outside,
+                               source=f"per node inside {self.prefix}_run_profiled, C timers, median of {repeat} x "
+                                      f"{number} calls")
+        if show:
+            print(report)
+        return report
 
     def __repr__(self):
         return (f"<tessera.AotExecutor {self.name!r}: {len(self.plan.steps)} nodes in one call "

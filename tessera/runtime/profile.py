@@ -1,5 +1,8 @@
-"""The per-node profile of a compiled model: `exe.profile(...)` times every step with its kernel's
-C timer and returns a ProfileReport (str() is the table)."""
+"""The per-node profile of a compiled model: `exe.profile(...)` times every step with a C timer and
+returns a ProfileReport (str() is the table). The graph executor times each kernel on its own (its
+C timer loop, warm caches); the ahead-of-time module times each node inside its one entry
+(PREFIX_run_profiled: the real order and cache state of a call) and adds what lies outside the
+kernels: the rest of the entry, and the Python call around it."""
 from __future__ import annotations
 
 
@@ -18,11 +21,21 @@ class ProfileReport:
     """Per-node times (ms, median of the C timer's repeats) in execution order; str() is the table,
     headed by the model's inputs and outputs under their public names.
 
-    inputs / outputs: (public name, type text) per graph input / output."""
+    inputs / outputs: (public name, type text) per graph input / output. call_ms: the whole call's
+    time (median over the same calls as the rows), when measured; outside: (what, detail, ms) parts
+    of the time outside the kernels, listed under the total.
+    """
 
-    def __init__(self, graph_name: str, rows: list, inputs=(), outputs=()):
+    def __init__(self, graph_name: str, rows: list, inputs=(), outputs=(), call_ms=None, outside=(),
+                 source: str = "per node, C timer median"):
         self.graph_name, self.rows = graph_name, list(rows)
         self.inputs, self.outputs = list(inputs), list(outputs)
+        self.call_ms, self.outside, self.source = call_ms, list(outside), source
+
+    @property
+    def outside_ms(self):
+        """The whole call's time minus the nodes' (None when the call was not timed)."""
+        return None if self.call_ms is None else self.call_ms - self.total_ms
 
     @property
     def total_ms(self) -> float:
@@ -36,16 +49,23 @@ class ProfileReport:
         return out
 
     def __str__(self):
-        total = self.total_ms or 1e-30
+        total = self.call_ms or self.total_ms or 1e-30
         head = ("op", "node", "shapes", "ms", "%")
         cells = []
         for r in self.rows:
             shapes = ", ".join(_fmt_shape(s) for s in r.input_shapes) + " -> " + \
                 ", ".join(_fmt_shape(s) for s in r.output_shapes)
             cells.append((r.op, r.node, shapes, _ms(r.ms), f"{100 * r.ms / total:.1f}"))
-        cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), "100.0"))
+        cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), f"{100 * self.total_ms / total:.1f}"))
+        tail = []
+        if self.call_ms is not None:
+            tail.append(("outside the kernels", "", "whole call - nodes", _ms(self.outside_ms),
+                         f"{100 * self.outside_ms / total:.1f}"))
+            tail.extend((f"  {what}", "", detail, _ms(ms), f"{100 * ms / total:.1f}") for what, detail, ms in self.outside)
+            tail.append(("whole call", "", "", _ms(self.call_ms), "100.0"))
+        cells.extend(tail)
         widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
-        lines = [f"profile of graph {self.graph_name!r} (per node, C timer median)"]
+        lines = [f"profile of graph {self.graph_name!r} ({self.source})"]
         for label, items in (("inputs", self.inputs), ("outputs", self.outputs)):
             if items:
                 lines.append(f"{label}: " + ", ".join(f"{name!r}: {t}" for name, t in items))
@@ -53,9 +73,10 @@ class ProfileReport:
             c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
         lines.append(fmt(head))
         lines.append("  ".join("-" * w for w in widths))
-        lines.extend(fmt(c) for c in cells[:-1])
+        body = len(self.rows)
+        lines.extend(fmt(c) for c in cells[:body])
         lines.append("  ".join("-" * w for w in widths))
-        lines.append(fmt(cells[-1]))
+        lines.extend(fmt(c) for c in cells[body:])
         return "\n".join(lines)
 
     __repr__ = __str__

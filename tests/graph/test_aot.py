@@ -176,7 +176,7 @@ def test_symbolic_shapes_are_refused_with_a_hint():
     gb.output(gb.op("test.neg", x))
     with pytest.raises(ShapeError, match=r"needs static shapes, but graph input %x is float32\[N, 4\].*shape_dict"):
         tessera.compile(gb.finish(), executor="aot")
-    with pytest.raises(TesseraError, match="executor must be 'graph' or 'aot', got 'fast'"):
+    with pytest.raises(TesseraError, match="executor must be one of 'auto', 'graph', 'aot'.*got 'fast'"):
         tessera.compile(gb.finish(), executor="fast")
 
 

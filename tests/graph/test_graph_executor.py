@@ -181,7 +181,7 @@ def test_intermediates_are_freed_after_their_last_reader():
     b = gb.op("test.neg", a, name="b")
     c = gb.op("test.neg", b, name="c")
     gb.output(c)
-    exe = tessera.compile(gb.finish(), opt_level=1)     # one node per op: a, b, c stay apart
+    exe = tessera.compile(gb.finish(), opt_level=1, executor="graph")   # one node per op: a, b, c stay apart
     refs, alive_at_c = {}, []
 
     def timer(step, ins, outs):
@@ -283,7 +283,7 @@ def planned_reference(x):
 
 
 def test_static_graph_runs_from_its_planned_arena_and_returns_fresh_outputs():
-    exe = tessera.compile(planned_graph(), opt_level=1)     # one node per op: six intermediates
+    exe = tessera.compile(planned_graph(), opt_level=1, executor="graph")   # one node per op: six intermediates
     xs = [rand(4, 8) * 4 for _ in range(3)]
     first = exe(xs[0])
     from tessera.runtime.static_runner import StaticRunner
