@@ -6,7 +6,13 @@
     python benchmarks/e2e.py --small                          # the test-size models (a quick smoke run)
 
 Each model comes from tessera.zoo (batch 1, seed 0) and runs on zoo.sample_input:
-- tessera: from_onnx -> tessera.compile(graph, params, target="c -num-threads=N", opt_level=L) -> exe.run;
+- tessera: from_onnx -> tessera.compile(graph, params, target="c -num-threads=N", opt_level=L) -> exe.run
+  (the default path: one C entry over the static memory plan when the shapes are static), beside, in the
+  same run: aot_entry_ms, that entry's own C timer (PREFIX_run_profiled, called as often and in the same
+  blocks as exe.run; no Python inside the figure: default/entry is the default path's cost over the
+  bare entry), graph_exe_ms (executor="graph", one Python step per
+  node), and from exe.profile() of the same calls nodes_sum_ms (the per-node C timers inside the entry)
+  and call_ms (the whole call; outside_ms = call_ms - nodes_sum_ms);
 - ONNX Runtime: CPUExecutionProvider, intra_op_num_threads=N, its default (full) graph optimizations;
 - PyTorch (when installed): eager, torch.set_num_threads(N), the same graph and weights run node by node
   with the same aten ops torchvision's / Hugging Face's modules call (benchmarks/_torch_onnx.py says why).
@@ -122,7 +128,14 @@ def bench_model(name: str, args, rows: list) -> None:
             ok = all(np.allclose(g, r, rtol=1e-4, atol=1e-4) for g, r in zip(out, ref))
             built[cfg] = (exe, err, ok, compile_s)
             timed[cfg] = (lambda exe=exe: exe.run(feeds))
-            _log(f"[{name}] {threads} thread(s): tessera {cfg} compiled in {compile_s:.1f} s "
+            if hasattr(exe, "run_profiled"):   # the default path's one C entry, timed inside it (C timer)
+                timed[cfg + "/entry"] = (lambda exe=exe: exe.run_profiled(feeds)[2])
+            if not args.no_graph:
+                gexe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level,
+                                       disabled_passes=disabled, executor="graph")
+                gexe.run(feeds)
+                timed[cfg + "/graph"] = (lambda gexe=gexe: gexe.run(feeds))
+            _log(f"[{name}] {threads} thread(s): tessera {cfg} ({type(exe).__name__}) compiled in {compile_s:.1f} s "
                  f"({len(exe.graph.nodes)} nodes, max |err| vs onnxruntime {err:.1e})")
         # every runner timed round-robin: on a shared machine the load drifts alike for all
         times = _time_interleaved(timed, args.warmup, args.repeat, args.budget)
@@ -131,15 +144,26 @@ def bench_model(name: str, args, rows: list) -> None:
         for cfg, _, _ in configs:
             exe, err, ok, compile_s = built[cfg]
             tess_s, tess_min = times[cfg]
+            entry_s = times.get(cfg + "/entry", (None,))[0]
+            graph_s = times.get(cfg + "/graph", (None,))[0]
+            # the per-node times of the same calls (C timers inside the one entry) and the whole call
+            rep = exe.profile(feeds, number=args.profile_number, repeat=3, show=False)
             row = {"model": name + (" (small)" if args.small else ""), "batch": args.batch, "threads": threads,
-                   "tessera_cfg": cfg, "tessera_ms": tess_s * 1e3, "ort_ms": ort_s * 1e3,
+                   "tessera_cfg": cfg, "executor": type(exe).__name__.replace("Executor", ""),
+                   "tessera_ms": tess_s * 1e3,
+                   "aot_entry_ms": entry_s * 1e3 if entry_s is not None else "",
+                   "default/entry": tess_s / entry_s if entry_s is not None else "",
+                   "graph_exe_ms": graph_s * 1e3 if graph_s is not None else "",
+                   "nodes_sum_ms": rep.total_ms,
+                   "call_ms": rep.call_ms if rep.call_ms is not None else "",
+                   "outside_ms": rep.outside_ms if rep.outside_ms is not None else "",
+                   "ort_ms": ort_s * 1e3,
                    "torch_ms": torch_s * 1e3 if torch_s is not None else "",
                    "tessera/ort": tess_s / ort_s,
                    "tessera/torch": tess_s / torch_s if torch_s is not None else "",
                    "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": len(exe.graph.nodes),
                    "tessera_min_ms": tess_min * 1e3, "ort_min_ms": times["onnxruntime"][1] * 1e3}
             if args.profile:
-                rep = exe.profile(feeds, number=1, repeat=3, show=False)
                 row["kernels_ms"] = rep.total_ms
                 top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
                 row["top_ops"] = ", ".join(f"{op} {ms:.3g}" for op, ms in top)
@@ -167,8 +191,9 @@ def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block:
             fn()
             for _ in range(min(block, repeat - len(times[k])) or 1):
                 t0 = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t0)
+                own = fn()
+                t = time.perf_counter() - t0
+                times[k].append(own if isinstance(own, float) else t)   # a float: the call timed itself (in C)
         if min(len(v) for v in times.values()) >= 3 and time.perf_counter() - start > budget * len(fns):
             break
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
@@ -229,7 +254,11 @@ def main(argv=None) -> int:
     p.add_argument("--fusion-ablation", action="store_true",
                    help="also run every opt level >= 2 with fuse_ops disabled and print fused/unfused ratios")
     p.add_argument("--profile", action="store_true",
-                   help="also sum tessera's per-kernel C-timed times (kernels_ms) and name the top ops")
+                   help="also name the top ops (kernels_ms: the per-node sum again)")
+    p.add_argument("--profile-number", type=int, default=5,
+                   help="calls per round of exe.profile for nodes_sum_ms / call_ms (3 rounds; default 5)")
+    p.add_argument("--no-graph", action="store_true",
+                   help="leave out the graph executor (executor='graph') column")
     args = p.parse_args(argv)
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in zoo.list_models()]

@@ -107,7 +107,7 @@ class AotExecutor(Executor):
 
     # ------------------------------------------------------------------ inputs
     def _check_input(self, spec, name: str, x):
-        x = input_array(name, x, spec.np_dtype, spec.dtype, str(spec))
+        x = input_array(name, x, spec.np_dtype, spec.dtype, spec)   # spec prints as its type text, only on error
         if x.shape != spec.shape:
             raise ShapeError(f"input {name!r}: shape {x.shape}, the graph expects {spec} (the ahead-of-time module "
                              f"has static shapes)")
@@ -157,6 +157,25 @@ class AotExecutor(Executor):
                 raise self._status_error(rc, self._handle)
         return BenchmarkResult(results)
 
+    def run_profiled(self, inputs=None, **kwargs) -> tuple:
+        """One run through PREFIX_run_profiled: (outputs as run() returns them, seconds of each node in
+        execution order, seconds of the whole entry), every time taken by C timers inside the call."""
+        if self._run_profiled is None:
+            raise TesseraError(f"{self.library_path} has no {self.prefix}_run_profiled (built before the profiled "
+                               f"entry existed): rebuild it")
+        arrays = self._arrays(inputs, kwargs)
+        n = len(self.plan.steps)
+        secs = (ctypes.c_double * (n + 1))()
+        outs = [np.empty(shape, dt) for shape, dt in self._out_shapes]
+        ins_c, outs_c = (_P * max(len(arrays), 1))(), (_P * max(len(outs), 1))()
+        _fill(ins_c, arrays)
+        _fill(outs_c, outs)
+        with self._lock:
+            rc = self._run_profiled(self._handle, ins_c, outs_c, secs)
+            if rc:
+                raise self._status_error(rc, self._handle)
+        return outs, list(secs[:n]), secs[n]
+
     def profile(self, inputs=None, number: int = 10, repeat: int = 3, show: bool = True, **kwargs):
         """Per-node times of real calls: PREFIX_run_profiled runs the model as PREFIX_run does, with a C
         timer around each node (the real order, the caches as a call leaves them); `number` calls per
@@ -199,14 +218,17 @@ class AotExecutor(Executor):
                     acc += secs_np
                 rounds.append(acc / number)
                 walls.append(wall / number)
-        med = np.median(np.array(rounds), axis=0) * 1e3
+        per_round = np.array(rounds) * 1e3
+        med = np.median(per_round, axis=0)
         values = self.plan.values
         rows = [ProfileRow(self.plan.kernels[st.kernel].op, st.name, [tuple(values[s].shape) for s in st.ins],
                            [tuple(values[s].shape) for s in st.outs], float(med[i])) for i, st in enumerate(steps)]
-        call_ms = float(np.median(walls)) * 1e3
-        entry_ms = float(med[n])
-        outside = [("in the entry", "argument checks, output copies", entry_ms - float(med[:n].sum())),
-                   ("around the entry", "Python: input checks, outputs, ctypes", call_ms - entry_ms)]
+        # the parts outside the kernels: medians of each round's own differences (medians do not add)
+        in_entry = float(np.median(per_round[:, n] - per_round[:, :n].sum(axis=1)))
+        around = float(np.median(np.array(walls) * 1e3 - per_round[:, n]))
+        outside = [("in the entry", "argument checks, output copies", in_entry),
+                   ("around the entry", "Python: input checks, outputs, ctypes", around)]
+        call_ms = sum(r.ms for r in rows) + in_entry + around
         report = ProfileReport(self.name, rows, inputs=[(nm, str(s)) for nm, s in zip(names, self._inputs)],
                                outputs=[(nm, str(s)) for nm, s in zip(self.plan.output_names, self._outputs)],
                                call_ms=call_ms, outside=outside,

@@ -97,12 +97,13 @@ class Executor:
 
     def _from_dict(self, given) -> list:
         names = self.plan.input_names
-        check_input_names(self.name, names, given, [f"{n}: {s}" for n, s in zip(names, self._inputs)],
-                          [s.name for s in self._inputs])
+        if len(given) != len(names) or not all(n in given for n in names):     # the message only on error
+            check_input_names(self.name, names, given, [f"{n}: {s}" for n, s in zip(names, self._inputs)],
+                              [s.name for s in self._inputs])
         return [self._check_input(s, n, given[n]) for s, n in zip(self._inputs, names)]
 
     def _check_input(self, spec, name: str, x):
-        x = input_array(name, x, spec.np_dtype, spec.dtype, str(spec))
+        x = input_array(name, x, spec.np_dtype, spec.dtype, spec)   # spec prints as its type text, only on error
         if x.ndim != spec.ndim:
             raise ShapeError(f"input {name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
                              f"{spec.ndim} ({spec})")
