@@ -357,6 +357,9 @@ def _bench(args) -> int:
     report = exe.profile(inputs, number=max(1, args.number), repeat=3, show=args.profile)
     print(f"tessera      end to end {ts_ms:9.3f} ms (median of {args.repeat} runs)   kernels {report.total_ms:9.3f} ms "
           f"(sum of per-node C timers)")
+    if report.call_ms is not None:
+        print(f"             profiled call {report.call_ms:9.3f} ms = nodes {report.total_ms:.3f} + outside the kernels "
+              f"{report.outside_ms:.3f} ms ({'; '.join(f'{w} {ms:.3f}' for w, _, ms in report.outside)})")
     ort_ms = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_onnx(args.model) else None
     if ort_ms is not None:
         print(f"onnxruntime  end to end {ort_ms:9.3f} ms (median of {args.repeat} runs)")

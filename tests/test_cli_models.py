@@ -138,6 +138,15 @@ def test_bench_prints_tessera_beside_onnxruntime(tmp_path, capsys):
     assert "ratio tessera / onnxruntime" in out and "warning" not in out
 
 
+def test_bench_of_a_static_model_splits_the_call_into_nodes_and_outside(tmp_path, capsys):
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, [2, 8])],
+               [helper.make_tensor_value_info("y", TP.FLOAT, None)], test_domain=False)
+    onnx.save(m, tmp_path / "relu.onnx")
+    assert main(["bench", str(tmp_path / "relu.onnx"), "--threads", "1", "--repeat", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "profiled call" in out and "outside the kernels" in out and "in the entry" in out
+
+
 def test_demo_still_runs(capsys):
     assert main(["demo", "--size", "16"]) == 0
     assert "OK" in capsys.readouterr().out

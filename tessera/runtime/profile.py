@@ -22,8 +22,8 @@ class ProfileReport:
     headed by the model's inputs and outputs under their public names.
 
     inputs / outputs: (public name, type text) per graph input / output. call_ms: the whole call's
-    time (median over the same calls as the rows), when measured; outside: (what, detail, ms) parts
-    of the time outside the kernels, listed under the total.
+    time over the same calls as the rows (the nodes plus the parts outside), when measured; outside:
+    (what, detail, ms) parts of the time outside the kernels, listed under the total.
     """
 
     def __init__(self, graph_name: str, rows: list, inputs=(), outputs=(), call_ms=None, outside=(),
