@@ -75,7 +75,12 @@ def gcc_version() -> tuple | None:
         argv = find_compiler()
     except BuildError:
         return None
-    macros = _predefined(tuple(argv), ())
+    return _gcc_version(tuple(argv))
+
+
+@functools.lru_cache(maxsize=None)
+def _gcc_version(argv: tuple) -> tuple | None:
+    macros = _predefined(argv, ())
     if "__clang__" in macros:
         return None
     v = [re.search(rf"#define __GNUC{part}__ (\d+)", macros) for part in ("", "_MINOR", "_PATCHLEVEL")]
