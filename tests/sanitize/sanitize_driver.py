@@ -281,7 +281,8 @@ def run_graphs(which, start):
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 ref = tessera.compile(graph, params, target=REF_TARGET, opt_level=case.opt_level)
-                san = tessera.compile(graph, params, target=SANITIZE_TARGET, opt_level=case.opt_level)
+                san = tessera.compile(graph, params, target=SANITIZE_TARGET, opt_level=case.opt_level,
+                                      executor="graph")
             want = ref.run(feeds)
             arrays = _feed(san, feeds)
             runs = []
