@@ -1,6 +1,7 @@
 """export_library / load_module of compiled graphs: one self-contained library (weights embedded),
 a C header with static shapes, the same results without recompiling, no compiler and no onnx."""
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -138,7 +139,7 @@ def test_a_loaded_library_re_exports_by_copying_and_keeps_its_prefix(static_expo
     exe, path, _ = static_export
     loaded = load_module(path)
     again = loaded.export_library(tmp_path / "copy.so")
-    assert open(again, "rb").read() == open(path, "rb").read()
+    assert pathlib.Path(again).read_bytes() == pathlib.Path(path).read_bytes()
     assert (tmp_path / "copy.h").read_text() == loaded.header
     with pytest.raises(TesseraError, match="renaming it to 'other' needs the compiled graph"):
         loaded.export_library(tmp_path / "other.so", prefix="other")

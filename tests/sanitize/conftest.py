@@ -12,6 +12,8 @@ def pytest_collection_finish(session):
     groups = selected_groups(session.items)
     if not groups or session.config.option.collectonly or os.environ.get("TESSERA_SANITIZE_NO_PREBUILD"):
         return
+    if hasattr(session.config, "workerinput"):   # a pytest-xdist worker: it builds the groups it runs
+        return
     try:
         asan_runtime()
     except TesseraError:              # the tests skip; nothing to build

@@ -33,7 +33,8 @@ def op_kernels_built(request):
     """The kernels of every selected group compiled together, the C compilers busy on all CPUs to the
     end (conftest.py starts this when collection ends, so it runs beside the tests before these)."""
     sanitizer_env()                   # skips without an ASan runtime, before building anything
-    prebuild_ops(selected_groups(request.session.items))
+    if not hasattr(request.config, "workerinput"):   # under pytest-xdist each test builds its own group
+        prebuild_ops(selected_groups(request.session.items))
 
 
 @pytest.mark.parametrize("group", GROUPS)
