@@ -22,7 +22,7 @@ from ..errors import TesseraError
 from ..runtime.executor import target_path, write_library
 from ..runtime.library import embedded_weights
 from ..runtime.plan import public_names
-from .ir import Graph, Node, TensorType, Value
+from .ir import Function, Graph, Node, TensorType, Value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -45,8 +45,6 @@ def _attr_from_json(v):
         if "float" in v:
             return float(v["float"])
         if "function" in v:
-            from .ir import Function
-
             return Function.from_json(v["function"], _attr_from_json)
         raise TesseraError(f"tessera graph library: malformed attribute {v!r}")
     return v

@@ -23,6 +23,7 @@ from ..ir.stmt import Block
 from ..ops.registry import ScheduleContext, get_op
 from ..target import Target
 from ..te.tensor import PlaceholderOp
+from ..tir.schedule import Schedule
 from .ir import FUSED_OP, attr_key
 
 
@@ -342,30 +343,26 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
     sched_obj = func
     source = None
     if fused is not None:
-        Schedule = _schedule_class()
-        if Schedule is not None:
-            try:
-                sch = fused.schedule(Schedule(func), func, outs, target)
-                source, lowered = _generate(sch, target, identifier(kernel_name))
-                sched_obj, scheduled = sch, True
-            except TesseraError as e:
-                warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
-                              stacklevel=4)
-                sched_obj, source = func, None
+        try:
+            sch = fused.schedule(Schedule(func), func, outs, target)
+            source, lowered = _generate(sch, target, identifier(kernel_name))
+            sched_obj, scheduled = sch, True
+        except TesseraError as e:
+            warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
+                          stacklevel=4)
+            sched_obj, source = func, None
     elif opdef.schedule is not None:
-        Schedule = _schedule_class()
-        if Schedule is not None:
-            try:
-                sch = Schedule(func)
-                ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
-                                      input_types=input_types, output_types=output_types)
-                opdef.schedule(sch, ctx)
-                source, lowered = _generate(sch, target, identifier(kernel_name))
-                sched_obj, scheduled = sch, True
-            except TesseraError as e:
-                warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
-                              stacklevel=4)
-                sched_obj, source = func, None
+        try:
+            sch = Schedule(func)
+            ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
+                                  input_types=input_types, output_types=output_types)
+            opdef.schedule(sch, ctx)
+            source, lowered = _generate(sch, target, identifier(kernel_name))
+            sched_obj, scheduled = sch, True
+        except TesseraError as e:
+            warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
+                          stacklevel=4)
+            sched_obj, source = func, None
     if source is None:
         source, lowered = _generate(func, target, identifier(kernel_name))
     p = _Prepared()
@@ -409,20 +406,6 @@ def anchor_block_name(func, out_tensor) -> str:
 
     post_order_visit(func.body, visit)
     return found[-1] if found else out_tensor.op.name
-
-
-_SCHEDULE_CLASS = []
-
-
-def _schedule_class():
-    """tir.Schedule when the schedule package is available, else None."""
-    if not _SCHEDULE_CLASS:
-        try:
-            from ..tir.schedule import Schedule
-        except ImportError:
-            Schedule = None
-        _SCHEDULE_CLASS.append(Schedule)
-    return _SCHEDULE_CLASS[0]
 
 
 __all__ = ["Kernel", "get_kernel", "get_kernels", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
