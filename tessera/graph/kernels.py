@@ -339,29 +339,28 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
                 dims.append(e)
         out_exprs.append(tuple(dims))
     func = te.create_prim_func(placeholders + outs, name=identifier(kernel_name))
-    scheduled = False
-    sched_obj = func
-    source = None
+    scheduled, sched_obj, source = False, func, None
+    apply = None
     if fused is not None:
-        try:
-            sch = fused.schedule(Schedule(func), func, outs, target)
-            source, lowered = _generate(sch, target, identifier(kernel_name))
-            sched_obj, scheduled = sch, True
-        except TesseraError as e:
-            warnings.warn(f"{where}: scheduling the fused kernel failed ({e}); using the unscheduled kernel",
-                          stacklevel=4)
-            sched_obj, source = func, None
+        what = "scheduling the fused kernel"
+
+        def apply(sch):
+            return fused.schedule(sch, func, outs, target)   # the Schedule to build (maybe a new one)
     elif opdef.schedule is not None:
-        try:
-            sch = Schedule(func)
-            ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
-                                  input_types=input_types, output_types=output_types)
+        what = "the default schedule"
+        ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
+                              input_types=input_types, output_types=output_types)
+
+        def apply(sch):
             opdef.schedule(sch, ctx)
+            return sch
+    if apply is not None:
+        try:
+            sch = apply(Schedule(func))
             source, lowered = _generate(sch, target, identifier(kernel_name))
             sched_obj, scheduled = sch, True
         except TesseraError as e:
-            warnings.warn(f"{where}: the default schedule failed ({e}); using the unscheduled kernel",
-                          stacklevel=4)
+            warnings.warn(f"{where}: {what} failed ({e}); using the unscheduled kernel", stacklevel=4)
             sched_obj, source = func, None
     if source is None:
         source, lowered = _generate(func, target, identifier(kernel_name))

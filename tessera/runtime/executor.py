@@ -195,24 +195,23 @@ def write_library(src: str, header: str | None, path: str) -> None:
 
 
 def _atomic_copy(src: str, dst: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=".so")
-    os.close(fd)
-    try:
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dst)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
+    _atomic_write(dst, ".so", 0o755, lambda tmp: shutil.copyfile(src, tmp))
 
 
 def _atomic_write_text(dst: str, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=".h")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
+    _atomic_write(dst, ".h", 0o644, write)
+
+
+def _atomic_write(dst: str, suffix: str, mode: int, fill) -> None:
+    """fill(a temporary file beside dst), then rename it to dst: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=suffix)
+    os.close(fd)
+    try:
+        fill(tmp)
+        os.chmod(tmp, mode)
         os.replace(tmp, dst)
     except OSError as e:
         if os.path.exists(tmp):
