@@ -1,11 +1,12 @@
-"""The graph compiler's kernels: one compiled kernel per (op, attrs, input types, output types, target).
+"""The graph compiler's kernels: one Kernel per (op, attrs, input types, output types, target).
 
 Each node becomes a kernel: a te placeholder per input (a symbolic dimension is a te.var of that
 name), the op's `compute`, `te.create_prim_func`, the op's default schedule when it has one (a
-fused node: graph/fused.py), and the target's Backend (tessera.backend) to generate and compile
-it. Kernels are cached in process by that signature, so every node of that signature, in any
-graph, shares one compiled module (the C compiler's output is also cached on disk by source hash);
-`get_kernels` compiles the missing ones of a whole graph in parallel.
+fused node: graph/fused.py), lowered and rendered by the target's Backend (tessera.backend).
+Kernels are cached in process by that signature, so every node of that signature, in any graph,
+shares one Kernel. A kernel builds its own library only when something calls it on its own (the
+graph executor; `compile_kernels` builds several in parallel, the C compiler's output cached on
+disk by source hash); the ahead-of-time module compiles the lowered programs in one unit instead.
 """
 from __future__ import annotations
 
@@ -30,12 +31,6 @@ from .ir import FUSED_OP, attr_key
 # ---------------------------------------------------------------------------------------------
 # kernels
 # ---------------------------------------------------------------------------------------------
-def _attr_key(v):
-    """A hashable key of an attribute value that keeps 1, 1.0 and True apart (a fused node's
-    Function: its structure, so equal groups share one kernel)."""
-    return attr_key(v)
-
-
 class Kernel:
     """One operator prepared for one signature (te compute, schedule, lowered program and its own C
     source); compiled on demand: `fn(*inputs, *outputs)` (a runtime Function) and `module` build its
@@ -155,7 +150,7 @@ def clear_kernel_cache() -> None:
 
 
 def _kernel_key(op, attrs, input_types, output_types, target):
-    return (op, tuple((k, _attr_key(v)) for k, v in sorted(dict(attrs).items())),
+    return (op, tuple((k, attr_key(v)) for k, v in sorted(dict(attrs).items())),
             tuple(input_types), tuple(output_types), str(target))
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError
-from ..ir.dtype import DataType, numpy_dtype
+from ..ir.dtype import numpy_dtype
+from ..ir.tensor_type import TensorType
 
 FORMAT = "tessera-graph"
 VERSION = 3
@@ -32,25 +32,27 @@ READS = (2, 3)   # version 2 (before the memory plan was written) still loads: i
 
 
 class TensorSpec:
-    """One value: its (sanitized) name, dtype and shape (ints and symbol names)."""
+    """One value: its (sanitized) name and its ir.TensorType (dtype + shape of ints and symbol
+    names), with the type's parts and its numpy dtype at hand for the executors' hot paths."""
 
-    __slots__ = ("name", "dtype", "shape", "np_dtype")
+    __slots__ = ("name", "type", "dtype", "shape", "np_dtype")
 
     def __init__(self, name: str, dtype, shape):
-        self.name, self.dtype = str(name), str(DataType(dtype))
-        self.shape = tuple(d if isinstance(d, str) else int(d) for d in shape)
-        self.np_dtype = numpy_dtype(DataType(self.dtype))
+        self.name = str(name)
+        self.type = TensorType(shape, dtype)
+        self.dtype, self.shape = str(self.type.dtype), self.type.shape
+        self.np_dtype = numpy_dtype(self.type.dtype)
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return self.type.ndim
 
     @property
     def is_static(self) -> bool:
-        return all(isinstance(d, int) for d in self.shape)
+        return self.type.is_static
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return self.type.numel()
 
     def nbytes(self) -> int:
         return self.numel() * self.np_dtype.itemsize
@@ -59,7 +61,7 @@ class TensorSpec:
         return {"dtype": self.dtype, "shape": list(self.shape)}
 
     def __str__(self):
-        return f"{self.dtype}[{', '.join(str(d) for d in self.shape)}]"
+        return str(self.type)
 
     __repr__ = __str__
 
