@@ -11,5 +11,6 @@ from .functor import Mutator, Visitor, collect_vars, post_order_visit, substitut
 from .node import Node
 from .stmt import (NOP, Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, Evaluate,
                    For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt, seq)
+from .serialize import from_json, load_json, save_json, to_json
 from .structural import structural_equal, structural_hash
 from .tensor_type import TensorType
