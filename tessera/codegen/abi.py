@@ -24,8 +24,10 @@ STATUS_SHAPE = 3       # wrong rank, extent, inconsistent symbolic binding -> Sh
 STATUS_STRIDE = 4      # non-compact where compact is required, misaligned -> ShapeError
 STATUS_RUNTIME = 5     # allocation failure or an assertion in the kernel -> TesseraError
 
-# dtype codes (DLPack's numbering)
-DTYPE_CODE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6}
+# dtype codes (DLPack's numbering, its float8/float4 codes included); a sub-byte element (int4,
+# float4_e2m1fn, ...) is passed with its own bit count but takes one byte of memory (see ir.dtype)
+DTYPE_CODE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6, "float8_e4m3fn": 10,
+              "float8_e4m3fnuz": 11, "float8_e5m2": 12, "float8_e5m2fnuz": 13, "float4_e2m1fn": 17}
 
 # the C side of tessera_tensor_t (runtime_c/tsr_abi.h), pasted into every generated translation unit
 C_HEADER = "\n" + section("tsr_abi.h", "tessera_tensor_t") + "\n"

@@ -46,6 +46,8 @@ class _Restart(Exception):
 class CodeGenC(CodeGenCBase):
     """The C backend: GCC vector extensions, OpenMP loops, stack/heap allocation."""
 
+    has_lowp = True  # float8/float4/int4/int2 through runtime_c/tsr_lowp.h
+
     def __init__(self, helpers: HelperRegistry, reserved=frozenset(), num_threads: int = 0,
                  max_vector_bytes: int = 32, target=None):
         super().__init__(helpers, reserved)
@@ -114,6 +116,8 @@ class CodeGenC(CodeGenCBase):
         dt = e.dtype
         if dt.lanes == 1:
             return True
+        if dt.element_of().is_lowp() or (type(e) is E.BufferLoad and e.buffer.dtype.is_lowp()):
+            return False  # float8/float4/int4 lanes convert one at a time (runtime_c/tsr_lowp.h)
         bits = (self.natural(e) or 32) if dt.code == "bool" else self.repr_bits(dt)
         if dt.lanes * bits > 8 * self.max_vector_bytes:
             return False
@@ -967,7 +971,7 @@ class _FunctionWriter:
                     gen.buffer_names[fb] = cn
                 params.append(("tensor", p, cn, fb))
             else:
-                if p.dtype not in VALUE_C:
+                if p.dtype not in VALUE_C or p.dtype.is_lowp():
                     raise TesseraError(f"{self.name}: scalar parameter {p.name} has dtype {p.dtype}, "
                                        f"which the C backend cannot pass")
                 params.append(("scalar", p, gen.names.define(p), None))

@@ -12,7 +12,9 @@ parentheses C needs (plus the ones C's precedence makes surprising: shifts, bitw
 inside `||`).
 
 Numeric policy (so results equal numpy's): float16/bfloat16 values are computed as `float` and
-every arithmetic result is rounded back to the narrow type (round to nearest even); integer
+every arithmetic result is rounded back to the narrow type (round to nearest even); so are the
+float8/float4 storage types (ml_dtypes' conversions, runtime_c/tsr_lowp.h), and int4/uint4/int2/uint2
+values are 8-bit integers wrapped to their bits; these take a byte each in memory; integer
 FloorDiv/FloorMod floor; 8/16-bit integer arithmetic wraps to its type; Min/Max on floats
 propagate NaN (like np.minimum/np.maximum, unlike fminf/fmaxf); `round` is round-half-to-even.
 int32/int64 arithmetic is plain C (overflow is not defined, which lets the compiler optimize
@@ -31,8 +33,10 @@ from ..ir import expr as E
 from ..ir import stmt as S
 from ..ir.buffer import Buffer
 from ..ir.dtype import DataType, numpy_dtype
+from ..ir.dtype import MINIFLOATS
 from ..ir.functor import Mutator, Visitor, children
 from ..ir.node import set_field
+from .c_files import sections
 
 # C operator precedence (higher binds tighter)
 P_PRIMARY, P_UNARY, P_MUL, P_ADD, P_SHIFT, P_REL, P_EQ = 16, 15, 13, 12, 11, 10, 9
@@ -72,9 +76,17 @@ VALUE_C = {"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32
             "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t",
             "uint64": "uint64_t", "float16": "float", "bfloat16": "float", "float32": "float",
             "float64": "double"}
+# the low-precision storage types: a value is a float or an 8-bit integer, an element one byte
+VALUE_C.update({t: "float" for t in MINIFLOATS})
+VALUE_C.update({"int4": "int8_t", "int2": "int8_t", "uint4": "uint8_t", "uint2": "uint8_t"})
 STORAGE_C = dict(VALUE_C, float16="_Float16", bfloat16="uint16_t")
+STORAGE_C.update({t: "uint8_t" for t in list(MINIFLOATS) + ["int4", "int2", "uint4", "uint2"]})
 _NARROW_INT = frozenset(DataType(t) for t in ("int8", "int16", "uint8", "uint16"))
+SUBBYTE_INT = frozenset(DataType(t) for t in ("int4", "uint4", "int2", "uint2"))
 HALF_TYPES = frozenset(DataType(t) for t in ("float16", "bfloat16"))
+MINIFLOAT_TYPES = frozenset(DataType(t) for t in MINIFLOATS)
+NARROW_FLOATS = HALF_TYPES | MINIFLOAT_TYPES   # computed as float, every result rounded back
+LOWP_FILE = "tsr_lowp.h"
 _F32, _F64, _I32 = (DataType(t) for t in ("float32", "float64", "int32"))
 
 # float math: op -> (C name of the double version, exact?) where exact means the result of a
@@ -285,6 +297,7 @@ class CodeGenCBase:
     array_attribute = " __attribute__((aligned(64)))"  # after a constant-size buffer's declaration
     type_map = VALUE_C               # dtype -> C type of a value (float16/bfloat16 compute as float)
     storage_map = STORAGE_C          # dtype -> C type of one buffer element
+    has_lowp = False                 # whether the low-precision conversions (tsr_lowp.h) compile here
 
     def __init__(self, helpers: "HelperRegistry", reserved=frozenset()):
         self.helpers = helpers
@@ -439,7 +452,7 @@ class CodeGenCBase:
         if dtype != _F64:  # the value the constant has in its type (may overflow to inf)
             with np.errstate(over="ignore"):
                 value = float(np.asarray(value, dtype=np.float64).astype(
-                    _np_dtype(dtype) if dtype in HALF_TYPES else np.float32))
+                    _np_dtype(dtype) if dtype in NARROW_FLOATS else np.float32))
         if math.isinf(value) or math.isnan(value):
             s = "NAN" if math.isnan(value) else "INFINITY"
             if dtype == _F64:
@@ -467,12 +480,26 @@ class CodeGenCBase:
         """Wrap an arithmetic result so it has exactly dt's range/precision (narrow types)."""
         if dt in _NARROW_INT:
             return f"({self.type_map[dt]})({s})", P_UNARY
-        if dt in HALF_TYPES:
+        if dt in NARROW_FLOATS:
             return f"{self.round_helper(dt)}({s})", P_PRIMARY
+        if dt in SUBBYTE_INT:
+            return f"{self.lowp_helper(f'tsr_wrap_{dt}', dt)}({s})", P_PRIMARY
         return s, prec
 
+    def lowp_helper(self, name: str, dt) -> str:
+        """Require the section `name` of runtime_c/tsr_lowp.h (and those it uses); returns name."""
+        if not self.has_lowp:
+            raise TesseraError(f"the {self.backend_name} backend has no conversions for {dt} (the low-precision "
+                               f"storage types compile for the C target)")
+        secs = sections(LOWP_FILE)
+        for dep in secs[name].deps:
+            self.lowp_helper(dep, dt)
+        return self.helpers.require(name, secs[name].code)
+
     def round_helper(self, dt) -> str:
-        """Name of the scalar helper rounding a float to float16/bfloat16 precision."""
+        """Name of the scalar helper rounding a float to float16/bfloat16/float8/float4 precision."""
+        if dt in MINIFLOAT_TYPES:
+            return self.lowp_helper(f"tsr_round_{dt}", dt)
         if dt == "float16":
             return self.helpers.require("tsr_round_float16", (
                 f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
@@ -596,6 +623,8 @@ class CodeGenCBase:
             doc = "/* floor modulo: the result has the sign of the divisor */\n"
         self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
         s = f"{name}({self.text(e.a)}, {self.text(e.b)})"
+        if dt in SUBBYTE_INT:
+            return self._round_result(dt, s, P_PRIMARY)
         if dt.bits < 32:
             return f"({self.type_map[dt]}){s}", P_UNARY
         return s, P_PRIMARY
@@ -713,12 +742,19 @@ class CodeGenCBase:
             return self.expr(value)
         if dst.code == "bool":
             return f"({self.text(value, P_EQ + 1)} != 0)", P_PRIMARY
+        if dst in MINIFLOAT_TYPES:   # any number converts to double exactly enough to round once
+            return f"{self.round_helper(dst)}({self.text(value)})", P_PRIMARY
+        if dst in SUBBYTE_INT:       # ml_dtypes: a float truncates to int32, then wraps to the bits
+            inner = f"(int32_t){self.text(value, P_UNARY)}" if src.is_float() else self.text(value)
+            return f"{self.lowp_helper(f'tsr_wrap_{dst}', dst)}({inner})", P_PRIMARY
+        if src in MINIFLOAT_TYPES:   # its value is a float holding the float8/float4 value
+            src = _F32
         if dst in HALF_TYPES:
             if src in HALF_TYPES or src == _F32 or dst == "bfloat16":
                 inner = self.text(value) if src.is_float() and src != _F64 else f"(float){self.text(value, P_UNARY)}"
                 return f"{self.round_helper(dst)}({inner})", P_PRIMARY
             return f"(float)(_Float16){self.text(value, P_UNARY)}", P_UNARY
-        if src in HALF_TYPES and dst == _F32:
+        if (src in HALF_TYPES or src == _F32) and dst == _F32:
             return self.expr(value)
         return f"({self.type_map[dst]}){self.text(value, P_UNARY)}", P_UNARY
 
@@ -746,12 +782,23 @@ class CodeGenCBase:
         if dt == "bfloat16":
             self.bf16_helpers()
             return f"tsr_bfloat16_to_float({s})", P_PRIMARY
+        if dt in MINIFLOAT_TYPES:
+            return f"{self.lowp_helper(f'tsr_{dt}_to_float', dt)}({s})", P_PRIMARY
+        if dt in SUBBYTE_INT:
+            return f"{self.lowp_helper(f'tsr_{dt}_value', dt)}({s})", P_PRIMARY
         return s, P_PRIMARY
 
     def store_value(self, buf_dtype: DataType, value) -> str:
         """Text of value converted for a store into an element of buf_dtype."""
         if buf_dtype in HALF_TYPES and type(value) is E.Cast and value.value.dtype in (_F32, buf_dtype):
             value = value.value  # the store rounds once; a rounding cast before it is redundant
+        if buf_dtype in MINIFLOAT_TYPES:
+            if type(value) is E.Cast and value.dtype == buf_dtype:
+                value = value.value  # the store rounds once (from a double): no rounding before it
+            return f"{self.lowp_helper(f'tsr_float_to_{buf_dtype}', buf_dtype)}({self.text(value)})"
+        if buf_dtype in SUBBYTE_INT:  # the value is in range: keep its low bits (ml_dtypes' byte)
+            unsigned = DataType(f"uint{buf_dtype.bits}")
+            return f"{self.lowp_helper(f'tsr_wrap_{unsigned}', buf_dtype)}({self.text(value)})"
         if buf_dtype == "float16":
             return "(_Float16)" + self.text(value, P_UNARY)
         if buf_dtype == "bfloat16":
@@ -785,6 +832,8 @@ class CodeGenCBase:
             s = f"({self.text(args[0], P_UNARY)} {_BITWISE[op]} {self.text(args[1], P_UNARY)})"
             if dt in _NARROW_INT and op == "shift_left":
                 return f"({self.type_map[dt]}){s}", P_UNARY
+            if dt in SUBBYTE_INT:
+                return self._round_result(dt, s, P_PRIMARY)
             return s, P_PRIMARY
         if op == "bitwise_not":
             self._arity(e, 1)
@@ -792,6 +841,8 @@ class CodeGenCBase:
             if dt.code == "bool":
                 return "!" + self.text(args[0], P_UNARY), P_UNARY
             s = "~" + self.text(args[0], P_UNARY)
+            if dt in SUBBYTE_INT:
+                return self._round_result(dt, s, P_UNARY)
             return (f"({self.type_map[dt]})({s})", P_UNARY) if dt in _NARROW_INT else (s, P_UNARY)
         if op in ("isnan", "isinf", "isfinite"):
             self._arity(e, 1)
@@ -919,7 +970,7 @@ class CodeGenCBase:
             x, px = self._as(e.args[0], dt)
             x = x if px >= P_UNARY else f"({x})"
             s, exact, p = f"{one} / ({one} + exp{f}(-{x}))", False, P_MUL
-            return self._round_result(dt, s, p) if dt in HALF_TYPES else (s, p)
+            return self._round_result(dt, s, p) if dt in NARROW_FLOATS else (s, p)
         args = [self._as(a, dt)[0] for a in e.args]
         if op == "rsqrt":
             s, exact, p = f"{one} / sqrt{f}({args[0]})", False, P_MUL
@@ -928,7 +979,7 @@ class CodeGenCBase:
         else:
             name, exact = _MATH[op]
             s, p = f"{name}{f}({', '.join(args)})", P_PRIMARY
-        if dt in HALF_TYPES and not exact:
+        if dt in NARROW_FLOATS and not exact:
             return self._round_result(dt, s, p)
         return s, p
 
@@ -963,7 +1014,7 @@ class CodeGenCBase:
         self.helpers.extern(op, ret, arg_types)
         self.on_extern(op)
         s = f"{op}({', '.join(self.text(a) for a in e.args)})"
-        if e.dtype in HALF_TYPES:
+        if e.dtype in NARROW_FLOATS:
             return self._round_result(e.dtype, s, P_PRIMARY)
         return s, P_PRIMARY
 

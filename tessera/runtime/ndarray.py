@@ -29,7 +29,8 @@ def dtype_info(np_dtype: np.dtype):
         if not np_dtype.isnative:
             raise DTypeError(f"numpy dtype {np_dtype} is not in native byte order")
         dt = dtype_of_numpy(np_dtype)
-        info = (dt, DTYPE_CODE[dt.code], np_dtype.itemsize * 8)
+        # bool and the sub-byte types take a byte each; the ABI names bool 8 bits, int4 4 (DLPack)
+        info = (dt, DTYPE_CODE[dt.code], 8 if dt == "bool" else dt.bits)
         DTYPE_INFO[np_dtype] = info
     return info
 

@@ -7,7 +7,7 @@ typedef struct {
   const int64_t* shape;    /* ndim extents */
   const int64_t* strides;  /* ndim strides in elements, or NULL for compact row-major */
   int32_t ndim;
-  uint8_t code;            /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool */
+  uint8_t code;            /* 0 int, 1 uint, 2 float, 4 bfloat, 6 bool, 10-13 float8, 17 float4 */
   uint8_t bits;
   uint16_t lanes;
 } tessera_tensor_t;
