@@ -1,0 +1,346 @@
+"""The tuning database: JSON lines, append-only, crash-safe (MetaSchedule's JSONDatabase, one file).
+
+    db = Database("tune.jsonl")                  # opens an existing file: tuning resumes from it
+    wl = db.commit_workload(func)                # once per workload: {"workload": key, "func": ...}
+    db.commit([TuningRecord(wl.key, "c -num-threads=2", sch.trace.as_json(), [1.2e-3, 1.1e-3])])
+    best = db.get_top_k(wl, "c -num-threads=2", k=1)[0]
+
+Two kinds of line: a workload line `{"workload": key, "func": <ir.to_json>}`, written once per
+workload so the file alone rebuilds every candidate's program; and a record line
+`{"workload_key", "target", "run_secs", "error", "time", "version", "trace"}` (the trace last).
+Each commit is one write, flushed and fsynced, so a process killed at any moment loses at most the
+batch in flight. Loading skips (with a warning naming the file and line) any line that does not
+parse, e.g. the torn last line of a killed writer; the next append starts a fresh line after it.
+
+Loading is fast because a record's trace stays text until asked for: a record line is split at its
+`,"trace":` member (the sequence cannot occur inside a JSON string, where quotes are escaped), the
+header parsed and checked, the trace parsed on first use of `record.trace` (a malformed trace is
+then a TesseraError naming the file and line; get_top_k warns and passes over it).
+"""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import threading
+import time as _time
+import warnings
+
+from .. import __version__
+from ..errors import TesseraError
+from ..target import Target
+from .workload import Workload
+
+ERROR_KINDS = ("build", "run", "crash", "timeout", "wrong_result", "invalid")
+_TRACE_SEP = ',"trace":'
+_MAX_WARNINGS = 20
+
+
+class TuningRecord:
+    """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
+    (one per repeat; empty on error), error (None or {"kind": one of ERROR_KINDS, "msg": str}),
+    unix time and tessera version."""
+
+    __slots__ = ("workload_key", "target", "run_secs", "error", "time", "version", "_trace", "_line", "_at",
+                 "_path", "_lineno")
+
+    def __init__(self, workload_key: str, target, trace, run_secs=(), error=None, time=None, version=None):
+        if not isinstance(workload_key, str) or not workload_key:
+            raise TesseraError(f"TuningRecord: workload_key must be a non-empty string, got {workload_key!r}")
+        self.workload_key = workload_key
+        self.target = str(Target(target))
+        self.run_secs = tuple(float(s) for s in run_secs)
+        self.error = _check_error(error)
+        if self.error is None and not self.run_secs:
+            raise TesseraError("TuningRecord: a record without an error needs its run_secs")
+        if not isinstance(trace, (list, tuple)):
+            raise TesseraError(f"TuningRecord: trace must be the JSON list of Trace.as_json(), got "
+                               f"{type(trace).__name__}")
+        self._trace, self._line, self._at, self._path, self._lineno = trace, None, 0, None, 0
+        self.time = float(time) if time is not None else _time.time()
+        self.version = version if version is not None else __version__
+
+    @classmethod
+    def _from_line(cls, head: dict, line: str | None, at: int, trace, path, lineno: int) -> "TuningRecord":
+        """A record from a parsed line: header fields checked here; the trace either given or left as
+        text in `line[at:-1]` until asked for."""
+        r = cls.__new__(cls)
+        key, target, secs, err, t, ver = (head["workload_key"], head["target"], head["run_secs"], head["error"],
+                                          head["time"], head["version"])
+        if type(key) is not str or type(target) is not str or type(ver) is not str:
+            raise ValueError("workload_key, target and version must be strings")
+        if type(secs) is not list:
+            raise ValueError("run_secs must be a list of numbers")
+        if secs:
+            sum(secs)   # a TypeError unless all are numbers
+        if type(t) is not float and type(t) is not int:
+            raise ValueError("time must be a number")
+        r.workload_key, r.target, r.run_secs, r.time, r.version = key, target, tuple(secs), t, ver
+        r.error = _check_error(err)
+        if r.error is None and not secs:
+            raise ValueError("a record without an error has no run_secs")
+        r._trace, r._line, r._at, r._path, r._lineno = trace, line, at, path, lineno
+        return r
+
+    @property
+    def trace(self) -> list:
+        """The trace JSON (`Trace.as_json()`), parsed from the file on first use."""
+        if self._trace is None:
+            try:
+                t = json.loads(self._line[self._at:-1])
+            except ValueError as e:
+                raise TesseraError(f"{self._path}:{self._lineno}: the record's trace is not JSON ({e})") from None
+            if not isinstance(t, list):
+                raise TesseraError(f"{self._path}:{self._lineno}: the record's trace is not a list")
+            self._trace, self._line = t, None
+        return self._trace
+
+    @property
+    def is_valid(self) -> bool:
+        """Error-free with times: a candidate that may be chosen."""
+        return self.error is None and bool(self.run_secs)
+
+    @property
+    def mean_secs(self) -> float:
+        """Mean of run_secs; inf for a record with an error."""
+        return sum(self.run_secs) / len(self.run_secs) if self.is_valid else math.inf
+
+    def as_json(self) -> dict:
+        """The record line's object (the trace last)."""
+        return {"workload_key": self.workload_key, "target": self.target, "run_secs": list(self.run_secs),
+                "error": self.error, "time": self.time, "version": self.version, "trace": self.trace}
+
+    def to_line(self) -> str:
+        head = json.dumps({"workload_key": self.workload_key, "target": self.target,
+                           "run_secs": list(self.run_secs), "error": self.error, "time": self.time,
+                           "version": self.version}, separators=(",", ":"), allow_nan=False)
+        text = self._line[self._at:-1] if self._trace is None else json.dumps(self._trace, separators=(",", ":"))
+        return head[:-1] + _TRACE_SEP + text + "}"
+
+    @staticmethod
+    def from_json(obj) -> "TuningRecord":
+        """The record of an as_json object (TesseraError when malformed)."""
+        try:
+            return TuningRecord._from_line(obj, None, 0, list(obj["trace"]), "record", 0)
+        except (KeyError, TypeError, ValueError) as e:
+            raise TesseraError(f"malformed tuning record ({type(e).__name__}: {e})") from None
+
+    def __repr__(self):
+        what = f"error={self.error['kind']}" if self.error else f"mean={self.mean_secs * 1e3:.4f} ms"
+        return f"TuningRecord({self.workload_key}, {self.target!r}, {what})"
+
+
+def _check_error(err):
+    if err is None:
+        return None
+    if (not isinstance(err, dict) or set(err) != {"kind", "msg"} or err["kind"] not in ERROR_KINDS
+            or not isinstance(err["msg"], str)):
+        raise TesseraError(f"a record's error is None or {{'kind': one of {ERROR_KINDS}, 'msg': str}}, "
+                           f"got {str(err)[:120]}")
+    return err
+
+
+class Database:
+    """Workloads and tuning records in one JSON-lines file (module docstring); opening an existing
+    file loads it, so a tuner resumes where it stopped."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path))
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            raise TesseraError(f"Database: folder {folder} does not exist")
+        self._lock = threading.Lock()
+        self._workloads: dict = {}
+        self._records: list = []
+        self._by_key: dict = {}
+        self._needs_newline = False
+        self._warned = 0
+        if os.path.exists(self.path):
+            self._load()
+
+    # ------------------------------------------------------------------ loading
+    def _warn(self, lineno: int, why: str):
+        self._warned += 1
+        if self._warned <= _MAX_WARNINGS:
+            warnings.warn(f"{self.path}:{lineno}: skipped a corrupt line ({why})", stacklevel=3)
+
+    def _load(self):
+        with open(self.path, "rb") as f:
+            data = f.read()
+        self._needs_newline = bool(data) and not data.endswith(b"\n")
+        lines = data.decode("utf-8", "replace").split("\n")
+        fast, slow = [], []           # record lines to split at the trace; other lines
+        sep, n = _TRACE_SEP, len(_TRACE_SEP)
+        for lineno, line in enumerate(lines, 1):
+            i = line.find(sep)
+            if i > 0 and line.endswith("]}"):
+                fast.append((lineno, line[:i] + "}", line, i + n))
+            elif line and not line.isspace():
+                slow.append((lineno, line))
+        enabled = gc.isenabled()
+        gc.disable()   # 100k records allocate no cycles; collections would only slow the load
+        try:
+            try:      # every header in one parse; per line only when one of them does not parse
+                heads = json.loads("[" + ",".join([f[1] for f in fast]) + "]")
+            except ValueError:
+                heads = None
+            records, path, from_line = [], self.path, TuningRecord._from_line
+            for j, (lineno, head, line, at) in enumerate(fast):
+                try:
+                    h = heads[j] if heads is not None else json.loads(head)
+                    records.append(from_line(h, line, at, None, path, lineno))
+                except (ValueError, KeyError, TypeError, TesseraError) as e:
+                    self._warn(lineno, f"{type(e).__name__}: {str(e)[:200]}")
+            extra = []
+            for lineno, line in slow:
+                try:
+                    r = self._load_line(line, lineno)
+                    if r is not None:
+                        extra.append(r)
+                except (ValueError, KeyError, TypeError, TesseraError) as e:
+                    self._warn(lineno, f"{type(e).__name__}: {str(e)[:200]}")
+            if extra:   # records written in another form: back into file order
+                records = sorted(records + extra, key=lambda r: r._lineno)
+            for r in records:
+                self._add_record(r)
+        finally:
+            if enabled:
+                gc.enable()
+        if self._warned > _MAX_WARNINGS:
+            warnings.warn(f"{self.path}: {self._warned} corrupt lines skipped in all "
+                          f"({self._warned - _MAX_WARNINGS} more not shown)", stacklevel=2)
+
+    def _load_line(self, line: str, lineno: int):
+        """A workload line (None), or the record of a line not in the written form (fully parsed)."""
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise ValueError("a line is a JSON object")
+        if "workload" in obj:
+            key = obj["workload"]
+            if key not in self._workloads:
+                self._workloads[key] = Workload.from_json({"key": key, "func": obj["func"]})
+            return None
+        trace = obj["trace"]
+        if not isinstance(trace, list):
+            raise ValueError("trace must be a list")
+        return TuningRecord._from_line(obj, None, 0, trace, self.path, lineno)
+
+    def _add_record(self, r: TuningRecord):
+        self._records.append(r)
+        lst = self._by_key.get((r.workload_key, r.target))
+        if lst is None:
+            self._by_key[(r.workload_key, r.target)] = [r]
+        else:
+            lst.append(r)
+
+    # ------------------------------------------------------------------ writing
+    def _append(self, lines: list):
+        """One write of the lines, flushed and fsynced (a torn tail gets its own line first)."""
+        text = ("\n" if self._needs_newline else "") + "\n".join(lines) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            data = text.encode("utf-8")
+            while data:
+                n = os.write(fd, data)
+                data = data[n:]
+            os.fsync(fd)
+        except OSError as e:
+            raise TesseraError(f"Database: cannot append to {self.path}: {e}") from None
+        finally:
+            os.close(fd)
+        self._needs_newline = False
+
+    def commit_workload(self, func) -> Workload:
+        """The Workload of func (PrimFunc, one-function IRModule, Schedule or Workload), written to the
+        file the first time it is seen."""
+        wl = func if isinstance(func, Workload) else Workload(func)
+        with self._lock:
+            known = self._workloads.get(wl.key)
+            if known is not None:
+                return known
+            line = json.dumps({"workload": wl.key, "func": wl.as_json()["func"]}, separators=(",", ":"),
+                              allow_nan=False)
+            self._append([line])
+            self._workloads[wl.key] = wl
+        return wl
+
+    def commit(self, records) -> None:
+        """Append a batch of TuningRecords in one write (flushed and fsynced). Each record's workload
+        must have been committed (so the file can rebuild its program)."""
+        records = list(records)
+        for r in records:
+            if not isinstance(r, TuningRecord):
+                raise TesseraError(f"Database.commit takes TuningRecords, got {type(r).__name__}")
+            if r.workload_key not in self._workloads:
+                raise TesseraError(f"Database.commit: workload {r.workload_key} is not in {self.path}; "
+                                   f"commit_workload(func) first")
+        if not records:
+            return
+        lines = [r.to_line() for r in records]
+        with self._lock:
+            self._append(lines)
+            for r in records:
+                self._add_record(r)
+
+    # ------------------------------------------------------------------ reading
+    def records(self, workload_key=None, target=None) -> list:
+        """Records in file order, optionally only those of one workload (a key or Workload) and/or target."""
+        if isinstance(workload_key, Workload):
+            workload_key = workload_key.key
+        if target is not None:
+            target = str(Target(target))
+        if workload_key is not None and target is not None:
+            return list(self._by_key.get((workload_key, target), ()))
+        return [r for r in self._records
+                if (workload_key is None or r.workload_key == workload_key) and (target is None or r.target == target)]
+
+    def workloads(self) -> list:
+        """Every workload of the file, in the order first written."""
+        return list(self._workloads.values())
+
+    def has_workload(self, key) -> bool:
+        return (key.key if isinstance(key, Workload) else key) in self._workloads
+
+    def get_workload(self, key) -> Workload:
+        """The workload with this key (or of this PrimFunc); a TesseraError when the file has none."""
+        if not isinstance(key, str):
+            key = Workload(key).key if not isinstance(key, Workload) else key.key
+        wl = self._workloads.get(key)
+        if wl is None:
+            raise TesseraError(f"{self.path} has no workload {key} ({len(self._workloads)} workloads)")
+        return wl
+
+    def get_top_k(self, workload, target, k: int = 1) -> list:
+        """The k error-free records of workload on target with the smallest mean time, fastest first
+        (records whose stored trace turns out unreadable are warned about and passed over)."""
+        if isinstance(workload, str):
+            key = workload
+        elif isinstance(workload, Workload):
+            key = workload.key
+        else:
+            key = Workload(workload).key
+        if not isinstance(k, int) or k < 0:
+            raise TesseraError(f"get_top_k: k must be an int >= 0, got {k!r}")
+        valid = [r for r in self._by_key.get((key, str(Target(target))), ()) if r.is_valid]
+        valid.sort(key=lambda r: r.mean_secs)
+        out = []
+        for r in valid:
+            if len(out) == k:
+                break
+            try:
+                r.trace
+            except TesseraError as e:
+                warnings.warn(str(e), stacklevel=2)
+                continue
+            out.append(r)
+        return out
+
+    def __len__(self):
+        return len(self._records)
+
+    def __repr__(self):
+        return f"Database({self.path!r}: {len(self._workloads)} workloads, {len(self._records)} records)"
+
+
+__all__ = ["Database", "TuningRecord", "ERROR_KINDS"]
