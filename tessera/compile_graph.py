@@ -1,12 +1,24 @@
-"""tessera.compile: a graph (+ params) -> an executable that runs it with compiled kernels."""
+"""tessera.compile: a graph (+ params) -> an executable that runs it with compiled kernels.
+
+A DeferredGraph (a model whose structure depends on the values of some runtime inputs) compiles to
+a SpecializingExecutor: per distinct value of those inputs, the graph is built and compiled on
+first use and kept (the most recent `max_specializations`), then run on the other inputs."""
 from __future__ import annotations
 
-from .errors import TesseraError
+import collections
+import hashlib
+import threading
+
+import numpy as np
+
+from .errors import ShapeError, TesseraError
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
+from .graph.deferred import DeferredGraph
 from .graph.ir import Graph
 from .graph.passes import optimize, passes_for
+from .runtime.inputs import check_input_names, gather_inputs, input_array
 from .target import Target
 
 
@@ -34,15 +46,14 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
     (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
     """
+    if isinstance(graph, DeferredGraph):
+        _check_options(opt_level, executor, disabled_passes)
+        return SpecializingExecutor(graph, params, dict(target=target, opt_level=opt_level,
+                                                        disabled_passes=tuple(disabled_passes), executor=executor))
     if not isinstance(graph, Graph):
         raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder or "
                            f"tessera.frontend.from_onnx), got {type(graph).__name__}")
-    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
-        raise TesseraError(f"tessera.compile: opt_level must be an int from 0 to 3, got {opt_level!r}")
-    if not isinstance(executor, str) or executor not in EXECUTORS:
-        raise TesseraError(f"tessera.compile: executor must be one of {', '.join(map(repr, EXECUTORS))} "
-                           f"('auto': one C entry with static shapes, else the graph executor), got {executor!r}")
-    passes_for(opt_level, disabled_passes)      # unknown pass names fail before any work
+    _check_options(opt_level, executor, disabled_passes)
     target = Target(target)
     g = bind_params(graph, params)
     g = optimize(g, opt_level, target, disabled_passes)
@@ -52,3 +63,138 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     if executor == "aot":
         return build_aot(compiled, opt_level=opt_level)
     return graph_executor(compiled, opt_level)
+
+
+def _check_options(opt_level, executor, disabled_passes) -> None:
+    if isinstance(opt_level, bool) or not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise TesseraError(f"tessera.compile: opt_level must be an int from 0 to 3, got {opt_level!r}")
+    if not isinstance(executor, str) or executor not in EXECUTORS:
+        raise TesseraError(f"tessera.compile: executor must be one of {', '.join(map(repr, EXECUTORS))} "
+                           f"('auto': one C entry with static shapes, else the graph executor), got {executor!r}")
+    passes_for(opt_level, disabled_passes)      # unknown pass names fail before any work
+
+
+class SpecializingExecutor:
+    """Runs a DeferredGraph: per distinct value of its value inputs (dtype, shape and bytes), the
+    graph built for that value and compiled with tessera.compile's options, made on first use and
+    kept (the `max_specializations` most recently used); the other inputs run through it.
+
+    exe(x, axes) / exe.run({...}) as any executor; `specializations` is how many are kept,
+    `specialization(inputs)` the executor a run on these inputs uses (its graph, plan, profile)."""
+
+    kind = "specializing"
+    max_specializations = 64
+
+    def __init__(self, deferred: DeferredGraph, params, options: dict):
+        self.deferred = deferred
+        self.params = dict(params or {})
+        self.options = options
+        self.value_inputs = tuple(deferred.value_inputs)      # grows when a build needs another
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._np = [t.dtype.numpy() for t in deferred.input_types]
+
+    @property
+    def name(self) -> str:
+        return self.deferred.name
+
+    @property
+    def input_names(self) -> list:
+        return [n for n in self.deferred.input_names if n not in self.params]
+
+    @property
+    def output_names(self) -> list:
+        return list(self.deferred.output_names)
+
+    @property
+    def specializations(self) -> int:
+        return len(self._cache)
+
+    @property
+    def graph(self):
+        raise TesseraError(f"model {self.name!r} has one graph per value of inputs {list(self.value_inputs)}: "
+                           f"exe.specialization(inputs).graph is the one those inputs run")
+
+    def export_library(self, path, prefix=None):
+        raise TesseraError(f"export_library: model {self.name!r} is compiled per value of its inputs "
+                           f"{list(self.value_inputs)}; freeze them (from_onnx(..., const_inputs=...)) to export "
+                           f"one library")
+
+    # ------------------------------------------------------------------ inputs
+    def _given(self, args, kwargs) -> dict:
+        names = self.input_names
+        given = gather_inputs(self.name, names, args, kwargs)
+        if len(given) != len(names) or not all(n in given for n in names):
+            check_input_names(self.name, names, given, [f"{n}: {t}" for n, t in
+                                                        zip(self.deferred.input_names, self.deferred.input_types)
+                                                        if n in names])
+        out = {}
+        for n, t, dt in zip(self.deferred.input_names, self.deferred.input_types, self._np):
+            if n not in given:
+                continue
+            x = input_array(n, given[n], dt, t.dtype, t)
+            if x.ndim != t.ndim or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)):
+                raise ShapeError(f"input {n!r}: shape {x.shape}, the model expects {t}")
+            out[n] = x
+        return out
+
+    def _key(self, given: dict, names) -> tuple:
+        key = []
+        for n in names:
+            x = given[n]
+            key.append((n, x.dtype.str, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest()))
+        return tuple(key)
+
+    # ------------------------------------------------------------------ running
+    def specialization(self, inputs=None, **kwargs):
+        """The compiled executor for the values these inputs have (built and compiled on first use)."""
+        given = self._given((), {**(inputs or {}), **kwargs})
+        return self._specialization(given)
+
+    def _specialization(self, given: dict):
+        key = self._key(given, self.value_inputs)
+        with self._lock:
+            exe = self._cache.get(key)
+            if exe is not None:
+                self._cache.move_to_end(key)
+                return exe
+            frozen = {n: x for n, x in given.items() if n in self.value_inputs}
+            frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
+            names, graph, params = self.deferred.specialize({**given, **frozen}, list(frozen))
+            extra = [n for n in names if n not in self.value_inputs and n not in self.params]
+            if extra:
+                self.value_inputs = self.value_inputs + tuple(extra)
+                key = self._key(given, self.value_inputs)
+            merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
+            exe = compile(graph, merged, **self.options)
+            self._cache[key] = exe
+            while len(self._cache) > self.max_specializations:
+                self._cache.popitem(last=False)
+            return exe
+
+    def _run_given(self, given: dict) -> list:
+        exe = self._specialization(given)
+        return exe.run({n: given[n] for n in exe.input_names})
+
+    def run(self, inputs=None, **kwargs) -> list:
+        """Run on a dict {input name: array}; a list of numpy arrays in the model's output order."""
+        given = dict(inputs or {})
+        for k, v in kwargs.items():
+            if k in given:
+                raise TesseraError(f"input {k!r} is given twice")
+            given[k] = v
+        return self._run_given(self._given((), given))
+
+    def __call__(self, *args, **kwargs):
+        outs = self._run_given(self._given(args, kwargs))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def profile(self, inputs=None, **kwargs):
+        """The per-node profile of the specialization these inputs run."""
+        given = self._given((), {**(inputs or {})})
+        exe = self._specialization(given)
+        return exe.profile({n: given[n] for n in exe.input_names}, **kwargs)
+
+    def __repr__(self):
+        return (f"<tessera.SpecializingExecutor {self.name!r}: per value of {list(self.value_inputs)}, "
+                f"{len(self._cache)} compiled>")

@@ -36,7 +36,9 @@ from ..ops.transform import slice_plan
 
 # ONNX TensorProto element type -> tessera dtype (the types tessera has)
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
-                9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16"}
+                9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64", 16: "bfloat16",
+                17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz",
+                21: "uint4", 22: "int4", 23: "float4_e2m1fn", 25: "uint2", 26: "int2"}
 _ONNX_DTYPE_NAMES = {1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16", 5: "INT16", 6: "INT32", 7: "INT64",
                      8: "STRING", 9: "BOOL", 10: "FLOAT16", 11: "DOUBLE", 12: "UINT32", 13: "UINT64",
                      14: "COMPLEX64", 15: "COMPLEX128", 16: "BFLOAT16", 17: "FLOAT8E4M3FN",
@@ -57,8 +59,8 @@ def dtype_of_onnx(elem_type: int, where: str = "") -> str:
     dt = _ONNX_DTYPES.get(int(elem_type))
     if dt is None:
         raise DTypeError(f"{where + ': ' if where else ''}ONNX dtype {onnx_dtype_name(elem_type)} is not "
-                         f"supported by tessera (it has bool, int8-64, uint8-64, float16, bfloat16, float32, "
-                         f"float64)")
+                         f"supported by tessera (it has bool, int2-64, uint2-64, float16, bfloat16, float32, "
+                         f"float64, float8 e4m3fn/e4m3fnuz/e5m2/e5m2fnuz, float4 e2m1)")
     return dt
 
 
@@ -924,7 +926,7 @@ def inline_functions(m):
     return out
 
 
-def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c"):
+def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c", specialize: bool = True):
     """Convert an ONNX model (ModelProto, path or bytes) to (tessera Graph, params).
 
     shape_dict: {input name: shape} fixes or overrides input shapes (an int, a symbol name, or
@@ -932,14 +934,41 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c")
     inputs as constants (TVM's freeze_params for one input). opset: overrides the default domain's
     opset version. target: where constant subgraphs are evaluated.
 
+    When a converter needs the value of a runtime input (axes, a shape, scales, a condition: the
+    value decides the graph's structure), the result is (tessera.graph.DeferredGraph, {}) with
+    specialize=True (the default): tessera.compile builds and compiles the graph per distinct value
+    of such inputs on first use. specialize=False refuses instead (UnsupportedOpError whose
+    `needs_constant` names the input, to freeze with const_inputs).
+
     The graph's inputs and outputs keep the model's own names as their public names
     (graph.input_names / output_names: what the compiled model takes and reports); its Values get
     sanitized, unique names (sanitize_name), and params is keyed by those value names.
     """
     m = inline_functions(load_model(model))
     conv = _Converter(m, shape_dict, const_inputs, opset, target=target)
-    conv.run()
+    try:
+        conv.run()
+    except UnsupportedOpError as e:
+        need = getattr(e, "needs_constant", None)
+        if not specialize or need is None or need not in conv.input_of_value.values():
+            raise
+        return _deferred(m, conv, need, str(e), shape_dict, const_inputs, opset, target), {}
     return conv.finish()
+
+
+def _deferred(m, conv: "_Converter", need: str, reason: str, shape_dict, const_inputs, opset, target):
+    """The DeferredGraph of model m, whose conversion needs the value of runtime input `need`."""
+    from ..graph.deferred import DeferredGraph
+
+    frozen = dict(const_inputs or {})
+
+    def build(values):
+        return from_onnx(m, shape_dict, {**frozen, **values}, opset, target, specialize=False)
+
+    names = [conv.input_of_value[v] for v in conv.builder.inputs]
+    types = [v.type for v in conv.builder.inputs]
+    return DeferredGraph(conv.builder.name, names, types, [vi.name for vi in m.graph.output], [need], build,
+                         reason)
 
 
 def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:

@@ -4,6 +4,7 @@ import importlib
 
 from . import passes
 from .builder import Builder
+from .deferred import DeferredGraph
 from .ir import Function, Graph, Node, TensorType, Value
 from .printer import script, structural_equal
 from .transform import subgraph, substitute, topo_nodes
@@ -21,6 +22,6 @@ def __getattr__(name):
     raise AttributeError(f"module 'tessera.graph' has no attribute {name!r}")
 
 
-__all__ = ["Builder", "Function", "Graph", "Node", "TensorType", "Value", "compile_graph", "load_graph",
+__all__ = ["Builder", "DeferredGraph", "Function", "Graph", "Node", "TensorType", "Value", "compile_graph", "load_graph",
            "evaluate_constants", "fold_constants", "bind_params", "NotConstantError", "substitute",
            "subgraph", "topo_nodes", "structural_equal", "script", "get_kernel"]
