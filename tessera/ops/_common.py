@@ -18,6 +18,10 @@ INTS = SINTS + UINTS
 NUMERIC = INTS + FLOATS
 SIGNED = SINTS + FLOATS
 ALL = ("bool",) + NUMERIC
+# the low-precision storage types (ir.dtype): ops convert them (cast, qnn.*), nothing computes in them
+MINIFLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+SUBBYTE_INTS = ("int4", "uint4", "int2", "uint2")
+LOWP = MINIFLOATS + SUBBYTE_INTS
 INDEX = ("int32", "int64")
 
 

@@ -12,7 +12,7 @@ from ..errors import DTypeError, TesseraError
 from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
-from ._common import (ALL, FLOATS, INTS, NUMERIC, SIGNED, accum_dtype, cast, check_dtype, const)
+from ._common import (ALL, FLOATS, INTS, LOWP, NUMERIC, SIGNED, accum_dtype, cast, check_dtype, const)
 from ._schedule import schedule_injective
 from .registry import OpPattern, register_op
 
@@ -275,6 +275,8 @@ def _cast(x, a):
     return cast(x, dt)
 
 
-register_unary("cast", _cast, ALL, attrs={"dtype": "float32"}, out_dtype=_cast_dtype, accum=False,
+register_unary("cast", _cast, ALL + LOWP, attrs={"dtype": "float32"}, out_dtype=_cast_dtype, accum=False,
                doc="Convert to dtype as numpy/ONNX do: floats to ints truncate toward zero, "
-                   "anything to bool is x != 0, bool to numbers is 0/1.")
+                   "anything to bool is x != 0, bool to numbers is 0/1; to and from the float8/float4/"
+                   "int4/int2 storage types as ml_dtypes does (round to nearest even, no saturation; "
+                   "a float to int4/int2 truncates, then wraps).")

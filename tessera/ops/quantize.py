@@ -8,6 +8,12 @@ ONNX reference computes it: quantize is clip(rint(x / scale) + zero_point), with
 the inputs' dtype (or `precision`); dequantize is (float32(x) - zero_point) * scale; requantize
 (the second half of QLinearMatMul / QLinearConv) is clip(rint(x * multiplier + zero_point)) in
 float64, as numpy promotes int32 * float. NaN quantizes to the type's lowest value, as numpy's cast.
+
+The quantized type may also be int4 / uint4 / int2 / uint2 (saturated to their range like the others)
+or a float8 / float4 storage type, as ONNX's reference computes them: float8 is x / scale converted
+(clamped to the type's finite range first with saturate, NaN staying NaN; the zero point, which ONNX
+requires to be zero, is not added), float4_e2m1fn is x / scale + zero_point converted; dequantizing
+a float8 / float4 ignores the zero point the same way.
 """
 from __future__ import annotations
 
@@ -16,13 +22,18 @@ from ..errors import DTypeError, ShapeError
 from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
-from ._common import FLOATS, broadcast_index, broadcast_shapes, check_dtype, fmt_shape, normalize_axis
+from ._common import (FLOATS, MINIFLOATS, broadcast_index, broadcast_shapes, check_dtype, fmt_shape,
+                      normalize_axis)
 from ._schedule import schedule_blocks, schedule_injective
 from .registry import OpPattern, register_op
 
-QUANT_DTYPES = ("int8", "uint8", "int16", "uint16")
-_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535)}
+_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
+          "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+QUANT_DTYPES = tuple(_RANGE) + MINIFLOATS
 DEQUANT_DTYPES = QUANT_DTYPES + ("int32",)
+# largest finite value of each float8 / float4 type (saturation clamps to it)
+_FLOAT_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
+              "float8_e5m2fnuz": 57344.0, "float4_e2m1fn": 6.0}
 
 
 def _tt(t) -> TensorType:
@@ -87,14 +98,22 @@ def _saturate(v, dtype, fdt):
     return E.Select(te.isnan(v), E.const(lo, dtype), clamped.astype(dtype))
 
 
+def saturate_float(v, dtype):
+    """v clamped to the finite range of float8/float4 `dtype` (inf to the largest value, NaN kept:
+    Min/Max propagate NaN), then converted: ONNX's saturating cast."""
+    m = _FLOAT_MAX[str(dtype)]
+    return te.max(te.min(v, E.const(m, v.dtype)), E.const(-m, v.dtype)).astype(dtype)
+
+
 # ---------------------------------------------------------------------------------------------
 # qnn.quantize
 # ---------------------------------------------------------------------------------------------
 quantize = register_op(
     "qnn.quantize", inputs=("data", "scale", "zero_point*"), pattern=OpPattern.INJECTIVE,
-    attrs={"axis": 1, "block_size": 0, "out_dtype": "uint8", "precision": ""},
+    attrs={"axis": 1, "block_size": 0, "out_dtype": "uint8", "precision": "", "saturate": True},
     doc="clip(rint(data / scale) + zero_point) as out_dtype (ONNX QuantizeLinear): per tensor, per axis or "
-        "blocked; precision: the float dtype of the division (default: numpy's promotion of data and scale).")
+        "blocked; precision: the float dtype of the division (default: numpy's promotion of data and scale); "
+        "a float8 out_dtype converts data / scale, clamped to its range when saturate.")
 quantize.def_schedule(schedule_injective)
 
 
@@ -139,7 +158,12 @@ def _quantize_compute(tensors, attrs):
     wide = DataType("float64") if fdt == "float64" else DataType("float32")
 
     def body(*i):
-        q = te.round(x[i].astype(fdt) / param_at(s, kind, i, axis, block).astype(fdt)).astype(wide)
+        v = x[i].astype(fdt) / param_at(s, kind, i, axis, block).astype(fdt)
+        if out.is_minifloat():
+            if z is not None and out == "float4_e2m1fn":
+                v = v + param_at(z, kind, i, axis, block).astype(fdt)
+            return saturate_float(v, out) if attrs["saturate"] and out != "float4_e2m1fn" else v.astype(out)
+        q = te.round(v).astype(wide)
         if z is not None:
             q = q + param_at(z, kind, i, axis, block).astype(wide)
         return _saturate(q, out, wide)
@@ -196,6 +220,9 @@ def _dequantize_compute(tensors, attrs):
     wide = z is not None and x.dtype == "int32" or s.dtype == "float64"
     fdt = DataType("float64" if wide else "float32")
 
+    if x.dtype.is_minifloat():
+        z = None   # a float8's zero point is zero (ONNX); a float4's is not applied (its reference)
+
     def body(*i):
         v = x[i].astype("float32")
         if z is not None:
@@ -222,7 +249,7 @@ def _requantize_check(types):
     x, m, z = types
     check_dtype(op, x.dtype, ("int32",), "data")
     check_dtype(op, m.dtype, FLOATS, "multiplier")
-    check_dtype(op, z.dtype, QUANT_DTYPES, "zero_point")
+    check_dtype(op, z.dtype, tuple(_RANGE), "zero_point")
     shape = broadcast_shapes(op, x.shape, m.shape, z.shape)
     if shape != tuple(x.shape):
         raise ShapeError(f"{op}: multiplier {fmt_shape(m.shape)} and zero_point {fmt_shape(z.shape)} must "
@@ -296,4 +323,5 @@ def _dynamic_quantize_compute(tensors, attrs):
     return [y, scale, zp]
 
 
-__all__ = ["QUANT_DTYPES", "check_param", "param_at", "quantize", "dequantize", "requantize", "dynamic_quantize"]
+__all__ = ["QUANT_DTYPES", "check_param", "param_at", "saturate_float", "quantize", "dequantize", "requantize",
+           "dynamic_quantize"]

@@ -62,9 +62,10 @@ def test_dynamic_quantize_linear_three_outputs():
     check(one_node("DynamicQuantizeLinear", {"x": x}, opset=11, outputs=("y", "s", "z")), {"x": x})
 
 
-def test_float8_and_int4_quantization_is_refused_as_unsupported():
+def test_float6_quantization_is_refused_as_unsupported():
+    """float8 and int4/int2 quantize (tests/frontend/test_onnx_lowp.py); float6 has no tessera dtype."""
     x = np.ones((2, 2), np.float32)
-    m = one_node("QuantizeLinear", {"x": x}, dict(output_dtype=TensorProto.INT4), inits={"s": np.array(1, np.float32)},
-                 opset=21)
-    with pytest.raises(UnsupportedOpError, match="INT4"):
+    m = one_node("QuantizeLinear", {"x": x}, dict(output_dtype=TensorProto.FLOAT6E2M3),
+                 inits={"s": np.array(1, np.float32)}, opset=25)
+    with pytest.raises(UnsupportedOpError, match="FLOAT6E2M3"):
         from_onnx(m)

@@ -122,19 +122,31 @@ def _cast(ctx):
         to = getattr(onnx.TensorProto, to.upper(), None)
         if to is None:
             ctx.unsupported(f"unknown type name {ctx.attr('to')!r}")
-    dtype = ctx.dtype(int(to))
-    x = ctx.input(0)
-    if str(x.type.dtype) == dtype:
-        return x
-    return ctx.op("cast", x, dtype=dtype)
+    return _convert(ctx, ctx.input(0), ctx.dtype(int(to)))
 
 
 @converter("CastLike", since=15)
 def _cast_like(ctx):
-    x, like = ctx.input(0), ctx.input(1)
-    if x.type.dtype == like.type.dtype:
+    return _convert(ctx, ctx.input(0), str(ctx.input(1).type.dtype))
+
+
+# the largest finite float8 values: a saturating Cast (opset 19+, the default) clamps to them
+_FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0,
+               "float8_e5m2fnuz": 57344.0}
+
+
+def _convert(ctx, x, dtype: str):
+    """x as dtype, as ONNX's Cast: to a float8 type with `saturate` (default 1) a value beyond the
+    type's range (inf included) becomes its largest finite value, NaN stays NaN; otherwise ml_dtypes'
+    conversion (overflow to inf or NaN, round to nearest even)."""
+    if str(x.type.dtype) == dtype:
         return x
-    return ctx.op("cast", x, dtype=str(like.type.dtype))
+    if dtype in _FLOAT8_MAX and int(ctx.attr("saturate", 1)) and not x.type.dtype.is_bool():
+        if x.type.dtype.is_minifloat():
+            x = ctx.op("cast", x, dtype="float32")   # exact: every float8 value is a float32
+        m = _FLOAT8_MAX[dtype]
+        x = ctx.op("clip", x, a_min=-m, a_max=m)
+    return ctx.op("cast", x, dtype=dtype)
 
 
 @converter("Identity")

@@ -2,8 +2,8 @@
 per tensor, per axis, blocked), DynamicQuantizeLinear, QLinearMatMul and QLinearConv (an integer
 matmul / convolution in int32, then qnn.requantize by a_scale * b_scale / y_scale).
 
-Float8, int4 and int2 quantized types have no tessera dtype: such models are refused where the
-type appears (a zero point, an output_dtype, an initializer).
+The quantized type may be int8/uint8/int16/uint16, int4/uint4/int2/uint2, a float8 type (with the
+`saturate` attribute) or float4_e2m1fn, as ONNX's reference computes them (tessera/ops/quantize.py).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _quantize_linear(ctx):
     precision = ctx.attr("precision", 0)
     ins = [x, scale] + ([zp] if zp is not None else [])
     return ctx.op("qnn.quantize", *ins, out_dtype=out, precision=ctx.dtype(int(precision)) if precision else "",
-                  **_axis_attrs(ctx))
+                  saturate=bool(int(ctx.attr("saturate", 1))), **_axis_attrs(ctx))
 
 
 @converter("DequantizeLinear", since=10)
