@@ -1,0 +1,171 @@
+"""The measurement worker program: `python -m tessera.autotune.measure._worker FD`.
+
+It reads one JSON request per line on stdin and writes one JSON answer per line to file descriptor
+FD (stdout stays free for whatever a kernel prints). Builder workers answer "build" (replay the
+trace, lower, render, compile through the build layer); the runner's worker answers "prepare" (the
+workload's reference outputs) and "run" (load a library, check its outputs, time it in C). State
+kept between requests: workloads by key, tensor intrinsics shipped by the parent, references,
+loaded modules. The parent kills it on a timeout and restarts it when it dies (a crashing candidate
+takes only this process down); it exits when its stdin closes or its parent dies.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from collections import OrderedDict
+
+from ...backend import generate, get_backend
+from ...backend import build as build_artifact
+from ...errors import BuildError, TesseraError
+from ...ir import from_json
+from ...runtime.module import Module
+from ...target import Target
+from ...tir import Schedule, TensorIntrin
+from ...tir.schedule import Trace
+from .check import FlushTimer, Reference, reference_folder
+
+MAX_REFERENCES = 4
+MAX_MODULES = 256
+
+
+def _die_with_parent():
+    """Ask Linux to SIGKILL this process when its parent dies (a hung kernel is not left spinning)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class State:
+    def __init__(self):
+        self.funcs = {}
+        self.intrins = {}
+        self.refs = OrderedDict()
+        self.modules = OrderedDict()
+        self.flush = {}
+
+    def func(self, req):
+        key = req["key"]
+        f = self.funcs.get(key)
+        if f is None:
+            text = req.get("func")
+            if text is None:
+                raise TesseraError(f"worker: workload {key} was never sent")
+            f = self.funcs[key] = from_json(json.loads(text))
+        return f
+
+    def register_intrinsics(self, items):
+        for it in items or ():
+            name, sig = it["name"], it["sig"]
+            if self.intrins.get(name) == sig:
+                continue
+            TensorIntrin.register(name, from_json(it["desc"]), from_json(it["impl"]), override=True,
+                                  c_source=it["c_source"], features=tuple(it["features"]), doc=it.get("doc", ""))
+            self.intrins[name] = sig
+
+    def module(self, path):
+        m = self.modules.get(path)
+        if m is None:
+            m = self.modules[path] = Module(path)
+            if len(self.modules) > MAX_MODULES:
+                self.modules.popitem(last=False)
+        return m
+
+
+def do_build(state: State, req) -> dict:
+    t0 = time.perf_counter()
+    func = state.func(req)
+    state.register_intrinsics(req.get("intrinsics"))
+    target = Target(req["target"])
+    try:
+        sch = Schedule(func)
+        Trace.apply_json_to_schedule(req["trace"], sch)
+    except TesseraError as e:
+        return {"error_kind": "invalid", "error_msg": str(e), "build_secs": time.perf_counter() - t0}
+    except Exception as e:  # noqa: BLE001 - a trace that trips the schedule code is still only this candidate
+        return {"error_kind": "invalid", "error_msg": f"replaying the trace raised {type(e).__name__}: {e}",
+                "build_secs": time.perf_counter() - t0}
+    try:
+        src = generate(sch, target)
+        t1 = time.perf_counter()
+        path = get_backend(target).compile(src)
+    except BuildError as e:
+        return {"error_kind": "build", "error_msg": str(e), "build_secs": time.perf_counter() - t0}
+    except TesseraError as e:
+        return {"error_kind": "build", "error_msg": f"lowering failed: {e}", "build_secs": time.perf_counter() - t0}
+    t2 = time.perf_counter()
+    return {"path": path, "func_name": src.functions[0].name, "build_secs": t2 - t0, "compile_secs": t2 - t1}
+
+
+def do_prepare(state: State, req) -> dict:
+    key = req["key"]
+    if key in state.refs:
+        return {"ok": True}
+    func = state.func(req)
+    ref = Reference(func, int(req["seed"]))
+    art = build_artifact(func, req["target"])
+    ref.compute_expected(art.module.get_function(art.source.functions[0].name),
+                         reference_folder(key, str(Target(req["target"])), int(req["seed"])))
+    state.refs[key] = ref
+    if len(state.refs) > MAX_REFERENCES:
+        state.refs.popitem(last=False)
+    return {"ok": True}
+
+
+def do_run(state: State, req) -> dict:
+    ref = state.refs.get(req["key"])
+    if ref is None:
+        raise TesseraError(f"worker: workload {req['key']} was not prepared")
+    try:
+        mod = state.module(req["path"])
+        fn = mod.get_function(req["func_name"])
+        args = ref.fresh_args()
+        fn(*args)
+    except TesseraError as e:
+        return {"error_kind": "run", "error_msg": str(e)}
+    if req.get("check", True):
+        bad = ref.compare(args)
+        if bad is not None:
+            return {"error_kind": "wrong_result", "error_msg": bad}
+    try:
+        if req.get("flush"):
+            timer = state.flush.get(req["target"])
+            if timer is None:
+                timer = state.flush[req["target"]] = FlushTimer(req["target"])
+            secs = timer.time(fn, mod, args, req["number"], req["repeat"])
+        else:
+            secs = list(fn.time(args, req["number"], req["repeat"], req["min_repeat_ms"]).results)
+    except TesseraError as e:
+        return {"error_kind": "run", "error_msg": str(e)}
+    return {"run_secs": secs}
+
+
+HANDLERS = {"build": do_build, "prepare": do_prepare, "run": do_run}
+
+
+def main():
+    out = os.fdopen(int(sys.argv[1]), "w", encoding="utf-8")
+    _die_with_parent()
+    state = State()
+
+    def answer(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    answer({"ready": os.getpid()})
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            resp = HANDLERS[req["op"]](state, req)
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
+            resp = {"fault": f"{type(e).__name__}: {e}"}
+        answer(resp)
+
+
+if __name__ == "__main__":
+    main()

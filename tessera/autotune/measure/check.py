@@ -1,0 +1,260 @@
+"""Correctness of candidates: seeded inputs, the untuned program's outputs, the comparison, and the
+cache-flushing timer (all used inside the runner's worker process).
+
+Inputs are drawn per parameter from `numpy.random.default_rng([seed, index])`: floats standard
+normal; signed integers in [-8, 8), unsigned in [0, 16) (small, so integer sums stay far from
+overflow in any order); bools half true. Outputs (the parameters the program stores to) start from
+their own seeded random fill before every run, so an element a candidate forgets to write differs.
+The expected outputs come from the workload's function built with no schedule, once per workload
+and target (kept on disk beside the compiler cache, so a restarted worker does not recompute them).
+
+Tolerance (per element): integers and bools exact; floats |got - want| <= rtol * (|want| + mean|want|)
+with rtol 1e-3 for float32, 1e-2 for float16/bfloat16, 1e-9 for float64, and NaN exactly where the
+reference has NaN. A reassociated float32 sum of K products is off by about K * 6e-8 relative to
+the terms, far inside it for any K a GEMM has; a wrong index, a lost or doubled iteration or an
+unwritten element is off by the size of a term, far outside it.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from ...errors import TesseraError
+from ...ir import Buffer, BufferStore, IntImm, PrimFunc, post_order_visit
+from ...ir.dtype import numpy_dtype
+from ...runtime.compiler import cache_dir, compile_source
+
+RTOL = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-3, "float64": 1e-9}
+REF_SCHEME = "tessera-ref-1"   # bump when inputs or the reference recipe change
+
+
+def io_params(func: PrimFunc):
+    """(shapes, numpy dtypes, is_output) per parameter; a TesseraError for what cannot be measured
+    (scalar parameters, symbolic extents)."""
+    written = set()
+    post_order_visit(func.body, lambda n: written.add(n.buffer) if type(n) is BufferStore else None)
+    shapes, dtypes, outs = [], [], []
+    for p in func.params:
+        if not isinstance(p, Buffer):
+            raise TesseraError(f"measuring {func.name}: scalar parameter {p.name} has no value to measure with; "
+                               f"make it a constant of the workload")
+        dims = []
+        for d in p.shape:
+            if type(d) is not IntImm:
+                raise TesseraError(f"measuring {func.name}: parameter {p.name} has the symbolic extent "
+                                   f"{d.script()}; a workload to measure needs static shapes")
+            dims.append(d.value)
+        shapes.append(tuple(dims))
+        dtypes.append(numpy_dtype(p.dtype))
+        outs.append(p in written)
+    if not any(outs):
+        raise TesseraError(f"measuring {func.name}: the function writes none of its parameters")
+    return shapes, dtypes, outs
+
+
+def random_array(shape, dtype: np.dtype, rng) -> np.ndarray:
+    """Seeded data suited to the dtype (module docstring)."""
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    if dtype.kind == "i":
+        return rng.integers(-8, 8, shape).astype(dtype)
+    if dtype.kind == "u":
+        return rng.integers(0, 16, shape).astype(dtype)
+    return rng.standard_normal(shape, dtype=np.float64).astype(dtype)
+
+
+class Reference:
+    """Inputs, output fills and expected outputs of one workload, with scratch arrays to run
+    candidates on (inputs are copied in before each run: a candidate cannot corrupt them)."""
+
+    def __init__(self, func: PrimFunc, seed: int):
+        self.shapes, self.dtypes, self.is_out = io_params(func)
+        self.data = [random_array(s, d, np.random.default_rng([seed, i, int(o)]))
+                     for i, (s, d, o) in enumerate(zip(self.shapes, self.dtypes, self.is_out))]
+        self.scratch = [np.empty(s, d) for s, d in zip(self.shapes, self.dtypes)]
+        self.expected = None
+        self.names = [p.name for p in func.params]
+
+    def fresh_args(self) -> list:
+        """The scratch arrays, reset to the inputs and the output fills."""
+        for dst, src in zip(self.scratch, self.data):
+            np.copyto(dst, src)
+        return self.scratch
+
+    def compute_expected(self, fn, cache_path: str | None):
+        """Run the untuned program (or read its outputs from cache_path) and keep its outputs."""
+        if cache_path and self._load(cache_path):
+            return
+        args = self.fresh_args()
+        fn(*args)
+        self.expected = [a.copy() if o else None for a, o in zip(args, self.is_out)]
+        if cache_path:
+            self._save(cache_path)
+
+    def _save(self, folder):
+        os.makedirs(folder, exist_ok=True)
+        for i, e in enumerate(self.expected):
+            if e is None:
+                continue
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npy")
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, _raw(e), allow_pickle=False)
+            os.replace(tmp, os.path.join(folder, f"out{i}.npy"))
+
+    def _load(self, folder) -> bool:
+        out = []
+        for i, (s, d, o) in enumerate(zip(self.shapes, self.dtypes, self.is_out)):
+            if not o:
+                out.append(None)
+                continue
+            try:
+                raw = np.load(os.path.join(folder, f"out{i}.npy"), allow_pickle=False)
+            except (OSError, ValueError):
+                return False
+            arr = raw.view(d) if raw.dtype.itemsize == d.itemsize else None
+            if arr is None or arr.shape != s:
+                return False
+            out.append(arr)
+        self.expected = out
+        return True
+
+    def compare(self, args) -> str | None:
+        """None when every output matches the expected one within tolerance, else what differs."""
+        for name, got, want, dt in zip(self.names, args, self.expected, self.dtypes):
+            if want is None:
+                continue
+            msg = mismatch(got, want, dt)
+            if msg:
+                return f"output {name}: {msg}"
+        return None
+
+
+def _raw(a: np.ndarray) -> np.ndarray:
+    """a viewed as unsigned integers of its width (np.save of ml_dtypes arrays does not read back)."""
+    return a.view(f"u{a.dtype.itemsize}") if a.dtype != np.bool_ else a.view(np.uint8)
+
+
+def mismatch(got: np.ndarray, want: np.ndarray, dtype: np.dtype) -> str | None:
+    """What differs between got and want beyond the tolerance of the dtype (module docstring)."""
+    if dtype.kind in "iub":
+        bad = got != want
+        if not bad.any():
+            return None
+        idx = np.unravel_index(int(np.argmax(bad)), want.shape)
+        return (f"{int(bad.sum())} of {want.size} elements differ (exact match required for {dtype}); first at "
+                f"{tuple(int(i) for i in idx)}: got {got[idx]}, expected {want[idx]}")
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    rtol = RTOL.get(str(dtype), 1e-3)
+    wnan = np.isnan(w)
+    finite = ~wnan
+    scale = float(np.abs(w[finite]).mean()) if finite.any() else 0.0
+    with np.errstate(invalid="ignore"):
+        err = np.abs(g - w)
+        bad = (np.isnan(g) != wnan) | (finite & ~(err <= rtol * (np.abs(w) + scale)))
+        # infinities of the reference must be matched exactly
+        inf = np.isinf(w)
+        bad |= inf & (g != w)
+    if not bad.any():
+        return None
+    idx = np.unravel_index(int(np.argmax(bad)), w.shape)
+    err_f = np.where(finite & ~np.isinf(w), err, 0)
+    return (f"{int(bad.sum())} of {w.size} elements differ beyond rtol {rtol} (relative to |expected| + "
+            f"mean|expected| = {scale:.3g}); first at {tuple(int(i) for i in idx)}: got {g[idx]!r}, expected "
+            f"{w[idx]!r}; max abs error {float(np.nanmax(err_f)) if err_f.size else 0.0:.3g}")
+
+
+def reference_folder(key: str, target: str, seed: int) -> str:
+    """Where the expected outputs of workload `key` on target with seed are kept."""
+    h = hashlib.sha256(json.dumps([REF_SCHEME, key, target, seed]).encode()).hexdigest()[:20]
+    return os.path.join(cache_dir(), "autotune-ref", f"{key}-{h}")
+
+
+# ---------------------------------------------------------------------------------------------
+# timing with the caches flushed before each repeat
+# ---------------------------------------------------------------------------------------------
+FLUSH_TIMER_SRC = r"""
+#include <stdint.h>
+#include <time.h>
+typedef int32_t (*tsr_entry_fn)(void**, const int32_t*, int32_t, char*, int32_t);
+
+static double tsr_flush_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* TVM's time evaluator with its cache flush: one warm-up call, then per repeat the flush buffer is
+   written (evicting the arguments from every cache level) and `number` calls are timed. */
+int32_t tessera_time_flushed(void* entry, void** args, const int32_t* kinds, int32_t num_args, int32_t number,
+                             int32_t repeat, double* results, volatile unsigned char* flush, int64_t flush_bytes,
+                             char* err, int32_t err_len) {
+  tsr_entry_fn f = (tsr_entry_fn)entry;
+  int32_t rc = f(args, kinds, num_args, err, err_len);
+  if (rc) return rc;
+  for (int32_t r = 0; r < repeat; ++r) {
+    for (int64_t i = 0; i < flush_bytes; i += 64) flush[i] += 1;
+    double t0 = tsr_flush_now();
+    for (int32_t k = 0; k < number; ++k) {
+      rc = f(args, kinds, num_args, err, err_len);
+      if (rc) return rc;
+    }
+    results[r] = (tsr_flush_now() - t0) / (double)number;
+  }
+  return 0;
+}
+"""
+
+
+def llc_bytes() -> int:
+    """Size of the largest CPU cache (sysfs), 32 MiB when unknown."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in os.listdir(base):
+            try:
+                with open(os.path.join(base, d, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            digits = text.rstrip("KMG")
+            if digits.isdigit():
+                best = max(best, int(digits) * mult)
+    except OSError:
+        pass
+    return best or 32 << 20
+
+
+class FlushTimer:
+    """Times a module function with the caches flushed before each repeat (see FLUSH_TIMER_SRC)."""
+
+    def __init__(self, target):
+        lib = ctypes.CDLL(compile_source(FLUSH_TIMER_SRC, target, name_hint="flush_timer"))
+        self._fn = lib.tessera_time_flushed
+        self._fn.restype = ctypes.c_int32
+        self._lib = lib
+        self.nbytes = 2 * llc_bytes()
+        self._buf = (ctypes.c_ubyte * self.nbytes)()
+
+    def time(self, func, module, args, number: int, repeat: int) -> list:
+        """Seconds per call of `func` (a runtime Function of `module`) per repeat."""
+        entry = next(f["entry"] for f in module.metadata["functions"] if f["name"] == func.name)
+        addr = ctypes.cast(getattr(module._lib, entry), ctypes.c_void_p)
+        slots, keep = func._pack(args)
+        results = (ctypes.c_double * repeat)()
+        err = ctypes.create_string_buffer(1024)
+        rc = self._fn(addr, slots, func._kinds, len(args), int(number), int(repeat), results, self._buf,
+                      ctypes.c_int64(self.nbytes), err, 1024)
+        del keep
+        if rc:
+            raise TesseraError(f"{func.name}: {err.value.decode('utf-8', 'replace') or f'status {rc}'}")
+        return list(results)
+
+
+__all__ = ["Reference", "io_params", "random_array", "mismatch", "reference_folder", "FlushTimer", "llc_bytes",
+           "RTOL"]

@@ -1,0 +1,153 @@
+"""LocalRunner: built candidates checked and timed in one persistent worker process; `measure`.
+
+    runner = LocalRunner(number=3, repeat=1, min_repeat_ms=100, timeout=10)
+    results = runner.run(candidates, build_results, "c -num-threads=2")   # MeasureResults
+    results = measure(candidates, "c -num-threads=2")                      # build + run
+
+Candidates run one at a time (a measurement owns the cores) in a worker subprocess that serves many
+of them: it loads a candidate's library, runs it once on the workload's seeded inputs and compares
+every output with the untuned program's (check.py: how inputs, outputs and the tolerance are made)
+-- a mismatch is a "wrong_result" and its time never counts -- then times it inside C
+(`Module.time_evaluator`: a warm-up call, `repeat` rounds of `number` calls, grown to last
+`min_repeat_ms`; with flush_cache=True the caches are flushed before each round and min_repeat_ms
+does not apply). A candidate that kills the worker (a segfault) is a "crash", one that runs past
+`timeout` seconds is killed and is a "timeout"; the worker is restarted and the next candidate
+measured. The reference outputs are computed once per workload (`ref_timeout` bounds that) and
+kept on disk.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from ...errors import TesseraError
+from ...ir import to_json
+from ...runtime.module import check_timing
+from ...target import Target
+from ._proc import WorkerDied, WorkerProcess, WorkerTimeout
+from .builder import LocalBuilder
+from .candidate import BuildResult, MeasureCandidate, MeasureResult
+
+
+class LocalRunner:
+    """Checks and times built candidates in one persistent worker process (module docstring).
+    check=False skips the output check (never for tuning: a miscompiled candidate could win)."""
+
+    def __init__(self, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100, timeout: float = 10.0,
+                 flush_cache: bool = False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
+                 max_runs_per_worker: int = 2000):
+        check_timing(number, repeat, min_repeat_ms)
+        for label, v in (("timeout", timeout), ("ref_timeout", ref_timeout)):
+            if not isinstance(v, (int, float)) or v <= 0:
+                raise TesseraError(f"LocalRunner: {label} must be > 0 seconds, got {v!r}")
+        if not isinstance(seed, int) or not isinstance(max_runs_per_worker, int) or max_runs_per_worker < 1:
+            raise TesseraError("LocalRunner: seed and max_runs_per_worker must be ints (max_runs_per_worker >= 1)")
+        self.number, self.repeat, self.min_repeat_ms = int(number), int(repeat), int(min_repeat_ms)
+        self.timeout, self.ref_timeout = float(timeout), float(ref_timeout)
+        self.flush_cache, self.check, self.seed = bool(flush_cache), bool(check), seed
+        self.max_runs_per_worker = max_runs_per_worker
+        self._worker = WorkerProcess("runner worker")
+        self._func_text = {}
+        self._lock = threading.Lock()
+
+    def settings(self) -> dict:
+        """The timing settings (what a remote runner passes on to the device)."""
+        return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
+                "timeout": self.timeout, "flush_cache": self.flush_cache, "check": self.check, "seed": self.seed,
+                "ref_timeout": self.ref_timeout}
+
+    def _func_json(self, wl) -> str:
+        text = self._func_text.get(wl.key)
+        if text is None:
+            text = self._func_text[wl.key] = json.dumps(to_json(wl.func), separators=(",", ":"))
+        return text
+
+    def _prepare(self, cand: MeasureCandidate, target: str):
+        w, key = self._worker, cand.workload.key
+        if w.alive and w.served >= self.max_runs_per_worker:
+            w.stop()          # bounds what a long session accumulates (loaded libraries)
+        w.ensure()
+        if key in w.prepared:
+            return
+        req = {"op": "prepare", "key": key, "target": target, "seed": self.seed,
+               "func": None if key in w.sent_keys else self._func_json(cand.workload)}
+        try:
+            ans = w.call(req, self.ref_timeout)
+        except (WorkerDied, WorkerTimeout) as e:
+            raise TesseraError(f"LocalRunner: the untuned program of workload {key} (the reference every "
+                               f"candidate is checked against) could not be run: {e}") from None
+        if "fault" in ans:
+            raise TesseraError(f"LocalRunner: the reference of workload {key} failed: {ans['fault']}")
+        w.sent_keys.add(key)
+        w.prepared.add(key)
+
+    def run_one(self, cand: MeasureCandidate, br: BuildResult, target: str) -> MeasureResult:
+        if not br.ok:
+            return MeasureResult((), br.error_kind, br.error_msg, br.build_secs, br.compile_secs)
+        self._prepare(cand, target)
+        req = {"op": "run", "key": cand.workload.key, "path": br.path, "func_name": br.func_name,
+               "target": target, "number": self.number, "repeat": self.repeat,
+               "min_repeat_ms": self.min_repeat_ms, "flush": self.flush_cache, "check": self.check}
+        t0 = time.perf_counter()
+        try:
+            ans = self._worker.call(req, self.timeout)
+        except WorkerTimeout:
+            return MeasureResult((), "timeout", f"the candidate ran longer than {self.timeout:g} s (killed)",
+                                 br.build_secs, br.compile_secs, time.perf_counter() - t0)
+        except WorkerDied as e:
+            return MeasureResult((), "crash", str(e), br.build_secs, br.compile_secs, time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        if "fault" in ans:
+            return MeasureResult((), "run", f"runner worker: {ans['fault']}", br.build_secs, br.compile_secs, wall)
+        if ans.get("error_kind"):
+            return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall)
+        return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall)
+
+    def run(self, candidates, build_results, target) -> list:
+        """One MeasureResult per candidate, in order; failed builds pass their error through."""
+        candidates, build_results = list(candidates), list(build_results)
+        if len(candidates) != len(build_results):
+            raise TesseraError(f"LocalRunner.run: {len(candidates)} candidates but {len(build_results)} build results")
+        target = str(Target(target))
+        with self._lock:
+            return [self.run_one(c, b, target) for c, b in zip(candidates, build_results)]
+
+    def close(self):
+        """Stop the worker process (it starts again on the next run)."""
+        self._worker.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"LocalRunner(number={self.number}, repeat={self.repeat}, min_repeat_ms={self.min_repeat_ms}, "
+                f"timeout={self.timeout:g}, flush_cache={self.flush_cache}, check={self.check})")
+
+
+_DEFAULTS: dict = {}
+
+
+def _default(kind):
+    obj = _DEFAULTS.get(kind)
+    if obj is None:
+        obj = _DEFAULTS[kind] = LocalBuilder() if kind == "builder" else LocalRunner()
+    return obj
+
+
+def measure(candidates, target, builder=None, runner=None) -> list:
+    """Build and run candidates: one MeasureResult per candidate, in order. Defaults: a shared
+    LocalBuilder and LocalRunner (their worker processes persist between calls). A runner that
+    builds where it measures (DaskRunner) is given the candidates directly."""
+    candidates = list(candidates)
+    runner = runner if runner is not None else _default("runner")
+    if getattr(runner, "builds_remotely", False):
+        return runner.measure(candidates, target)
+    builder = builder if builder is not None else _default("builder")
+    return runner.run(candidates, builder.build(candidates, target), target)
+
+
+__all__ = ["LocalRunner", "measure"]
