@@ -249,8 +249,9 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
             continue
         seen.add(buf)
         req = None
+        shared = [] if reverse else _thread_loops_sharing(_loops_from(idx, loop), buf)
         for d in deps:
-            box = block_box(d, buf, _loops_between(idx, d, loop), ana, writes=reverse)
+            box = block_box(d, buf, shared + _loops_between(idx, d, loop), ana, writes=reverse)
             if box is not None:
                 if reverse:
                     _check_dense_writes(idx, prim, d, buf, loop, ana)
@@ -331,6 +332,20 @@ def _plan_at(idx, realize, loop, preserve_unit_loops, index, reverse, prim):
     plan.remove = removal_root(idx, realize)
     plan.removed_loops = [lp.loop_var for lp in loops_in(plan.remove)] if plan.remove is not realize else []
     return plan
+
+
+_SHARED_SCOPES = {"shared": ("threadIdx",), "shared.dyn": ("threadIdx",), "warp": ("threadIdx",)}
+
+
+def _thread_loops_sharing(loops, buf) -> list:
+    """The loops of `loops` bound to the threads that share buf's storage scope (threadIdx for
+    "shared"): a cache of that scope computed under them holds every such thread's region
+    (cooperative fetching, as TVM's compute_at relaxes shared buffers over the thread loops)."""
+    tags = _SHARED_SCOPES.get(buf.scope)
+    if not tags:
+        return []
+    return [lp for lp in loops if lp.kind == ForKind.THREAD_BINDING and lp.thread_binding is not None
+            and lp.thread_binding.thread_tag.startswith(tags)]
 
 
 def _solve_range(a, b, ext, lo, hi, ana):

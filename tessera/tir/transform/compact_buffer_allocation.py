@@ -14,7 +14,9 @@ around it, counted as accesses here and removed afterwards.
 `AttrStmt(buf, "buffer_dim_align", tsr.dim_align(axis, factor, offset))` around the Allocate
 (from storage_align) gives the compacted buffer padded strides: stride[axis] is rounded up to
 k * factor + offset. On CPU targets the GPU storage scopes "shared" and "warp" become "global"
-(plain memory: the allocation's place already makes it per-iteration or per-thread).
+(plain memory: the allocation's place already makes it per-iteration or per-thread); on GPU
+targets a "shared" buffer is also relaxed over the threadIdx loops around its allocation (it
+holds the tile of the whole work-group, not one thread's part).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from .lower_blocks import ACCESS_REGION
 DIM_ALIGN = "buffer_dim_align"
 _SYMBOLIC_LIMIT = 1 << 20  # a bounded extent replaces a symbolic one only when at most this
 _CPU_SCOPES = {"shared": "global", "warp": "global", "shared.dyn": "global"}
+_SHARED_SCOPES = ("shared", "shared.dyn", "warp")
 
 
 def compact_buffer_allocation(func: PrimFunc, target=None) -> PrimFunc:
@@ -156,11 +159,17 @@ class _Compactor(Mutator):
         self.cpu = cpu
         self.aligns = {}
         self.regions = False        # an access-region marker was seen
+        self.thread_loops = []      # threadIdx-bound loops around the statement (GPU targets)
 
     def visit_For(self, s):
+        shared = not self.cpu and s.thread_binding is not None and s.thread_binding.thread_tag.startswith("threadIdx")
+        if shared:
+            self.thread_loops.append(s)
         with self.ana.scope():
             self.ana.bind(s.loop_var, Range.from_min_extent(s.min, s.extent))
             body = self.visit(s.body)
+        if shared:
+            self.thread_loops.pop()
         return s if body is s.body else s.replace(body=body)
 
     def visit_AttrStmt(self, s):
@@ -183,8 +192,11 @@ class _Compactor(Mutator):
         ana = self.ana
         lows, highs = [None] * buf.ndim, [None] * buf.ndim
         ok = [True] * buf.ndim
+        # a "shared" buffer holds the region of every thread of the work-group: relaxed over the
+        # threadIdx loops around its allocation as well (GPU targets)
+        outer = self.thread_loops if buf.scope in _SHARED_SCOPES else []
         for indices, loops in acc.found:
-            triples = [(lp.loop_var, lp.min, lp.extent) for lp in loops]
+            triples = [(lp.loop_var, lp.min, lp.extent) for lp in outer + loops]
             for d, i in enumerate(indices):
                 if not ok[d]:
                     continue

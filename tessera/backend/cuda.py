@@ -1,0 +1,53 @@
+"""The CUDA backend (target kind "cuda"): tessera's lowering plus the host/device split and
+barriers, the CUDA renderer, nvcc to a cubin for the target's architecture (sm_90 by default;
+cached on disk with ptxas' register/spill report) and the cupy loader (docs/gpu.md)."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from ..codegen.cuda import render
+from ..runtime import cuda as rt
+from ..target import Target
+from .base import Backend, register_backend
+from .gpu import GPUSource, artifact_path, check_launch_limits, gpu_passes, gpu_source
+
+DEFAULT_ARCH = "sm_90"
+MAX_THREADS = 1024            # threads per block on every architecture since sm_20
+MAX_STATIC_SHARED = 48 * 1024  # bytes of static __shared__ memory per block
+
+
+class CUDABackend(Backend):
+    kind = "cuda"
+
+    def passes(self, target: Target) -> list:
+        return gpu_passes(target)
+
+    def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:
+        text, metas = render(lowered, target)
+        return gpu_source(text, metas, target, name_hint)
+
+    def compile(self, source: GPUSource) -> str:
+        target = source.target
+        limit = int(target.attrs.get("max-threads-per-block", MAX_THREADS))
+        check_launch_limits(source, min(limit, MAX_THREADS), MAX_STATIC_SHARED, f"CUDA ({str(target)!r})")
+        arch = target.attrs.get("arch", DEFAULT_ARCH)
+        path = artifact_path("cuda", source, "cu.json", arch)
+        if os.path.exists(path):
+            return path
+        base = path[:-len(".cu.json")]
+        report = rt.compile_cuda(source.text, arch, base + ".cu", base + ".cubin")
+        doc = {"version": 1, "kind": "cuda", "target": str(target), "arch": arch, "source": source.text,
+               "functions": list(source.meta), "cubin": base + ".cubin", "ptxas": report}
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, path: str) -> rt.CUDAModule:
+        return rt.CUDAModule(path)
+
+
+register_backend(CUDABackend())

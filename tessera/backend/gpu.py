@@ -1,0 +1,59 @@
+"""What the GPU backends (opencl, cuda) share: the lowering pipeline (tessera's, then the
+host/device split and the barriers) and a Source that carries the launch metadata as data."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+from ..errors import TesseraError
+from ..runtime.compiler import cache_dir
+from ..target import Target
+from ..tir.transform import pipeline
+from ..tir.transform.split_host_device import split_host_device
+from ..tir.transform.thread_sync import thread_sync
+from .base import KernelInfo, Source
+
+
+@dataclass(frozen=True)
+class GPUSource(Source):
+    """A GPU translation unit: the kernels' text, and per function its parameters, workspaces and
+    kernels with their launch shapes (codegen.gpu.render_gpu_module's metadata)."""
+
+    meta: tuple = ()
+
+
+def gpu_passes(target: Target) -> list:
+    """tir.transform's pipeline for target, then split_host_device and thread_sync."""
+    return pipeline(target) + [("split_host_device", split_host_device), ("thread_sync", thread_sync)]
+
+
+def gpu_source(text: str, metas: list, target: Target, name_hint: str) -> GPUSource:
+    infos = tuple(KernelInfo(m["name"], m["name"], "", ",".join(k["name"] for k in m["kernels"]),
+                             tuple(m["params"]), (), False, ()) for m in metas)
+    return GPUSource(text, infos, target, name_hint, tuple(metas))
+
+
+def artifact_path(kind: str, source: GPUSource, ext: str, extra: str = "") -> str:
+    """The cache path of a GPU artifact, keyed by the source, its metadata, the target and extra."""
+    key = hashlib.sha256("\0".join([kind, str(source.target), extra, source.text,
+                                    json.dumps(source.meta, sort_keys=True)]).encode("utf-8")).hexdigest()
+    sub = os.path.join(cache_dir(), key[:2])
+    os.makedirs(sub, exist_ok=True)
+    return os.path.join(sub, f"{key}.{ext}")
+
+
+def check_launch_limits(source: GPUSource, max_threads: int | None, max_shared: int | None, where: str):
+    """Refuse a kernel with more threads per block / work-group, or more shared memory, than the
+    limits allow; the error names the function, the kernel and the limit."""
+    for m in source.meta:
+        for k in m["kernels"]:
+            threads = k["block"][0] * k["block"][1] * k["block"][2]
+            if max_threads is not None and threads > max_threads:
+                raise TesseraError(f"{m['name']}: kernel {k['name']} has {threads} threads per block (threadIdx "
+                                   f"extents {tuple(k['block'])}); {where} allows at most {max_threads}: split "
+                                   f"the thread-bound loops smaller")
+            if max_shared is not None and k["shared_bytes"] > max_shared:
+                raise TesseraError(f"{m['name']}: kernel {k['name']} declares {k['shared_bytes']} bytes of shared "
+                                   f"memory; {where} allows at most {max_shared}: use smaller shared tiles")

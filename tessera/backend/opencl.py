@@ -1,0 +1,47 @@
+"""The OpenCL backend (target kind "opencl"): tessera's lowering plus the host/device split and
+barriers, the OpenCL C renderer, a JSON artifact (source + launch metadata; the program is built
+once at compile time to report errors) and the pyopencl loader (docs/gpu.md)."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..codegen.opencl import render
+from ..runtime import opencl as rt
+from ..target import Target
+from .base import Backend, register_backend
+from .gpu import GPUSource, artifact_path, check_launch_limits, gpu_passes, gpu_source
+
+
+class OpenCLBackend(Backend):
+    kind = "opencl"
+
+    def passes(self, target: Target) -> list:
+        return gpu_passes(target)
+
+    def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:
+        text, metas = render(lowered, target)
+        return gpu_source(text, metas, target, name_hint)
+
+    def compile(self, source: GPUSource) -> str:
+        limit = source.target.attrs.get("max-threads-per-block")
+        if limit is not None:
+            check_launch_limits(source, int(limit), None, f"target {str(source.target)!r}")
+        path = artifact_path("opencl", source, "cl.json")
+        if os.path.exists(path):
+            return path
+        cl_path = path[:-len(".json")]
+        with open(cl_path, "w") as f:
+            f.write(source.text)
+        rt.build_program(source.text, source.target.attrs.get("device"), cl_path)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
+        os.close(fd)
+        rt.write_artifact(tmp, source.text, list(source.meta), str(source.target))
+        os.replace(tmp, path)
+        return path
+
+    def load(self, path: str) -> rt.OpenCLModule:
+        return rt.OpenCLModule(path)
+
+
+register_backend(OpenCLBackend())

@@ -1,0 +1,77 @@
+"""The CUDA renderer: a kernel per thread-bound loop nest as CUDA C++ (docs/gpu.md).
+
+`extern "C" __global__ void NAME(const float* __restrict__ A, ...)`, blockIdx / threadIdx as
+CUDA spells them, `__shared__` arrays for "shared" buffers, local arrays (registers) for "local"
+ones and `__syncthreads()` for tvm_storage_sync. float16 is stored as `__half` and computed as
+float (the C-style base's numeric policy); bfloat16 is refused. Vector code goes lane by lane.
+"""
+from __future__ import annotations
+
+from ..ir.dtype import DataType
+from .c_base import P_ASSIGN, P_PRIMARY, P_UNARY, STORAGE_C, VALUE_C
+from .gpu import GPUCodeGen, render_gpu_module
+
+PREAMBLE = "\n".join([
+    "#include <stdint.h>",
+    "#include <math.h>",
+    "#include <cuda_fp16.h>",
+    "#ifndef INFINITY",
+    "#define INFINITY __int_as_float(0x7f800000)",
+    "#endif",
+    "#ifndef NAN",
+    "#define NAN __int_as_float(0x7fffffff)",
+    "#endif",
+])
+
+_VALUE = {DataType(k): v for k, v in VALUE_C.items() if k != "bfloat16"}
+_STORAGE = {DataType(k): v for k, v in STORAGE_C.items() if k != "bfloat16"}
+_STORAGE[DataType("float16")] = "__half"
+
+
+class CodeGenCUDA(GPUCodeGen):
+    kernel_prefix = 'extern "C" __global__ '
+    buffer_prefix = ""
+    restrict = "__restrict__"
+    smem_prefix = "__shared__ "
+    barrier = "__syncthreads()"
+    thread_index = {t: t for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z",
+                                   "threadIdx.x", "threadIdx.y", "threadIdx.z")}
+    func_qualifier = "static __device__ __forceinline__"
+    backend_name = "CUDA"
+    type_map = _VALUE
+    storage_map = _STORAGE
+    preamble = PREAMBLE
+
+    def round_helper(self, dt) -> str:
+        if dt == "float16":
+            return self.helpers.require("tsr_round_float16", (
+                f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
+                f"  return __half2float(__float2half_rn(x));\n}}"))
+        return super().round_helper(dt)
+
+    def scalar_BufferLoad(self, e):
+        if e.buffer.dtype == "float16":
+            name = self.buffer_name(e.buffer, len(e.indices))
+            return f"__half2float({name}[{self.text(e.indices[0])}])", P_PRIMARY
+        return super().scalar_BufferLoad(e)
+
+    def store_value(self, buf_dtype, value) -> str:
+        if buf_dtype == "float16":
+            from ..ir import expr as E
+            if type(value) is E.Cast and value.value.dtype in (DataType("float32"), buf_dtype):
+                value = value.value
+            return f"__float2half_rn({self.text(value, P_ASSIGN)})"
+        return super().store_value(buf_dtype, value)
+
+    def cast_text(self, value, dst):
+        if dst == "float16" and value.dtype != dst:
+            return f"{self.round_helper(dst)}((float){self.text(value, P_UNARY)})", P_PRIMARY
+        return super().cast_text(value, dst)
+
+
+def render(funcs, target) -> tuple:
+    """(CUDA source, per-function launch metadata) of lowered, split functions."""
+    return render_gpu_module(funcs, target, CodeGenCUDA)
+
+
+__all__ = ["CodeGenCUDA", "render", "PREAMBLE"]

@@ -1,0 +1,162 @@
+"""GPU lowering (host/device split, cooperative shared memory, barriers) checked by running the
+lowered programs on the reference work-group executor (gpu_interp) against numpy: it runs the
+threads of a block between barriers one after another and reports data races, so it needs no
+GPU and no working OpenCL."""
+import numpy as np
+import pytest
+from gpu_cases import CASES, gemm_shared
+from gpu_interp import RaceError, run_gpu
+
+import tessera
+from tessera import te, tir
+from tessera.backend import get_backend
+from tessera.errors import BuildError, TesseraError
+from tessera.ir import Call, Evaluate, Visitor
+from tessera.target import Target
+from tessera.tir.transform.split_host_device import kernels_of
+
+
+def _lower(sch, target="opencl", skip=()):
+    target = Target(target)
+    func = sch.mod["main"]
+    for name, fn in get_backend(target).passes(target):
+        if name not in skip:
+            func = fn(func)
+    return func
+
+
+def _syncs(func) -> int:
+    n = [0]
+
+    class _V(Visitor):
+        def visit_Call(self, c):
+            if c.op == "tvm_storage_sync":
+                n[0] += 1
+            self.generic_visit(c)
+
+    _V().visit(func.body)
+    return n[0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_lowered_gpu_program_matches_numpy(case):
+    sch, args, want = CASES[case]()
+    run_gpu(_lower(sch), args)
+    for i, w in want.items():
+        np.testing.assert_allclose(args[i], w, rtol=1e-4, atol=1e-4)
+
+
+def test_launch_shape_comes_from_the_bound_extents():
+    sch, _, _ = gemm_shared(m=20, n=12, k=24, tile=8)
+    (name, grid, block, _), = kernels_of(_lower(sch))
+    assert name == "main_kernel"
+    assert grid == (2, 3, 1) and block == (8, 8, 1)
+
+
+def test_shared_cache_holds_the_whole_block_tile():
+    """compute_at of a "shared" cache under threadIdx loops relaxes over them: the copy covers
+    the tile of every thread of the block (8 x 8), not one thread's row."""
+    sch, _, _ = gemm_shared(tile=8)
+    src = tessera.backend.generate(sch, "opencl").text
+    assert "__local float A_shared[64];" in src and "__local float B_shared[64];" in src
+
+
+def test_gemm_barriers_between_copy_and_compute_and_before_the_next_copy():
+    sch, _, _ = gemm_shared()
+    func = _lower(sch)
+    assert _syncs(func) == 2
+    src = tessera.backend.generate(sch, "opencl").text
+    body = src[src.index("for (int32_t k_0"):]
+    copy_b, first, compute, second = (body.index(s) for s in ("B_shared[ax0", "barrier(", "for (int32_t k_1",
+                                                             "barrier(CLK_LOCAL_MEM_FENCE);\n          }"))
+    assert copy_b < first < compute < second
+
+
+def test_without_barriers_the_threads_race():
+    """The barrier-placement test: with thread_sync left out, the shared tiles are read before
+    other threads wrote them (the executor reports the race)."""
+    sch, args, _ = gemm_shared()
+    func = _lower(sch, skip=("thread_sync",))
+    assert _syncs(func) == 0
+    with pytest.raises(RaceError, match="with no barrier between"):
+        run_gpu(func, args)
+
+
+def test_without_the_trailing_barrier_the_next_copy_overwrites_a_tile_being_read():
+    sch, args, _ = gemm_shared()
+    func = _lower(sch)
+
+    class _DropLast(tessera.ir.Mutator):
+        def visit_SeqStmt(self, s):
+            items = [self.visit(x) for x in s.seq]
+            last = items[-1]
+            if type(last) is Evaluate and type(last.value) is Call and last.value.op == "tvm_storage_sync":
+                items = items[:-1]
+            return tessera.ir.SeqStmt(items)
+
+        def visit_PrimExpr(self, e):
+            return e
+
+    broken = func.with_body(_DropLast().visit(func.body))
+    assert _syncs(broken) == 1
+    with pytest.raises(RaceError, match="_shared.* with no barrier between"):
+        run_gpu(broken, args)
+
+
+def test_unbound_loop_is_refused_by_name():
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i] + 1.0, name="B")
+    with pytest.raises(BuildError, match="loop 'i' would run on the host.*bind"):
+        tessera.backend.generate(te.create_prim_func([A, B]), "opencl")
+
+
+def test_symbolic_thread_extent_is_refused():
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.compute((n,), lambda i: A[i] + 1.0, name="B")
+    sch = tir.Schedule(te.create_prim_func([A, B]))
+    (i,) = sch.get_loops(sch.get_block("B"))
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(BuildError, match="bound to blockIdx.x with extent n, not a constant"):
+        tessera.backend.generate(sch, "opencl")
+
+
+def test_too_many_threads_names_the_kernel_and_the_limit():
+    sch, _, _ = CASES["elementwise"]()   # 64 threads per block
+    with pytest.raises(TesseraError, match="kernel main_kernel has 64 threads per block .* at most 32"):
+        tessera.backend.build(sch, "opencl -max-threads-per-block=32")
+    with pytest.raises(TesseraError, match="kernel main_kernel has 64 threads per block .* at most 32"):
+        tessera.backend.build(sch, "cuda -max-threads-per-block=32")
+
+
+def test_too_much_shared_memory_names_the_kernel_and_the_limit():
+    """A shared cache computed at the thread loop holds the block's whole K extent: 8 x 4096 floats
+    of A and 4096 x 8 of B (256 KiB), over CUDA's 48 KiB of static shared memory."""
+    k = 4096
+    A = te.placeholder((16, k), name="A")
+    B = te.placeholder((k, 16), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch = tir.Schedule(te.create_prim_func([A, B, C]))
+    c = sch.get_block("C")
+    i, j, _ = sch.get_loops(c)
+    io, ii = sch.split(i, [None, 8])
+    jo, ji = sch.split(j, [None, 8])
+    sch.reorder(io, jo, ii, ji)
+    sch.bind(io, "blockIdx.y")
+    sch.bind(jo, "blockIdx.x")
+    sch.bind(ii, "threadIdx.y")
+    sch.bind(ji, "threadIdx.x")
+    for idx in (0, 1):
+        sch.compute_at(sch.cache_read(c, idx, "shared"), ji)
+    with pytest.raises(TesseraError, match=r"kernel main_kernel declares 262144 bytes of shared memory; .* at most 49152"):
+        tessera.backend.build(sch, "cuda")
+
+
+def test_cpu_pipeline_still_makes_shared_caches_per_iteration():
+    """The C target keeps its behaviour: a "shared" cache is plain memory ("global") and no
+    kernels are split out."""
+    sch, _, _ = gemm_shared()
+    low = tessera.lower(sch.mod, "c")
+    assert 'T.allocate([64], "float32", "global")' in low.script() and '"shared"' not in low.script()
+    assert not kernels_of(low)
