@@ -25,6 +25,7 @@ from ...ir import (
     BlockRealize,
     BufferLoad,
     BufferStore,
+    Call,
     FloorDiv,
     FloorMod,
     For,
@@ -42,7 +43,7 @@ from ...ir import (
     structural_equal,
     substitute,
 )
-from ...ir.functor import Mutator
+from ...ir.functor import Mutator, post_order_visit
 from .analysis import (
     complete_or_reduction,
     consumers,
@@ -67,6 +68,7 @@ from .region import (
     solve_linear,
     union_bounds,
 )
+from .handles import INLINE_MARK, ROOT_MARK
 from .rewrite import shape_var_analyzer
 from .schedule import primitive
 from .state import child_realizes, realizes_under
@@ -452,8 +454,15 @@ def _apply_at(self, fname, plan, prim, name):
 @primitive("ComputeAt", inputs=("block", "loop"))
 def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
     """Move a producer block under a loop of its consumers, computing there the region they need
-    in one iteration of the loop (see the module docstring)."""
+    in one iteration of the loop (see the module docstring). As in TVM, `loop` may also be a
+    location mark of sample_compute_location: ROOT_MARK leaves the block where it is, INLINE_MARK
+    inlines it (compute_inline)."""
     fname, idx, realize = self._block(block, "compute_at")
+    loc = self._location(loop, "compute_at")
+    if loc is ROOT_MARK:
+        return None
+    if loc is INLINE_MARK:
+        return compute_inline(self, block)
     _, _, node = self._loop(loop, "compute_at", func=fname)
     plan = _plan_at(idx, realize, node, bool(preserve_unit_loops), index, False, "compute_at")
     _apply_at(self, fname, plan, "compute_at", realize.block.name_hint)
@@ -577,9 +586,26 @@ def _plan_inline(idx, realize):
             if child_realizes(b.body):
                 raise ScheduleError(f"compute_inline: block {b.name_hint!r} reads {buf.name!r} and contains "
                                     f"other blocks; inline into its inner blocks first")
+            if _address_taken(b, buf):
+                raise ScheduleError(f"compute_inline: block {b.name_hint!r} takes the address of {buf.name!r} "
+                                    f"(a tensorized block reads it through a pointer); it cannot be inlined")
             users.append(r)
     # loads of buf index by the store's index order: substitute store.indices[d] -> load index d
     return store, buf, list(store.indices), users
+
+
+def _address_taken(block, buf) -> bool:
+    """Whether the block passes an element of buf by address (address_of: an intrinsic's operand)."""
+    found = []
+
+    def visit(x):
+        if type(x) is Call and x.op == "address_of" and any(
+                type(a) is BufferLoad and a.buffer is buf for a in x.args):
+            found.append(x)
+    for part in (block.body, block.init):
+        if part is not None:
+            post_order_visit(part, visit)
+    return bool(found)
 
 
 def _nested_blocks(idx, scope):

@@ -1,0 +1,281 @@
+"""Postprocessors: turn a sampled schedule into a final candidate and drop invalid ones before
+they are built (MetaSchedule's Postproc).
+
+    ok = postprocess(sch, target)       # False: the candidate is invalid (do not build it)
+
+Each Postproc has `apply(sch) -> bool`; `default_postprocs(ctx)` is, in order:
+- RewriteParallelVectorizeUnroll: applies the root block's meta_schedule.parallel / .vectorize /
+  .unroll_explicit annotations (rules/parallel_vectorize_unroll.py) to every loop nest of the root
+  scope, then removes every meta_schedule.* annotation. Per nest: the inner data-parallel loops over
+  a block that stores one element are fused and vectorized while their product fits the vectorize
+  limit; the outer data-parallel loops of a nest that has no parallel loop yet are fused and run in
+  parallel while their product fits the parallel limit (at least the first); a nonzero unroll depth
+  annotates the nest's outermost loop pragma_auto_unroll_max_step.
+- VerifyParallelVectorize: every vectorized loop has a constant extent within the target's limit;
+  no parallel loop is nested in a parallel or vectorized one.
+- VerifyLowers: the program lowers through the target's pipeline (tir.transform.lower).
+The rewriting is traced after an EnterPostproc instruction, so a candidate's trace replays it.
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import TesseraError
+from ..ir import BlockRealize, BufferStore, For, ForKind, IntImm
+from ..tir.schedule.analysis import loop_iter_type
+from ..tir.schedule.state import child_realizes
+from ..tir.transform import lower
+from .rules.base import (ANN_PARALLEL, ANN_UNROLL, ANN_VECTORIZE, META_PREFIX, SpaceContext,
+                         const_extent)
+
+
+class Postproc:
+    """A postprocessor: apply(sch) -> False when the candidate must be dropped."""
+
+    name = "postproc"
+
+    def __init__(self, ctx: SpaceContext):
+        self.ctx = ctx
+
+    def apply(self, sch) -> bool:
+        raise NotImplementedError(f"{type(self).__name__}.apply")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+def _root(idx):
+    body = idx.func.body
+    if type(body) is BlockRealize and not body.block.iter_vars:
+        return body
+    return None
+
+
+def _int_ann(node, key):
+    v = node.annotations.get(key)
+    return v.value if type(v) is IntImm else None
+
+
+def _chain_heads(idx, root) -> list:
+    """The loops of the root scope that start a loop nest (their parent is not a loop)."""
+    heads = []
+    for lp in idx.loops.values():
+        if idx.scope_of(lp) is not root:
+            continue
+        if type(idx.parent_of(lp)) is not For:
+            heads.append(lp)
+    return heads
+
+
+def _chain(head) -> list:
+    """The perfectly nested loops from head down (each the only statement of its parent)."""
+    out = [head]
+    while type(out[-1].body) is For:
+        out.append(out[-1].body)
+    return out
+
+
+def _plain(lp) -> bool:
+    return lp.kind == ForKind.SERIAL and not lp.annotations
+
+
+class RewriteParallelVectorizeUnroll(Postproc):
+    """See the module docstring."""
+
+    name = "RewriteParallelVectorizeUnroll"
+
+    def apply(self, sch) -> bool:
+        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        idx = sch.state.index(fname)
+        root = _root(idx)
+        if root is None:
+            return True
+        max_par = _int_ann(root.block, ANN_PARALLEL)
+        max_vec = _int_ann(root.block, ANN_VECTORIZE)
+        unroll = _int_ann(root.block, ANN_UNROLL)
+        self._strip_annotations(sch, idx)
+        if max_par is None and max_vec is None and not unroll:
+            return True
+        idx = sch.state.index(fname)
+        root = _root(idx)
+        plans = []  # (a block of the nest, vectorized loop vars, parallel loop vars, head var)
+        parallel = set()  # loops that are or will be parallel
+        for head in sorted(_chain_heads(idx, root), key=lambda lp: len(idx.ancestors(lp))):
+            chain = _chain(head)
+            n_vec = self._vector_loops(chain, max_vec) if max_vec else 0
+            n_par = 0
+            inside = any(id(a) in parallel or (type(a) is For and a.kind != ForKind.SERIAL)
+                         for a in idx.ancestors(head))
+            if max_par and not inside and not self._has_parallel(head):
+                n_par = self._parallel_loops(chain[:len(chain) - n_vec], max_par)
+                parallel.update(id(lp) for lp in chain[:n_par])
+            if not (n_vec or n_par or unroll):
+                continue
+            block = child_realizes(head.body)[0].block.name_hint
+            vec = [lp.loop_var for lp in chain[len(chain) - n_vec:]] if n_vec else []
+            plans.append((block, vec, [lp.loop_var for lp in chain[:n_par]], head.loop_var))
+        for block, vec, par, head in plans:
+            top = None
+            if vec:
+                vloop = self._fuse(sch, block, vec)
+                sch.vectorize(vloop)
+                if vec[0] is head:
+                    top = vloop
+            if par:
+                ploop = self._fuse(sch, block, par)
+                sch.parallel(ploop)
+                top = ploop  # par starts at the head
+            if unroll:
+                if top is None:
+                    top = self._loop_rvs(sch, block)[head]
+                sch.annotate(top, "pragma_auto_unroll_max_step", int(unroll))
+                sch.annotate(top, "pragma_unroll_explicit", 1)
+        return True
+
+    @staticmethod
+    def _loop_rvs(sch, block) -> dict:
+        """loop Var -> LoopRV of the loops above the block (a traced get_loops)."""
+        rvs = sch.get_loops(sch.get_block(block))
+        return {sch.get(rv).loop_var: rv for rv in rvs}
+
+    @classmethod
+    def _fuse(cls, sch, block, loop_vars):
+        m = cls._loop_rvs(sch, block)
+        rvs = [m[v] for v in loop_vars]
+        return sch.fuse(*rvs) if len(rvs) > 1 else rvs[0]
+
+    @staticmethod
+    def _strip_annotations(sch, idx):
+        for name, realize in list(idx.blocks.items()):
+            keys = [k for k in realize.block.annotations if k.startswith(META_PREFIX)]
+            if keys:
+                rv = sch.get_block(name)
+                for k in keys:
+                    sch.unannotate(rv, k)
+
+    @staticmethod
+    def _has_parallel(head) -> bool:
+        stack = [head]
+        while stack:
+            s = stack.pop()
+            if type(s) is For:
+                if s.kind == ForKind.PARALLEL:
+                    return True
+                stack.append(s.body)
+            elif type(s) is BlockRealize:
+                continue
+            else:
+                stack.extend(x for x in getattr(s, "seq", ()) or ([s.body] if hasattr(s, "body") else []))
+        return False
+
+    @staticmethod
+    def _vector_loops(chain, max_vec) -> int:
+        """How many innermost loops of the chain to fuse and vectorize (0: none)."""
+        last = chain[-1]
+        if type(last.body) is not BlockRealize or type(last.body.block.body) is not BufferStore:
+            return 0
+        n, prod = 0, 1
+        for lp in reversed(chain):
+            ext = const_extent(lp)
+            if ext is None or not _plain(lp) or loop_iter_type(lp) != "data_par" or prod * ext > max_vec:
+                break
+            prod *= ext
+            n += 1
+        return n if prod > 1 else 0
+
+    @staticmethod
+    def _parallel_loops(chain, max_par) -> int:
+        """How many outer loops of the chain to fuse into the parallel loop (0: none)."""
+        n, prod = 0, 1
+        for lp in chain:
+            ext = const_extent(lp)
+            if not _plain(lp) or loop_iter_type(lp) != "data_par":
+                break
+            if ext is None:
+                if n == 0:
+                    n = 1
+                break
+            if n and prod * ext > max_par:
+                break
+            prod *= ext
+            n += 1
+        return n if n and (prod > 1 or n > 1) else 0
+
+
+class VerifyParallelVectorize(Postproc):
+    """See the module docstring."""
+
+    name = "VerifyParallelVectorize"
+
+    def apply(self, sch) -> bool:
+        for func in sch.state.funcs.values():
+            if not self._ok(func.body, False):
+                return False
+        return True
+
+    def _ok(self, s, in_par) -> bool:
+        stack = [(s, in_par)]
+        while stack:
+            s, inside = stack.pop()
+            t = type(s)
+            if t is For:
+                if s.kind == ForKind.VECTORIZED:
+                    ext = const_extent(s)
+                    if ext is None or ext > self.ctx.max_vectorize_extent:
+                        return False
+                if s.kind == ForKind.PARALLEL and inside:
+                    return False
+                stack.append((s.body, inside or s.kind in (ForKind.PARALLEL, ForKind.VECTORIZED)))
+            elif t is BlockRealize:
+                b = s.block
+                if b.init is not None:
+                    stack.append((b.init, inside))
+                stack.append((b.body, inside))
+            else:
+                for f in ("seq",):
+                    for x in getattr(s, f, ()) or ():
+                        stack.append((x, inside))
+                for f in ("body", "then_case", "else_case"):
+                    x = getattr(s, f, None)
+                    if x is not None and hasattr(x, "_fields"):
+                        stack.append((x, inside))
+        return True
+
+
+class VerifyLowers(Postproc):
+    """See the module docstring."""
+
+    name = "VerifyLowers"
+
+    def apply(self, sch) -> bool:
+        try:
+            lower(sch.mod, self.ctx.target)
+        except TesseraError:
+            return False
+        return True
+
+
+def default_postprocs(ctx: SpaceContext, verify_lowering: bool = True) -> list:
+    """The CPU postprocessors, in order (see the module docstring)."""
+    out = [RewriteParallelVectorizeUnroll(ctx), VerifyParallelVectorize(ctx)]
+    if verify_lowering:
+        out.append(VerifyLowers(ctx))
+    return out
+
+
+def postprocess(sch, target, postprocs=None) -> bool:
+    """Run the postprocessors on sch (changing it, traced after EnterPostproc); False when one of
+    them rejects the candidate."""
+    ctx = target if isinstance(target, SpaceContext) else SpaceContext(target)
+    sch.enter_postproc()
+    for p in (default_postprocs(ctx) if postprocs is None else postprocs):
+        try:
+            if not p.apply(sch):
+                return False
+        except TesseraError:
+            return False
+    return True
+
+
+__all__ = ["Postproc", "RewriteParallelVectorizeUnroll", "VerifyParallelVectorize", "VerifyLowers",
+           "default_postprocs", "postprocess"]

@@ -1,0 +1,201 @@
+"""What every design-space rule shares: the ScheduleRule interface, the target-derived limits
+(SpaceContext), the annotation keys the rules leave for the postprocessors, and block analyses.
+
+A rule is MetaSchedule's ScheduleRule: `apply(sch, block) -> list[Schedule]` maps one schedule to
+the schedules it branches into (the input itself, unchanged, when the rule does not apply). A rule
+changes a schedule only through traced primitives, so every decision it samples is in the trace.
+"""
+from __future__ import annotations
+
+import math
+
+from ...errors import ScheduleError, TesseraError
+from ...ir import BufferLoad, BufferStore, IntImm, Var, Visitor
+from ...ir.functor import collect_vars
+from ...target import Target
+from ...tir.schedule.analysis import loop_iter_type
+from ...tir.schedule.region import accesses
+
+# annotations a rule leaves for the postprocessors (MetaSchedule's keys)
+ANN_PARALLEL = "meta_schedule.parallel"            # root block: the most iterations fused into one parallel loop
+ANN_VECTORIZE = "meta_schedule.vectorize"          # root block: the longest vectorized loop
+ANN_UNROLL = "meta_schedule.unroll_explicit"       # root block: the auto-unroll depth (0: none)
+ANN_TILING = "meta_schedule.tiling_structure"      # a tiled block: its structure ("SSRSRS")
+ANN_TENSORIZED = "meta_schedule.auto_tensorize"    # a tensorized block: the intrinsic's name
+META_PREFIX = "meta_schedule."
+
+UNROLL_CANDIDATES = (0, 16, 64, 512)
+PARALLEL_JOBS_PER_THREAD = (1, 4, 16, 64)
+
+
+class SpaceContext:
+    """The limits of one target the rules and postprocessors size the space by.
+
+    lanes: float32 lanes of a SIMD register; max_vectorize_extent: the longest loop vectorized
+    (four registers of float32: codegen splits a longer vector into registers, and a loop longer
+    than that is better tiled than vectorized); parallel_candidates: the parallel extents
+    ParallelizeVectorizeUnroll chooses from (threads x 1/4/16/64 jobs each)."""
+
+    __slots__ = ("target", "num_threads", "lanes", "max_vectorize_extent", "parallel_candidates",
+                 "unroll_candidates", "max_innermost_factor")
+
+    def __init__(self, target, max_innermost_factor: int = 64):
+        t = Target(target)
+        if not t.is_cpu:
+            raise TesseraError(f"the design-space rules generate CPU schedules; target {str(t)!r} is not a "
+                               f"C (CPU) target")
+        self.target = t
+        self.num_threads = t.num_threads
+        self.lanes = t.vector_bits // 32
+        self.max_vectorize_extent = 4 * self.lanes
+        self.parallel_candidates = tuple(self.num_threads * j for j in PARALLEL_JOBS_PER_THREAD)
+        self.unroll_candidates = UNROLL_CANDIDATES
+        self.max_innermost_factor = max_innermost_factor
+
+    def __repr__(self):
+        return (f"<SpaceContext {self.target}: {self.num_threads} threads, {self.lanes} lanes, "
+                f"vectorize <= {self.max_vectorize_extent}>")
+
+
+class ScheduleRule:
+    """A design-space rule (see the module docstring); subclasses set `name` and define apply."""
+
+    name = "rule"
+
+    def __init__(self, ctx: SpaceContext):
+        self.ctx = ctx
+
+    def apply(self, sch, block) -> list:
+        raise NotImplementedError(f"{type(self).__name__}.apply")
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# block analyses
+# ---------------------------------------------------------------------------------------------
+def node_of(sch, block):
+    """(FuncIndex, BlockRealize) of a BlockRV."""
+    _, idx, realize = sch._block(block, "rule")
+    return idx, realize
+
+
+def block_alive(sch, block) -> bool:
+    try:
+        sch._block(block, "rule")
+    except ScheduleError:
+        return False
+    return True
+
+
+def is_root(realize) -> bool:
+    return not realize.block.iter_vars and realize.block.name_hint == "root"
+
+
+def trivial_binding_loops(idx, realize):
+    """The loops above the block when each binds exactly one iterator as `v = loop_var` (one loop
+    per iterator, in order), else None."""
+    loops = idx.loops_above(realize)
+    if len(loops) != len(realize.block.iter_vars):
+        return None
+    for lp, value in zip(loops, realize.iter_values):
+        if value is not lp.loop_var or not (isinstance(lp.min, IntImm) and lp.min.value == 0):
+            return None
+    return loops
+
+
+def is_spatial(realize) -> bool:
+    return all(iv.iter_type == "data_par" for iv in realize.block.iter_vars)
+
+
+def is_reduction(realize) -> bool:
+    b = realize.block
+    return b.init is not None and any(iv.iter_type == "reduce" for iv in b.iter_vars)
+
+
+def const_extent(lp):
+    return lp.extent.value if type(lp.extent) is IntImm else None
+
+
+def needs_multi_level_tiling(realize) -> bool:
+    """TVM's NeedsMultiLevelTiling: a reduction block writing one buffer whose reads leave some
+    spatial iterator unused (data reuse across it: matmul, conv), with constant read regions."""
+    b = realize.block
+    if len(b.writes) != 1 or not b.reads or is_spatial(realize) or b.init is None:
+        return False
+    out = b.writes[0].buffer
+    spatial = [iv.var for iv in b.iter_vars if iv.iter_type == "data_par"
+               and not (type(iv.dom.extent) is IntImm and iv.dom.extent.value == 1)]
+    seen, unused = set(), 0
+    for region in b.reads:
+        if region.buffer in seen:
+            return False
+        seen.add(region.buffer)
+        if region.buffer is out:
+            continue
+        used = set()
+        for r in region.region:
+            if type(r.extent) is not IntImm:
+                return False
+            used |= set(collect_vars(r.min))
+        unused += sum(1 for v in spatial if v not in used)
+    return unused >= 1
+
+
+class _HasBranch(Visitor):
+    def __init__(self):
+        super().__init__()
+        self.found = False
+
+    def visit_Select(self, e):
+        self.found = True
+
+    def visit_Call(self, e):
+        if e.op == "if_then_else":
+            self.found = True
+        self.generic_visit(e)
+
+    def visit_IfThenElse(self, s):
+        self.found = True
+
+
+def has_branch(stmt) -> bool:
+    """Whether the statement computes with if_then_else / Select / if."""
+    v = _HasBranch()
+    v.visit(stmt)
+    return v.found
+
+
+def is_pure_copy(realize) -> bool:
+    """A block whose body only copies one element (a packing / layout transform)."""
+    body = realize.block.body
+    return type(body) is BufferStore and type(body.value) is BufferLoad
+
+
+def elementwise_reads(realize, buf) -> bool:
+    """Whether the block reads buf only at exactly its own iterators, in order (`B[v0, v1, ...]`)."""
+    ivars = [iv.var for iv in realize.block.iter_vars]
+    found = False
+    for kind, b, indices in accesses(realize.block.body):
+        if b is not buf or kind != "read":
+            continue
+        found = True
+        if len(indices) != len(ivars) or any(i is not v for i, v in zip(indices, ivars)):
+            return False
+    return found
+
+
+def divisors(n: int) -> list:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def loop_is_data_par(lp) -> bool:
+    return loop_iter_type(lp) == "data_par"
+
+
+__all__ = ["SpaceContext", "ScheduleRule", "ANN_PARALLEL", "ANN_VECTORIZE", "ANN_UNROLL", "ANN_TILING",
+           "ANN_TENSORIZED", "META_PREFIX", "needs_multi_level_tiling", "trivial_binding_loops",
+           "is_spatial", "is_reduction", "has_branch", "is_pure_copy", "elementwise_reads", "divisors",
+           "const_extent", "block_alive", "node_of", "is_root", "loop_is_data_par"]
