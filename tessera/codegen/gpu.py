@@ -199,7 +199,7 @@ def render_gpu_module(funcs, target, gen_cls) -> tuple:
     if decls:
         raise TesseraError(f"the {gen_cls.backend_name} backend cannot call extern functions "
                            f"({', '.join(d.split('(')[0].split()[-1] for d in decls)})")
-    return "\n".join(head + kernel_texts) + "\n", metas
+    return "\n".join(head) + "\n" + "\n\n".join(kernel_texts) + "\n", metas
 
 
 def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params):

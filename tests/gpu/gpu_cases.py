@@ -91,3 +91,44 @@ CASES = {
     "gemm_shared_float4": lambda: gemm_shared(vector=True),
     "gemm_local_acc": gemm_local_acc,
 }
+
+
+def softmax(m=6, n=37):
+    """Row softmax as four kernels (max, exp, sum, divide), intermediates in global workspaces."""
+    from tessera.ops.gpu import auto_bind
+    A = te.placeholder((m, n), name="A")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mx = te.compute((m,), lambda i: te.max(A[i, k1], axis=k1), name="row_max")
+    e = te.compute((m, n), lambda i, j: te.exp(A[i, j] - mx[i]), name="expo")
+    k2 = te.reduce_axis((0, n), name="k2")
+    s = te.compute((m,), lambda i: te.sum(e[i, k2], axis=k2), name="row_sum")
+    out = te.compute((m, n), lambda i, j: e[i, j] / s[i], name="softmax")
+    sch = auto_bind(tir.Schedule(te.create_prim_func([A, out])), 32)
+    a = _rand(m, n)
+    z = np.exp(a - a.max(1, keepdims=True))
+    return sch, [a, np.zeros((m, n), "float32")], {1: z / z.sum(1, keepdims=True)}
+
+
+def conv2d(n=1, c=3, h=9, w=7, f=4, kh=3, kw=3, pad=1):
+    """NCHW conv2d with zero padding: a padding kernel and the convolution, both auto-bound."""
+    from tessera.ops.gpu import auto_bind
+    X = te.placeholder((n, c, h, w), name="X")
+    W = te.placeholder((f, c, kh, kw), name="W")
+    P = te.compute((n, c, h + 2 * pad, w + 2 * pad),
+                   lambda b, ch, y, x: te.if_then_else(te.all(y >= pad, y < h + pad, x >= pad, x < w + pad),
+                                                       X[b, ch, y - pad, x - pad], 0.0), name="pad")
+    rc, ry, rx = te.reduce_axis((0, c), name="rc"), te.reduce_axis((0, kh), name="ry"), te.reduce_axis((0, kw), name="rx")
+    oh, ow = h + 2 * pad - kh + 1, w + 2 * pad - kw + 1
+    Y = te.compute((n, f, oh, ow), lambda b, o, y, x: te.sum(P[b, rc, y + ry, x + rx] * W[o, rc, ry, rx],
+                                                              axis=[rc, ry, rx]), name="conv")
+    sch = auto_bind(tir.Schedule(te.create_prim_func([X, W, Y])), 64)
+    x, wt = _rand(n, c, h, w), _rand(f, c, kh, kw)
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    ref = np.zeros((n, f, oh, ow), "float32")
+    for i in range(kh):
+        for j in range(kw):
+            ref += np.einsum("bchw,oc->bohw", xp[:, :, i:i + oh, j:j + ow], wt[:, :, i, j])
+    return sch, [x, wt, np.zeros((n, f, oh, ow), "float32")], {2: ref}
+
+
+CASES.update({"softmax": softmax, "conv2d": conv2d})
