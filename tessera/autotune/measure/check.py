@@ -164,8 +164,8 @@ def mismatch(got: np.ndarray, want: np.ndarray, dtype: np.dtype) -> str | None:
     idx = np.unravel_index(int(np.argmax(bad)), w.shape)
     err_f = np.where(finite & ~np.isinf(w), err, 0)
     return (f"{int(bad.sum())} of {w.size} elements differ beyond rtol {rtol} (relative to |expected| + "
-            f"mean|expected| = {scale:.3g}); first at {tuple(int(i) for i in idx)}: got {g[idx]!r}, expected "
-            f"{w[idx]!r}; max abs error {float(np.nanmax(err_f)) if err_f.size else 0.0:.3g}")
+            f"mean|expected| = {scale:.3g}); first at {tuple(int(i) for i in idx)}: got {float(g[idx]):.7g}, expected "
+            f"{float(w[idx]):.7g}; max abs error {float(np.nanmax(err_f)) if err_f.size else 0.0:.3g}")
 
 
 def reference_folder(key: str, target: str, seed: int) -> str:

@@ -1,0 +1,132 @@
+"""Local measurement (tessera.autotune.measure): every candidate's output is checked before its time
+counts, and bad candidates made through real tensor intrinsics become error records -- wrong result,
+crash, hang, compile error, invalid trace -- while the tuner goes on to the next one."""
+import numpy as np
+import pytest
+
+from tessera import te
+from tessera.autotune.database import Database
+from tessera.autotune.measure import LocalBuilder, LocalRunner, MeasureCandidate, measure
+from tessera.autotune.measure.check import mismatch
+from tessera.autotune.workload import Workload
+from tessera.errors import TesseraError
+
+import bad_candidates as bc
+
+TARGET = "c -num-threads=2"
+
+
+@pytest.fixture(scope="module")
+def pool():
+    builder, runner = LocalBuilder(max_workers=2, timeout=60), LocalRunner(number=2, repeat=3, min_repeat_ms=0,
+                                                                          timeout=3)
+    yield builder, runner
+    builder.close()
+    runner.close()
+
+
+def test_bad_candidates_become_error_records(pool, tmp_path):
+    builder, runner = pool
+    cands = bc.candidates()
+    order = ["good", "wrong", "crash", "plain", "hang", "build", "invalid", "good"]
+    results = measure([cands[k] for k in order], TARGET, builder, runner)
+    got = {k: r for k, r in zip(order, results)}
+    assert [r.error_kind for r in results] == [bc.EXPECTED[k] for k in order]
+    assert "output C:" in got["wrong"].error_msg and "elements differ" in got["wrong"].error_msg
+    assert "SIG" in got["crash"].error_msg                  # SIGSEGV (or the SIGILL/SIGBUS a NULL store becomes)
+    assert "longer than 3 s" in got["hang"].error_msg
+    assert "C compilation" in got["build"].error_msg and "this is not C" in got["build"].error_msg
+    assert "Tensorize" in got["invalid"].error_msg or "tensorize" in got["invalid"].error_msg
+    for k in ("good", "plain"):
+        r = got[k]
+        assert len(r.run_secs) == 3 and all(0 < s < 0.05 for s in r.run_secs), r
+        assert r.build_secs >= r.compile_secs >= 0
+    assert results[-1].ok                                  # the worker came back after the crash and the hang
+    # into the database: errors keep no times, the best record is an error-free one
+    db = Database(tmp_path / "db.jsonl")
+    db.commit_workload(cands["good"].workload)
+    db.commit([r.to_record(c, TARGET) for c, r in zip([cands[k] for k in order], results)])
+    errs = [r.error["kind"] for r in db.records() if r.error]
+    assert sorted(errs) == sorted(["wrong_result", "crash", "timeout", "build", "invalid"])
+    best = Database(tmp_path / "db.jsonl").get_top_k(cands["good"].workload, TARGET, 10)
+    assert len(best) == 3 and all(r.error is None for r in best)
+
+
+def test_check_off_lets_a_wrong_candidate_through(pool):
+    builder, _ = pool
+    cands = bc.candidates()
+    with LocalRunner(number=1, repeat=1, min_repeat_ms=0, check=False) as loose:
+        (r,) = measure([cands["wrong"]], TARGET, builder, loose)
+    assert r.ok and r.run_secs
+
+
+def test_flush_cache_times_and_checks(pool):
+    builder, _ = pool
+    cands = bc.candidates()
+    with LocalRunner(number=1, repeat=2, min_repeat_ms=0, flush_cache=True) as flushing:
+        good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, flushing)
+    assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
+    assert wrong.error_kind == "wrong_result"
+
+
+def test_int8_and_other_workloads_are_checked_exactly(pool):
+    builder, runner = pool
+    A = te.placeholder((8, 32), name="A", dtype="uint8")
+    B = te.placeholder((32, 16), name="B", dtype="int8")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((8, 16), lambda i, j: te.sum(A[i, k].astype("int32") * B[k, j].astype("int32"), axis=k), name="C")
+    func = te.create_prim_func([A, B, C])
+    cand = bc.plain(func, factor=4)
+    res = measure([cand, MeasureCandidate(func, [[], []])], TARGET, builder, runner)
+    assert [r.error_kind for r in res] == [None, None]
+
+
+def test_symbolic_workloads_are_refused(pool):
+    builder, runner = pool
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    func = te.create_prim_func([A, te.compute((n,), lambda i: A[i] + 1.0, name="B")])
+    with pytest.raises(TesseraError, match="symbolic extent n"):
+        measure([MeasureCandidate(func, [[], []])], TARGET, builder, runner)
+
+
+def test_argument_errors():
+    with pytest.raises(TesseraError, match="number must be an int >= 1"):
+        LocalRunner(number=0)
+    with pytest.raises(TesseraError, match="timeout must be > 0"):
+        LocalRunner(timeout=0)
+    with pytest.raises(TesseraError, match="max_workers must be an int >= 1"):
+        LocalBuilder(max_workers=0)
+    with pytest.raises(TesseraError, match="trace must be the JSON list"):
+        MeasureCandidate(Workload(bc.gemm_func()), "split i")
+    with pytest.raises(TesseraError, match="2 candidates but 1 build results"):
+        LocalRunner().run([None, None], [None], TARGET)
+
+
+def test_tolerance_accepts_reassociation_and_catches_miscompiles():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((64, 4096)).astype(np.float32)
+    b = rng.standard_normal((4096, 32)).astype(np.float32)
+    want = a @ b
+    # the same sums in other orders: float32 pairwise (numpy), blocked, and reversed sequential
+    blocked = sum(a[:, i:i + 256] @ b[i:i + 256] for i in range(0, 4096, 256)).astype(np.float32)
+    rev = np.zeros_like(want)
+    for kk in range(4095, -1, -1):
+        rev += np.outer(a[:, kk], b[kk])
+    for got in (blocked, rev):
+        assert not np.array_equal(got, want)
+        assert mismatch(got, want, np.dtype(np.float32)) is None
+    dropped = want - np.outer(a[:, 7], b[7])                     # one of 4096 terms lost
+    assert "elements differ beyond rtol" in mismatch(dropped, want, np.dtype(np.float32))
+    one = want.copy()
+    one[3, 5] += 0.5                                              # one element off by a term's size
+    assert "1 of 2048 elements differ" in mismatch(one, want, np.dtype(np.float32))
+    nan = want.copy()
+    nan[0, 0] = np.nan
+    assert mismatch(nan, want, np.dtype(np.float32)) is not None
+    assert mismatch(nan, nan, np.dtype(np.float32)) is None
+    ints = np.arange(12, dtype=np.int32).reshape(3, 4)
+    off = ints.copy()
+    off[2, 1] += 1
+    assert mismatch(ints, ints, np.dtype(np.int32)) is None
+    assert "first at (2, 1): got 10, expected 9" in mismatch(off, ints, np.dtype(np.int32))
