@@ -742,7 +742,7 @@ class CodeGenCBase:
             return self.expr(value)
         if dst.code == "bool":
             return f"({self.text(value, P_EQ + 1)} != 0)", P_PRIMARY
-        if dst in MINIFLOAT_TYPES:   # any number converts to double exactly enough to round once
+        if dst in MINIFLOAT_TYPES:   # through float32, as ml_dtypes converts (float64 and ints too)
             return f"{self.round_helper(dst)}({self.text(value)})", P_PRIMARY
         if dst in SUBBYTE_INT:       # ml_dtypes: a float truncates to int32, then wraps to the bits
             inner = f"(int32_t){self.text(value, P_UNARY)}" if src.is_float() else self.text(value)
@@ -794,7 +794,7 @@ class CodeGenCBase:
             value = value.value  # the store rounds once; a rounding cast before it is redundant
         if buf_dtype in MINIFLOAT_TYPES:
             if type(value) is E.Cast and value.dtype == buf_dtype:
-                value = value.value  # the store rounds once (from a double): no rounding before it
+                value = value.value  # the store rounds (from float32): no rounding before it
             return f"{self.lowp_helper(f'tsr_float_to_{buf_dtype}', buf_dtype)}({self.text(value)})"
         if buf_dtype in SUBBYTE_INT:  # the value is in range: keep its low bits (ml_dtypes' byte)
             unsigned = DataType(f"uint{buf_dtype.bits}")

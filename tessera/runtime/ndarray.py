@@ -191,6 +191,43 @@ def from_numpy(arr: np.ndarray) -> NDArray:
     return NDArray(arr)
 
 
+def pack_subbyte(arr) -> np.ndarray:
+    """An int4/uint4/int2/uint2/float4_e2m1fn array in ONNX's packed layout: the elements in C order,
+    8 // bits to a byte from the low bits up, the last byte's spare bits zero (what a TensorProto's
+    raw_data holds). Tensors in memory take a byte an element (ml_dtypes' layout)."""
+    a = np.ascontiguousarray(arr)
+    bits = _subbyte_bits(a.dtype, "pack_subbyte")
+    per = 8 // bits
+    codes = a.reshape(-1).view(np.uint8) & np.uint8((1 << bits) - 1)
+    codes = np.concatenate([codes, np.zeros(-codes.size % per, np.uint8)]).reshape(-1, per)
+    shifts = (np.arange(per, dtype=np.uint8) * bits).astype(np.uint8)
+    return np.bitwise_or.reduce(codes << shifts, axis=1).astype(np.uint8)
+
+
+def unpack_subbyte(data, shape, dtype) -> np.ndarray:
+    """The array of `dtype` (int4, uint4, int2, uint2, float4_e2m1fn) and `shape` whose ONNX packed
+    layout is the bytes `data` (the inverse of pack_subbyte; spare bits are ignored)."""
+    npdt = _np_dtype(dtype)
+    bits = _subbyte_bits(npdt, "unpack_subbyte")
+    shape = _normalize_shape(shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = np.frombuffer(memoryview(np.ascontiguousarray(data)).cast("B"), np.uint8)
+    need = -(-n * bits // 8)
+    if raw.size < need:
+        raise ShapeError(f"unpack_subbyte: {n} {DataType(dtype)} elements need {need} packed bytes, got {raw.size}")
+    per = 8 // bits
+    shifts = (np.arange(per, dtype=np.uint8) * bits).astype(np.uint8)
+    codes = (raw[:need, None] >> shifts) & np.uint8((1 << bits) - 1)
+    return np.ascontiguousarray(codes.reshape(-1)[:n]).view(npdt).reshape(shape)
+
+
+def _subbyte_bits(np_dtype, where: str) -> int:
+    dt = dtype_of_numpy(np_dtype)
+    if not dt.is_subbyte():
+        raise DTypeError(f"{where}: {dt} is not a sub-byte type (int4, uint4, int2, uint2, float4_e2m1fn)")
+    return dt.bits
+
+
 def from_dlpack(obj) -> NDArray:
     """Import a CPU tensor from any DLPack producer (torch, jax, numpy, ...) without copying."""
     if isinstance(obj, NDArray):

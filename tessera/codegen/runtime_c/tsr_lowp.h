@@ -26,8 +26,8 @@ typedef struct {
 #define TSR_FLOAT8_E5M2FNUZ {5, 2, 16, 57344.0, TSR_FNUZ}
 #define TSR_FLOAT4_E2M1FN {2, 1, 1, 6.0, TSR_FINITE}
 //@ tsr_minifloat_encode: tsr_minifloat_t
-/* x -> the bits of the nearest value of format f (ties to even); x is a double so that float64
- * sources round once. */
+/* x -> the bits of the nearest value of format f (ties to even). The per-type wrappers take a
+ * float: like ml_dtypes, a float64 or an integer converts to float32 first. */
 static inline uint8_t tsr_minifloat_encode(double x, const tsr_minifloat_t* f) {
   const int top_bit = f->ebits + f->mbits;              /* the sign bit's position */
   const uint32_t sign = signbit(x) ? 1u << top_bit : 0u;
@@ -88,65 +88,65 @@ static inline float tsr_float8_e4m3fn_to_float(uint8_t b) {
   return tsr_minifloat_decode(b, &f);
 }
 //@ tsr_float_to_float8_e4m3fn: tsr_minifloat_encode
-static inline uint8_t tsr_float_to_float8_e4m3fn(double x) {
+static inline uint8_t tsr_float_to_float8_e4m3fn(float x) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E4M3FN;
   return tsr_minifloat_encode(x, &f);
 }
 //@ tsr_round_float8_e4m3fn: tsr_float8_e4m3fn_to_float tsr_float_to_float8_e4m3fn
 /* x rounded to float8_e4m3fn (a value of that type computes as a float) */
-static inline float tsr_round_float8_e4m3fn(double x) { return tsr_float8_e4m3fn_to_float(tsr_float_to_float8_e4m3fn(x)); }
+static inline float tsr_round_float8_e4m3fn(float x) { return tsr_float8_e4m3fn_to_float(tsr_float_to_float8_e4m3fn(x)); }
 //@ tsr_float8_e4m3fnuz_to_float: tsr_minifloat_decode
 static inline float tsr_float8_e4m3fnuz_to_float(uint8_t b) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E4M3FNUZ;
   return tsr_minifloat_decode(b, &f);
 }
 //@ tsr_float_to_float8_e4m3fnuz: tsr_minifloat_encode
-static inline uint8_t tsr_float_to_float8_e4m3fnuz(double x) {
+static inline uint8_t tsr_float_to_float8_e4m3fnuz(float x) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E4M3FNUZ;
   return tsr_minifloat_encode(x, &f);
 }
 //@ tsr_round_float8_e4m3fnuz: tsr_float8_e4m3fnuz_to_float tsr_float_to_float8_e4m3fnuz
 /* x rounded to float8_e4m3fnuz (a value of that type computes as a float) */
-static inline float tsr_round_float8_e4m3fnuz(double x) { return tsr_float8_e4m3fnuz_to_float(tsr_float_to_float8_e4m3fnuz(x)); }
+static inline float tsr_round_float8_e4m3fnuz(float x) { return tsr_float8_e4m3fnuz_to_float(tsr_float_to_float8_e4m3fnuz(x)); }
 //@ tsr_float8_e5m2_to_float: tsr_minifloat_decode
 static inline float tsr_float8_e5m2_to_float(uint8_t b) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E5M2;
   return tsr_minifloat_decode(b, &f);
 }
 //@ tsr_float_to_float8_e5m2: tsr_minifloat_encode
-static inline uint8_t tsr_float_to_float8_e5m2(double x) {
+static inline uint8_t tsr_float_to_float8_e5m2(float x) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E5M2;
   return tsr_minifloat_encode(x, &f);
 }
 //@ tsr_round_float8_e5m2: tsr_float8_e5m2_to_float tsr_float_to_float8_e5m2
 /* x rounded to float8_e5m2 (a value of that type computes as a float) */
-static inline float tsr_round_float8_e5m2(double x) { return tsr_float8_e5m2_to_float(tsr_float_to_float8_e5m2(x)); }
+static inline float tsr_round_float8_e5m2(float x) { return tsr_float8_e5m2_to_float(tsr_float_to_float8_e5m2(x)); }
 //@ tsr_float8_e5m2fnuz_to_float: tsr_minifloat_decode
 static inline float tsr_float8_e5m2fnuz_to_float(uint8_t b) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E5M2FNUZ;
   return tsr_minifloat_decode(b, &f);
 }
 //@ tsr_float_to_float8_e5m2fnuz: tsr_minifloat_encode
-static inline uint8_t tsr_float_to_float8_e5m2fnuz(double x) {
+static inline uint8_t tsr_float_to_float8_e5m2fnuz(float x) {
   static const tsr_minifloat_t f = TSR_FLOAT8_E5M2FNUZ;
   return tsr_minifloat_encode(x, &f);
 }
 //@ tsr_round_float8_e5m2fnuz: tsr_float8_e5m2fnuz_to_float tsr_float_to_float8_e5m2fnuz
 /* x rounded to float8_e5m2fnuz (a value of that type computes as a float) */
-static inline float tsr_round_float8_e5m2fnuz(double x) { return tsr_float8_e5m2fnuz_to_float(tsr_float_to_float8_e5m2fnuz(x)); }
+static inline float tsr_round_float8_e5m2fnuz(float x) { return tsr_float8_e5m2fnuz_to_float(tsr_float_to_float8_e5m2fnuz(x)); }
 //@ tsr_float4_e2m1fn_to_float: tsr_minifloat_decode
 static inline float tsr_float4_e2m1fn_to_float(uint8_t b) {
   static const tsr_minifloat_t f = TSR_FLOAT4_E2M1FN;
   return tsr_minifloat_decode(b, &f);
 }
 //@ tsr_float_to_float4_e2m1fn: tsr_minifloat_encode
-static inline uint8_t tsr_float_to_float4_e2m1fn(double x) {
+static inline uint8_t tsr_float_to_float4_e2m1fn(float x) {
   static const tsr_minifloat_t f = TSR_FLOAT4_E2M1FN;
   return tsr_minifloat_encode(x, &f);
 }
 //@ tsr_round_float4_e2m1fn: tsr_float4_e2m1fn_to_float tsr_float_to_float4_e2m1fn
 /* x rounded to float4_e2m1fn (a value of that type computes as a float) */
-static inline float tsr_round_float4_e2m1fn(double x) { return tsr_float4_e2m1fn_to_float(tsr_float_to_float4_e2m1fn(x)); }
+static inline float tsr_round_float4_e2m1fn(float x) { return tsr_float4_e2m1fn_to_float(tsr_float_to_float4_e2m1fn(x)); }
 //@ tsr_int4_value
 /* The sub-byte integers: the value in a byte's low bits (sign-extended for int4/int2), and an
  * integer wrapped to the type (its low bits, as numpy and ml_dtypes wrap) */
