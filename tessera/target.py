@@ -66,7 +66,7 @@ _OPTIONS = {
           "sanitize": _sanitize_option},
     "cuda": {"arch": _cuda_arch, "max-threads-per-block": _int_option(1)},
     "opencl": {"device": _name_option, "max-threads-per-block": _int_option(1)},
-    "vdla": {},
+    "vdla": {"sync": _choice_option(("tokens", "serial"))},
 }
 
 # Other spellings of CPU features (LLVM / gcc style) -> the /proc/cpuinfo name tessera uses.

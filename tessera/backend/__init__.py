@@ -9,6 +9,7 @@ Adding a target kind is adding one module here that registers a Backend (docs/in
 "Adding a backend").
 """
 from . import c  # noqa: F401  (registers the "c" backend)
+from . import vdla  # noqa: F401  (registers the "vdla" backend)
 from . import cuda  # noqa: F401  (registers the "cuda" backend)
 from . import opencl  # noqa: F401  (registers the "opencl" backend)
 from .base import (Artifact, Backend, KernelInfo, Source, build, functions_of, generate, get_backend,

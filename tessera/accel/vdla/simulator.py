@@ -266,7 +266,7 @@ class Simulator:
                                   f"{sram.shape[0]}-row {mem} buffer")
         if insn.x_stride < insn.x_size and insn.y_size > 1:
             raise SimulationError(f"x_stride {insn.x_stride} < x_size {insn.x_size}")
-        span = (insn.y_size - 1) * insn.x_stride + insn.x_size
+        span = max((insn.y_size - 1) * insn.x_stride + insn.x_size, 0)
         src = dram.read(insn.dram_base * ebytes, np.uint8, (span * ebytes,)).reshape(span, ebytes)
         idx = (np.arange(insn.y_size)[:, None] * insn.x_stride + np.arange(insn.x_size)[None, :])
         block = src[idx]                                       # (y, x, ebytes)
