@@ -21,11 +21,15 @@ from ..ir import expr as E
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.names import identifier
 from ..ir.stmt import Block
+from ..ops.gpu import schedule_gpu_default
 from ..ops.registry import ScheduleContext, get_op
 from ..target import Target
 from ..te.tensor import PlaceholderOp
 from ..tir.schedule import Schedule
 from .ir import FUSED_OP, attr_key
+
+
+GPU_KINDS = ("cuda", "opencl")   # targets whose kernels take the default GPU schedule
 
 
 # ---------------------------------------------------------------------------------------------
@@ -336,7 +340,12 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
     func = te.create_prim_func(placeholders + outs, name=identifier(kernel_name))
     scheduled, sched_obj, source = False, func, None
     apply = None
-    if fused is not None:
+    if target.kind in GPU_KINDS:
+        what = "the default GPU schedule"   # ops and fused groups alike (ops/gpu)
+
+        def apply(sch):
+            return schedule_gpu_default(sch, target)
+    elif fused is not None:
         what = "scheduling the fused kernel"
 
         def apply(sch):

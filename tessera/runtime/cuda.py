@@ -187,6 +187,10 @@ class CUDAModule:
             self._raw = self.cupy().RawModule(path=self.cubin)
         return self._raw.get_function(name)
 
+    @property
+    def entry_name(self):
+        return next(iter(self.functions))
+
     def function_names(self) -> list:
         return list(self.functions)
 

@@ -167,13 +167,23 @@ def write_artifact(path: str, source: str, functions: list, target: str):
         json.dump(doc, f)
 
 
+_PROGRAMS: dict = {}
+
+
 def build_program(source: str, device: str | None = None, path: str = "<opencl source>"):
-    """The pyopencl Program of source, built for the device (a BuildError with the build log)."""
+    """The pyopencl Program of source, built for the device once per process (a BuildError with
+    the build log)."""
     ctx, _, _ = context(device)
-    try:
-        return cl.Program(ctx, source).build(options=["-cl-std=CL1.2"])
-    except cl.RuntimeError as e:
-        raise BuildError("the OpenCL compiler rejected the generated kernels", path, str(e)) from e
+    key = (device or "", source)
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        try:
+            prog = cl.Program(ctx, source).build(options=["-cl-std=CL1.2"])
+        except cl.RuntimeError as e:
+            raise BuildError("the OpenCL compiler rejected the generated kernels", path, str(e)) from e
+        with _LOCK:
+            prog = _PROGRAMS.setdefault(key, prog)
+    return prog
 
 
 class OpenCLFunction:

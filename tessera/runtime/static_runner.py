@@ -32,7 +32,8 @@ class StaticRunner:
         if plan.memory is None or not plan.is_static:
             return False
         for st in exe._steps:
-            if not all(st.fn._is_tensor) or st.spec.static_out_shapes is None:
+            # a kernel that is not a C function (a GPU module's) runs through the general path
+            if not all(getattr(st.fn, "_is_tensor", (False,))) or st.spec.static_out_shapes is None:
                 return False
         return cls(exe, ERR_LEN)
 

@@ -1,4 +1,5 @@
 """Default GPU schedules (docs/gpu.md): what a program needs before a GPU backend can build it."""
 from .auto_bind import auto_bind
+from .default import schedule_gpu_default, threads_per_block
 
-__all__ = ["auto_bind"]
+__all__ = ["auto_bind", "schedule_gpu_default", "threads_per_block"]
