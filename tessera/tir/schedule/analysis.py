@@ -255,12 +255,23 @@ def lowest_common_sref(idx: FuncIndex, nodes):
     return None
 
 
-def compute_locations(idx: FuncIndex, realize) -> list:
+def location_is_legal(idx: FuncIndex, realize, loc) -> bool:
+    """Whether the block can be computed at a location of compute_locations(check=False)."""
+    if loc is ROOT_MARK:
+        return True
+    if loc is INLINE_MARK:
+        return can_compute_inline(idx, realize)
+    return can_compute_at(idx, realize, loc) is None
+
+
+def compute_locations(idx: FuncIndex, realize, check: bool = True) -> list:
     """(decision index, location) pairs where the block may be computed, in TVM's order: -2 and
     INLINE_MARK when it can be inlined, -1 and ROOT_MARK, then (i, loop) with i the position of
-    the loop among the loops of the block's first consumer."""
+    the loop among the loops of the block's first consumer. check=False: the structural
+    candidates only, each to be confirmed by location_is_legal (the costly part, which a sampler
+    needs for the one location it draws)."""
     out = []
-    if can_compute_inline(idx, realize):
+    if not check or can_compute_inline(idx, realize):
         out.append((-2, INLINE_MARK))
     out.append((-1, ROOT_MARK))
     cons = consumers(idx, realize)
@@ -288,11 +299,11 @@ def compute_locations(idx: FuncIndex, realize) -> list:
             visited_reduce = True
             if k > last_dp:
                 break
-        if can_compute_at(idx, realize, lp) is None:
+        if not check or can_compute_at(idx, realize, lp) is None:
             out.append((k, lp))
     return out
 
 
 __all__ = ["uses_vars", "uses_var", "loop_bindings", "loop_iter_type", "check_parallelizable",
            "scope_children", "scope_deps", "producers", "consumers", "is_output_block",
-           "can_compute_inline", "can_compute_at", "compute_locations"]
+           "can_compute_inline", "can_compute_at", "compute_locations", "location_is_legal"]

@@ -21,8 +21,8 @@ import numpy as np
 
 from ...errors import ScheduleError
 from ...ir import IntImm
-from .analysis import compute_locations
-from .handles import ExprRV, LocationMark, LoopRV
+from .analysis import compute_locations, location_is_legal
+from .handles import ROOT_MARK, ExprRV, LocationMark, LoopRV
 from .schedule import primitive
 
 
@@ -135,20 +135,18 @@ def sample_compute_location(self, block, decision=None):
     TVM does); the decision recorded is the one used."""
     prim = "sample_compute_location"
     fname, idx, realize = self._block(block, prim)
-    cands = compute_locations(idx, realize)
+    # structural candidates, each confirmed only when reached: the first legal one of a random
+    # order is uniform over the legal ones, and a decision needs only those at or below it
+    cands = compute_locations(idx, realize, check=False)
     if decision is not None:
         if not _is_int(decision) or decision < -2:
             raise ScheduleError(f"{prim}: decision {decision!r} must be an int >= -2 (-2 inline, -1 root, "
                                 f"k: the k-th loop of the first consumer)")
-        chosen = (-1, None)
-        for k, loc in cands:
-            if k <= decision:
-                chosen = (k, loc)
-        k, loc = chosen
-        if loc is None:
-            k, loc = next(c for c in cands if c[0] == -1)
+        k, loc = next(((k, loc) for k, loc in reversed(cands)
+                       if k <= decision and location_is_legal(idx, realize, loc)), (-1, ROOT_MARK))
     else:
-        k, loc = cands[int(self._rng.integers(len(cands)))]
+        k, loc = next(cands[i] for i in self._rng.permutation(len(cands))
+                      if location_is_legal(idx, realize, cands[i][1]))
     if isinstance(loc, LocationMark):
         return self._new_mark_rv(loc), k
     return self._new_loop_rv(fname, loc.loop_var), k
