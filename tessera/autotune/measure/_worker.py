@@ -10,11 +10,10 @@ takes only this process down); it exits when its stdin closes or its parent dies
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import sys
+import threading
 import time
 from collections import OrderedDict
 
@@ -33,12 +32,18 @@ MAX_MODULES = 256
 
 
 def _die_with_parent():
-    """Ask Linux to SIGKILL this process when its parent dies (a hung kernel is not left spinning)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)    # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    """Exit when the parent process is gone, even while a kernel runs (a hung candidate is not left
+    spinning): a thread polls the parent's pid (ctypes calls release the GIL). Not PR_SET_PDEATHSIG:
+    that fires when the parent's *thread* that started us ends, and builders start workers from
+    short-lived threads."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True, name="tessera-parent-watch").start()
 
 
 class State:
@@ -118,6 +123,8 @@ def do_prepare(state: State, req) -> dict:
 
 
 def do_run(state: State, req) -> dict:
+    """Load, run once, check, time. "kernel_secs": the time spent in the candidate's calls (the
+    checked call and the timer call), so the parent can tell its own overhead apart."""
     ref = state.refs.get(req["key"])
     if ref is None:
         raise TesseraError(f"worker: workload {req['key']} was not prepared")
@@ -125,14 +132,17 @@ def do_run(state: State, req) -> dict:
         mod = state.module(req["path"])
         fn = mod.get_function(req["func_name"])
         args = ref.fresh_args()
+        t0 = time.perf_counter()
         fn(*args)
+        kernel = time.perf_counter() - t0
     except TesseraError as e:
         return {"error_kind": "run", "error_msg": str(e)}
     if req.get("check", True):
         bad = ref.compare(args)
         if bad is not None:
-            return {"error_kind": "wrong_result", "error_msg": bad}
+            return {"error_kind": "wrong_result", "error_msg": bad, "kernel_secs": kernel}
     try:
+        t0 = time.perf_counter()
         if req.get("flush"):
             timer = state.flush.get(req["target"])
             if timer is None:
@@ -140,9 +150,10 @@ def do_run(state: State, req) -> dict:
             secs = timer.time(fn, mod, args, req["number"], req["repeat"])
         else:
             secs = list(fn.time(args, req["number"], req["repeat"], req["min_repeat_ms"]).results)
+        kernel += time.perf_counter() - t0
     except TesseraError as e:
         return {"error_kind": "run", "error_msg": str(e)}
-    return {"run_secs": secs}
+    return {"run_secs": secs, "kernel_secs": kernel}
 
 
 HANDLERS = {"build": do_build, "prepare": do_prepare, "run": do_run}

@@ -67,8 +67,10 @@ class BuildResult:
 @dataclass(frozen=True)
 class MeasureResult:
     """The measurement of one candidate: seconds per run (one per repeat; empty on error), the
-    error (kind from database.ERROR_KINDS and message) and where the time went (build, the C
-    compiler's part of it, the runner's whole handling of the candidate), and the worker that ran it."""
+    error (kind from database.ERROR_KINDS and message), where the time went -- the build, the C
+    compiler's part of it, the runner's whole handling of the candidate (run_wall_secs) and the
+    part of that spent inside the candidate's own calls (kernel_secs; the rest is the runner's
+    overhead: messages, loading, copying inputs, the output check) -- and the worker that ran it."""
 
     run_secs: tuple
     error_kind: str | None = None
@@ -76,6 +78,7 @@ class MeasureResult:
     build_secs: float = 0.0
     compile_secs: float = 0.0
     run_wall_secs: float = 0.0
+    kernel_secs: float = 0.0
     worker: str = field(default="local", compare=False)
 
     def __post_init__(self):
@@ -97,12 +100,13 @@ class MeasureResult:
     def as_json(self) -> dict:
         return {"run_secs": list(self.run_secs), "error_kind": self.error_kind, "error_msg": self.error_msg,
                 "build_secs": self.build_secs, "compile_secs": self.compile_secs,
-                "run_wall_secs": self.run_wall_secs, "worker": self.worker}
+                "run_wall_secs": self.run_wall_secs, "kernel_secs": self.kernel_secs, "worker": self.worker}
 
     @staticmethod
     def from_json(obj) -> "MeasureResult":
         return MeasureResult(tuple(obj["run_secs"]), obj["error_kind"], obj["error_msg"], obj["build_secs"],
-                             obj["compile_secs"], obj["run_wall_secs"], obj.get("worker", "local"))
+                             obj["compile_secs"], obj["run_wall_secs"], obj.get("kernel_secs", 0.0),
+                             obj.get("worker", "local"))
 
 
 def make_record(candidate: MeasureCandidate, result: MeasureResult, target) -> TuningRecord:

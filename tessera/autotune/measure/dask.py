@@ -171,8 +171,7 @@ class DaskRunner:
             try:
                 out.append(MeasureResult.from_json(f.result()))
             except Exception as e:  # noqa: BLE001 - KilledWorker and the like: this candidate only
-                out.append(MeasureResult((), "crash", f"the Dask task failed: {type(e).__name__}: {e}",
-                                         worker="?"))
+                out.append(MeasureResult((), "crash", f"the Dask task failed: {type(e).__name__}: {e}", worker="?"))
         return out
 
     def run(self, candidates, build_results, target) -> list:

@@ -100,9 +100,10 @@ class LocalRunner:
         wall = time.perf_counter() - t0
         if "fault" in ans:
             return MeasureResult((), "run", f"runner worker: {ans['fault']}", br.build_secs, br.compile_secs, wall)
+        kernel = ans.get("kernel_secs", 0.0)
         if ans.get("error_kind"):
-            return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall)
-        return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall)
+            return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall, kernel)
+        return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall, kernel)
 
     def run(self, candidates, build_results, target) -> list:
         """One MeasureResult per candidate, in order; failed builds pass their error through."""
