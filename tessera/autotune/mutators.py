@@ -99,9 +99,7 @@ class MutateTileSize(Mutator):
             d = trace.decisions.get(inst)
             if d is None:
                 continue
-            if inst.kind.name == "SamplePerfectTile" and len(d) > 1 and math.prod(d) > 1:
-                out.append(inst)
-            elif inst.kind.name == "SampleCategorical" and len(inst.attrs[0]) > 1 and any(
+            if inst.kind.name == "SamplePerfectTile" and len(d) > 1 and math.prod(d) > 1 or inst.kind.name == "SampleCategorical" and len(inst.attrs[0]) > 1 and any(
                     u.kind.name == "Split" for u in uses.get(inst.outputs[0], ())):
                 out.append(inst)
         return out
@@ -251,5 +249,12 @@ def mutate_any(trace: Trace, rng, mutators=None, probs=None) -> Trace | None:
     return None
 
 
-__all__ = ["Mutator", "MutateTileSize", "MutateUnroll", "MutateParallel", "MutateComputeLocation",
-           "default_mutators", "mutate_any"]
+__all__ = [
+    "MutateComputeLocation",
+    "MutateParallel",
+    "MutateTileSize",
+    "MutateUnroll",
+    "Mutator",
+    "default_mutators",
+    "mutate_any",
+]

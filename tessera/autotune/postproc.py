@@ -18,15 +18,19 @@ The rewriting is traced after an EnterPostproc instruction, so a candidate's tra
 """
 from __future__ import annotations
 
-import math
-
 from ..errors import TesseraError
 from ..ir import BlockRealize, BufferStore, For, ForKind, IntImm
 from ..tir.schedule.analysis import loop_iter_type
 from ..tir.schedule.state import child_realizes
 from ..tir.transform import lower
-from .rules.base import (ANN_PARALLEL, ANN_UNROLL, ANN_VECTORIZE, META_PREFIX, SpaceContext,
-                         const_extent)
+from .rules.base import (
+    ANN_PARALLEL,
+    ANN_UNROLL,
+    ANN_VECTORIZE,
+    META_PREFIX,
+    SpaceContext,
+    const_extent,
+)
 
 
 class Postproc:
@@ -277,5 +281,11 @@ def postprocess(sch, target, postprocs=None) -> bool:
     return True
 
 
-__all__ = ["Postproc", "RewriteParallelVectorizeUnroll", "VerifyParallelVectorize", "VerifyLowers",
-           "default_postprocs", "postprocess"]
+__all__ = [
+    "Postproc",
+    "RewriteParallelVectorizeUnroll",
+    "VerifyLowers",
+    "VerifyParallelVectorize",
+    "default_postprocs",
+    "postprocess",
+]

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import TesseraError
 from ..ir import IRModule, PrimFunc, structural_hash
+from ..target import Target
 from ..tir.schedule import Schedule, Trace
 from .postproc import default_postprocs
 from .rules import SpaceContext, default_rules
@@ -33,8 +34,25 @@ def _as_func(func) -> PrimFunc:
     raise TesseraError(f"a search space is generated for one PrimFunc, got {type(func).__name__}")
 
 
+_CONTEXTS: dict = {}  # Target -> (SpaceContext, default postprocessors): built once per target
+
+
 def _context(target) -> SpaceContext:
-    return target if isinstance(target, SpaceContext) else SpaceContext(target)
+    return _prepared(target)[0]
+
+
+def _prepared(target):
+    if isinstance(target, SpaceContext):
+        hit = _CONTEXTS.get(id(target))
+        if hit is None or hit[0] is not target:
+            hit = _CONTEXTS[id(target)] = (target, default_postprocs(target))
+        return hit
+    t = Target(target)
+    hit = _CONTEXTS.get(t)
+    if hit is None:
+        ctx = SpaceContext(t)
+        hit = _CONTEXTS[t] = (ctx, default_postprocs(ctx))
+    return hit
 
 
 def generate_design_space(func, target, rules=None) -> list:
@@ -98,14 +116,14 @@ def _fresh(inst, inputs, attrs, decision):
 
 
 def _replay(func, trace, target, seed, provider, postprocs):
-    ctx = _context(target)
+    _, default = _prepared(target)
     sch = Schedule(_as_func(func), seed=seed)
     try:
         trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provider)
     except TesseraError:
         return None
     sch.enter_postproc()
-    for p in (default_postprocs(ctx) if postprocs is None else postprocs):
+    for p in (default if postprocs is None else postprocs):
         try:
             if not p.apply(sch):
                 return None
@@ -133,4 +151,4 @@ def candidate_key(sch) -> str:
     return f"{structural_hash(mod):016x}"
 
 
-__all__ = ["generate_design_space", "sample_candidate", "replay_trace", "candidate_key", "SpaceContext"]
+__all__ = ["SpaceContext", "candidate_key", "generate_design_space", "replay_trace", "sample_candidate"]

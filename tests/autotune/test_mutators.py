@@ -7,10 +7,21 @@ import pytest
 
 import tessera
 from tessera import te
-from tessera.autotune.mutators import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll,
-                                       default_mutators, mutate_any)
+from tessera.autotune.mutators import (
+    MutateComputeLocation,
+    MutateParallel,
+    MutateTileSize,
+    MutateUnroll,
+    default_mutators,
+    mutate_any,
+)
 from tessera.autotune.rules.base import ANN_PARALLEL, ANN_UNROLL
-from tessera.autotune.space import candidate_key, generate_design_space, replay_trace, sample_candidate
+from tessera.autotune.space import (
+    candidate_key,
+    generate_design_space,
+    replay_trace,
+    sample_candidate,
+)
 from tessera.errors import TesseraError
 from tessera.tir.schedule import Schedule
 from tessera.tir.schedule.examples.gemm import gemm_program

@@ -7,11 +7,18 @@ import pytest
 
 import tessera
 from tessera import te, tir
-from tessera.autotune.rules import (AddRFactor, AutoInline, MultiLevelTiling, ParallelizeVectorizeUnroll,
-                                    RandomComputeLocation, SpaceContext, UseTensorIntrin)
+from tessera.autotune.rules import (
+    AddRFactor,
+    AutoInline,
+    MultiLevelTiling,
+    ParallelizeVectorizeUnroll,
+    RandomComputeLocation,
+    SpaceContext,
+    UseTensorIntrin,
+)
 from tessera.autotune.space import generate_design_space, sample_candidate
 from tessera.errors import ScheduleError
-from tessera.ir import For, ForKind
+from tessera.ir import ForKind
 from tessera.target import Target
 from tessera.tir.schedule import INLINE_MARK, ROOT_MARK, Schedule
 from tessera.tir.schedule.examples.gemm import gemm_program, schedule_gemm
@@ -115,7 +122,7 @@ def test_multi_level_tiling_is_ssrsrs_with_write_cache_variants():
         assert len(loops) == 10
     assert "C_local" not in blocks(spaces[0])
     assert all(any(b.endswith("_local") for b in blocks(s)) for s in spaces[1:3])
-    ref = lambda a, b: a @ b  # noqa: E731
+    ref = lambda a, b: a @ b
     for k, sch in enumerate(spaces[:3]):
         check(func, ref, sample_candidate(func, sch, T, k))
 

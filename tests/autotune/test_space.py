@@ -7,9 +7,14 @@ import numpy as np
 import pytest
 
 import tessera
-from tessera import te, tir
-from tessera.autotune.space import (SpaceContext, candidate_key, generate_design_space, replay_trace,
-                                    sample_candidate)
+from tessera import te
+from tessera.autotune.space import (
+    SpaceContext,
+    candidate_key,
+    generate_design_space,
+    replay_trace,
+    sample_candidate,
+)
 from tessera.errors import TesseraError
 from tessera.ir import structural_equal
 from tessera.tir.schedule import Schedule, Trace
@@ -128,7 +133,7 @@ def test_twenty_candidates_of_each_space_are_numerically_right(program):
 
 
 def test_the_untouched_program_is_a_point_of_every_space():
-    func, ref = softmax(2, 64)
+    func, _ = softmax(2, 64)
     spaces = generate_design_space(func, T)
     assert len(spaces[-1].trace) == 0
     sch = sample_candidate(func, spaces[-1], T, 0)

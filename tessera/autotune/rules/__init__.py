@@ -4,13 +4,13 @@ space.generate_design_space over the blocks of a PrimFunc, consumers first.
 `default_rules(ctx)` is the CPU list, in the order each block meets them: AutoInline, AddRFactor,
 UseTensorIntrin, MultiLevelTiling, ParallelizeVectorizeUnroll (the root block), RandomComputeLocation.
 """
-from .base import SpaceContext, ScheduleRule
-from .auto_inline import AutoInline
 from .add_rfactor import AddRFactor
-from .use_tensor_intrin import UseTensorIntrin
+from .auto_inline import AutoInline
+from .base import ScheduleRule, SpaceContext
 from .multi_level_tiling import MultiLevelTiling
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .use_tensor_intrin import UseTensorIntrin
 
 
 def default_rules(ctx: SpaceContext, tensor_intrinsics: bool = True) -> list:
@@ -22,5 +22,14 @@ def default_rules(ctx: SpaceContext, tensor_intrinsics: bool = True) -> list:
     return rules
 
 
-__all__ = ["SpaceContext", "ScheduleRule", "AutoInline", "AddRFactor", "UseTensorIntrin", "MultiLevelTiling",
-           "ParallelizeVectorizeUnroll", "RandomComputeLocation", "default_rules"]
+__all__ = [
+    "AddRFactor",
+    "AutoInline",
+    "MultiLevelTiling",
+    "ParallelizeVectorizeUnroll",
+    "RandomComputeLocation",
+    "ScheduleRule",
+    "SpaceContext",
+    "UseTensorIntrin",
+    "default_rules",
+]

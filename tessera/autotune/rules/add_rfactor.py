@@ -13,8 +13,15 @@ from __future__ import annotations
 import math
 
 from ...errors import ScheduleError
-from .base import (ANN_TILING, ScheduleRule, const_extent, is_reduction, needs_multi_level_tiling,
-                   node_of, trivial_binding_loops)
+from .base import (
+    ANN_TILING,
+    ScheduleRule,
+    const_extent,
+    is_reduction,
+    needs_multi_level_tiling,
+    node_of,
+    trivial_binding_loops,
+)
 
 
 class AddRFactor(ScheduleRule):

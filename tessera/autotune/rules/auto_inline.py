@@ -10,8 +10,21 @@ reduction is fused by MultiLevelTiling instead.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...tir.schedule.analysis import can_compute_inline, complete_or_reduction, consumers, producers
-from .base import ScheduleRule, has_branch, is_pure_copy, is_reduction, is_root, is_spatial, node_of
+from ...tir.schedule.analysis import (
+    can_compute_inline,
+    complete_or_reduction,
+    consumers,
+    producers,
+)
+from .base import (
+    ScheduleRule,
+    has_branch,
+    is_pure_copy,
+    is_reduction,
+    is_root,
+    is_spatial,
+    node_of,
+)
 
 
 class AutoInline(ScheduleRule):

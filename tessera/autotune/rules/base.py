@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...errors import ScheduleError, TesseraError
-from ...ir import BufferLoad, BufferStore, IntImm, Var, Visitor
+from ...ir import BufferLoad, BufferStore, IntImm, Visitor
 from ...ir.functor import collect_vars
 from ...target import Target
 from ...tir.schedule.analysis import loop_iter_type
@@ -36,8 +36,15 @@ class SpaceContext:
     than that is better tiled than vectorized); parallel_candidates: the parallel extents
     ParallelizeVectorizeUnroll chooses from (threads x 1/4/16/64 jobs each)."""
 
-    __slots__ = ("target", "num_threads", "lanes", "max_vectorize_extent", "parallel_candidates",
-                 "unroll_candidates", "max_innermost_factor")
+    __slots__ = (
+        "lanes",
+        "max_innermost_factor",
+        "max_vectorize_extent",
+        "num_threads",
+        "parallel_candidates",
+        "target",
+        "unroll_candidates",
+    )
 
     def __init__(self, target, max_innermost_factor: int = 64):
         t = Target(target)
@@ -195,7 +202,26 @@ def loop_is_data_par(lp) -> bool:
     return loop_iter_type(lp) == "data_par"
 
 
-__all__ = ["SpaceContext", "ScheduleRule", "ANN_PARALLEL", "ANN_VECTORIZE", "ANN_UNROLL", "ANN_TILING",
-           "ANN_TENSORIZED", "META_PREFIX", "needs_multi_level_tiling", "trivial_binding_loops",
-           "is_spatial", "is_reduction", "has_branch", "is_pure_copy", "elementwise_reads", "divisors",
-           "const_extent", "block_alive", "node_of", "is_root", "loop_is_data_par"]
+__all__ = [
+    "ANN_PARALLEL",
+    "ANN_TENSORIZED",
+    "ANN_TILING",
+    "ANN_UNROLL",
+    "ANN_VECTORIZE",
+    "META_PREFIX",
+    "ScheduleRule",
+    "SpaceContext",
+    "block_alive",
+    "const_extent",
+    "divisors",
+    "elementwise_reads",
+    "has_branch",
+    "is_pure_copy",
+    "is_reduction",
+    "is_root",
+    "is_spatial",
+    "loop_is_data_par",
+    "needs_multi_level_tiling",
+    "node_of",
+    "trivial_binding_loops",
+]

@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...tir.schedule.analysis import complete_or_reduction, consumers
-from .base import (ANN_TILING, ScheduleRule, const_extent, elementwise_reads, is_spatial,
-                   needs_multi_level_tiling, node_of, trivial_binding_loops)
+from .base import (
+    ANN_TILING,
+    ScheduleRule,
+    const_extent,
+    elementwise_reads,
+    is_spatial,
+    needs_multi_level_tiling,
+    node_of,
+    trivial_binding_loops,
+)
 
 
 class MultiLevelTiling(ScheduleRule):

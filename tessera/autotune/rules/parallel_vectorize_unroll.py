@@ -12,7 +12,14 @@ Two of the three are decisions of the trace (MutateParallel and MutateUnroll cha
 """
 from __future__ import annotations
 
-from .base import ANN_PARALLEL, ANN_UNROLL, ANN_VECTORIZE, ScheduleRule, is_root, node_of
+from .base import (
+    ANN_PARALLEL,
+    ANN_UNROLL,
+    ANN_VECTORIZE,
+    ScheduleRule,
+    is_root,
+    node_of,
+)
 
 
 class ParallelizeVectorizeUnroll(ScheduleRule):

@@ -22,7 +22,14 @@ from ...errors import ScheduleError
 from ...ir import For, IntImm
 from ...tir.tensor_intrin import TensorIntrin
 from ...tir.tensor_intrin.intrin import pattern_of
-from .base import ANN_TILING, ScheduleRule, const_extent, divisors, node_of, trivial_binding_loops
+from .base import (
+    ANN_TILING,
+    ScheduleRule,
+    const_extent,
+    divisors,
+    node_of,
+    trivial_binding_loops,
+)
 
 
 def _desc_loops(intrin):
