@@ -48,17 +48,29 @@ POOLED_WIDTH = 2 * NUM_FEATURES + len(ADDITIVE) + 1
 
 def pool(rows: np.ndarray) -> np.ndarray:
     """One candidate's rows (n, NUM_FEATURES) as one vector of POOLED_WIDTH (see the module docstring)."""
-    out = np.zeros(POOLED_WIDTH, dtype=np.float32)
-    n = rows.shape[0]
-    if n == 0:
+    return pool_batch([rows])[0]
+
+
+def pool_batch(features: list) -> np.ndarray:
+    """pool of each candidate's rows, all at once: (len(features), POOLED_WIDTH) float32."""
+    n = len(features)
+    out = np.zeros((n, POOLED_WIDTH), dtype=np.float32)
+    counts = np.array([f.shape[0] for f in features], dtype=np.int64)
+    nz = np.nonzero(counts)[0]
+    if not len(nz):
         return out
-    dom = int(np.lexsort((rows[:, _I_BYTES], rows[:, _I_FLOPS]))[-1]) if n > 1 else 0
+    rows = np.concatenate([features[i] for i in nz]).astype(np.float32, copy=False)
+    c = counts[nz]
+    starts = np.concatenate(([0], np.cumsum(c)[:-1]))
+    seg = np.repeat(np.arange(len(nz)), c)
     F = NUM_FEATURES
-    out[:F] = rows[dom]
-    out[F:2 * F] = rows.max(axis=0)
+    # the dominant row of each candidate: most flops, then most bytes, then the first
+    order = np.lexsort((np.arange(len(seg)), -rows[:, _I_BYTES], -rows[:, _I_FLOPS], seg))
+    out[nz, :F] = rows[order[starts]]
+    out[nz, F:2 * F] = np.maximum.reduceat(rows, starts, axis=0)
     linear = np.exp2(rows[:, _ADD].astype(np.float64)) - 1.0
-    out[2 * F:2 * F + len(_ADD)] = np.log2(1.0 + linear.sum(axis=0))
-    out[-1] = np.log2(1.0 + n)
+    out[nz, 2 * F:2 * F + len(_ADD)] = np.log2(1.0 + np.add.reduceat(linear, starts, axis=0))
+    out[nz, -1] = np.log2(1.0 + c)
     return out
 
 
@@ -74,19 +86,20 @@ class XGBModel(CostModel):
     """XGBoost `rank:pairwise` over pooled candidate features, one query group per workload.
 
     seed: XGBoost's seed and the seed of the random scores given before any training (no data yet).
-    num_boost_round, max_depth, eta, min_child_weight: the trees; nthread: XGBoost threads (default: all).
+    num_boost_round, max_depth, eta, min_child_weight: the trees.
+    nthread: XGBoost's threads, default 1: training runs beside the measurement processes, and on a
+    busy machine XGBoost's OpenMP threads contend (2000 candidates, 20 rounds, 2 cores under load:
+    0.42 s with 1 thread, 5.5 s with 2).
     """
 
     def __init__(self, seed=None, num_boost_round: int = 60, max_depth: int = 6, eta: float = 0.2,
-                 min_child_weight: float = 1.0, nthread: int | None = None):
+                 min_child_weight: float = 1.0, nthread: int = 1):
         self.seed = None if seed is None else int(seed)
         self.num_boost_round = int(num_boost_round)
         self.params = {"objective": "rank:pairwise", "eta": float(eta), "max_depth": int(max_depth),
                        "min_child_weight": float(min_child_weight), "tree_method": "hist",
                        "lambdarank_pair_method": "mean", "lambdarank_num_pair_per_sample": 8,
-                       "seed": self.seed or 0, "verbosity": 0}
-        if nthread is not None:
-            self.params["nthread"] = int(nthread)
+                       "seed": self.seed or 0, "nthread": int(nthread), "verbosity": 0}
         self._rng = np.random.default_rng(self.seed)
         self._x: list = []        # pooled vectors
         self._secs: list = []     # mean seconds, None for an error
@@ -98,8 +111,9 @@ class XGBModel(CostModel):
     # -- learning --------------------------------------------------------------------------------
     def update(self, features, results, workload_keys) -> None:
         feats = self._check_update(features, results, workload_keys)
-        for f, r, k in zip(feats, results, workload_keys):
-            self._x.append(pool(f))
+        pooled = pool_batch(feats) if feats else ()
+        for x, r, k in zip(pooled, results, workload_keys):
+            self._x.append(x)
             self._secs.append(run_seconds(r))
             self._keys.append(k)
         self._train()
@@ -139,8 +153,7 @@ class XGBModel(CostModel):
         if booster is None:
             return self._rng.random(len(feats))   # untrained: random scores (reproducible from the seed)
         xgb = _xgb()
-        X = np.stack([pool(f) for f in feats])
-        return booster.predict(xgb.DMatrix(X)).astype(np.float64)
+        return booster.predict(xgb.DMatrix(pool_batch(feats))).astype(np.float64)
 
     @property
     def trained(self) -> bool:
@@ -190,6 +203,7 @@ class XGBModel(CostModel):
             booster.load_model(bytearray(raw))
         except xgb.core.XGBoostError as e:
             raise TesseraError(f"XGBModel.load: {path} is not an XGBoost model: {e}") from None
+        booster.set_param({"nthread": int(meta.get("params", {}).get("nthread", 1))})
         self.seed = meta.get("seed")
         self.num_boost_round = int(meta.get("num_boost_round", self.num_boost_round))
         self.params = dict(meta.get("params", self.params))
@@ -200,4 +214,4 @@ class XGBModel(CostModel):
         return f"XGBModel(seed={self.seed}, trained={self.trained}, samples={self.num_samples})"
 
 
-__all__ = ["XGBModel", "pool", "POOLED_WIDTH"]
+__all__ = ["XGBModel", "pool", "pool_batch", "POOLED_WIDTH"]
