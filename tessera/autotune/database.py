@@ -20,6 +20,7 @@ then a TesseraError naming the file and line; get_top_k warns and passes over it
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import json
 import math
 import os
@@ -27,11 +28,19 @@ import threading
 import time as _time
 import warnings
 
-from .. import __version__
 from ..errors import TesseraError
 from ..target import Target
 from .workload import Workload
 
+def _tessera_version() -> str:
+    """tessera's version as installed (the package root is above this layer, so not tessera.__version__)."""
+    try:
+        return importlib.metadata.version("tessera")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = _tessera_version()
 ERROR_KINDS = ("build", "run", "crash", "timeout", "wrong_result", "invalid")
 _TRACE_SEP = ',"trace":'
 _MAX_WARNINGS = 20

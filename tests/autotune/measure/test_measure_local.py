@@ -19,7 +19,7 @@ TARGET = "c -num-threads=2"
 @pytest.fixture(scope="module")
 def pool():
     builder, runner = LocalBuilder(max_workers=2, timeout=60), LocalRunner(number=2, repeat=3, min_repeat_ms=0,
-                                                                          timeout=3)
+                                                                          timeout=1.5)
     yield builder, runner
     builder.close()
     runner.close()
@@ -34,7 +34,7 @@ def test_bad_candidates_become_error_records(pool, tmp_path):
     assert [r.error_kind for r in results] == [bc.EXPECTED[k] for k in order]
     assert "output C:" in got["wrong"].error_msg and "elements differ" in got["wrong"].error_msg
     assert "SIG" in got["crash"].error_msg                  # SIGSEGV (or the SIGILL/SIGBUS a NULL store becomes)
-    assert "longer than 3 s" in got["hang"].error_msg
+    assert "longer than 1.5 s" in got["hang"].error_msg
     assert "C compilation" in got["build"].error_msg and "this is not C" in got["build"].error_msg
     assert "Tensorize" in got["invalid"].error_msg or "tensorize" in got["invalid"].error_msg
     for k in ("good", "plain"):
@@ -67,6 +67,18 @@ def test_flush_cache_times_and_checks(pool):
         good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, flushing)
     assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
     assert wrong.error_kind == "wrong_result"
+
+
+def test_a_build_past_its_timeout_is_killed_and_the_builder_goes_on():
+    A = te.placeholder((64,), name="A")
+    scale = float(np.random.default_rng().integers(1, 2 ** 20))       # a source no cache has seen
+    func = te.create_prim_func([A, te.compute((64,), lambda i: A[i] * scale, name="B")])
+    with LocalBuilder(max_workers=1, timeout=0.01) as b:
+        (r,) = b.build([MeasureCandidate(func, [[], []])], TARGET)
+        assert r.error_kind == "timeout" and "longer than 0.01 s" in r.error_msg
+        b.timeout = 60.0
+        (r,) = b.build([MeasureCandidate(func, [[], []])], TARGET)     # a fresh worker; the compile finishes
+        assert r.ok and r.path.endswith(".so")
 
 
 def test_int8_and_other_workloads_are_checked_exactly(pool):
