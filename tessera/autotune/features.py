@@ -476,6 +476,7 @@ class _Walker:
         self.ranges = {}     # loop var -> (min, extent)
         self.let_ops = {}    # let var -> (counts, loads)
         self.guards = 0
+        self.fixed = {}      # loop var -> how many enclosing `if`s pin it to one value
         self.regions = []    # pending (buffer, call args) of a tensorized block
         self.intrin = None
         self.rows = []
@@ -506,7 +507,14 @@ class _Walker:
             self.store(s)
         elif t is IfThenElse:
             self.guards += 1
+            pinned = self.pinned(s.condition)
+            for v in pinned:
+                self.fixed[v] = self.fixed.get(v, 0) + 1
             self.stmt(s.then_case)
+            for v in pinned:
+                self.fixed[v] -= 1
+                if not self.fixed[v]:
+                    del self.fixed[v]
             if s.else_case is not None:
                 self.stmt(s.else_case)
             self.guards -= 1
@@ -538,6 +546,21 @@ class _Walker:
                 self.call(s.value)
         elif t is Block or t is BlockRealize:
             raise TesseraError("extract_features: the program still has blocks after lower_blocks")
+
+    def pinned(self, cond) -> list:
+        """Loop vars an `if` condition pins to one value: the conjuncts `affine == constant` (a
+        guarded reduction init runs once per reduction, `if k_0 == 0`, not once per iteration of k_0)."""
+        out, stack = [], [cond]
+        while stack:
+            c = stack.pop()
+            if type(c) is And:
+                stack += [c.a, c.b]
+            elif type(c) is EQ:
+                x, y = (c.a, c.b) if type(c.b) is IntImm else (c.b, c.a)
+                if type(y) is IntImm:
+                    _, d = _affine(x, self.lets, self.ranges)
+                    out += [v for v, a in d.items() if a and v in self.ranges and v not in out]
+        return out
 
     # rows ----------------------------------------------------------------------------------------
     def store(self, s):
@@ -640,13 +663,15 @@ class _Walker:
         f = [0.0] * NUM_FEATURES
         loops = self.loops
         n = len(loops)
-        inner = loops[::-1]                      # innermost first
-        # loop levels
+        # loop levels (their extents as written)
         for k in range(min(n, LEVELS)):
-            var, ext, kind, _ = inner[k]
+            var, ext, kind, _ = loops[n - 1 - k]
             base = _I_LOOP + 5 * k
             f[base] = ext
             f[base + 1 + KINDS.index(kind)] = 1.0
+        # innermost first; a loop an `if` pins to one value runs once for this store
+        fixed = self.fixed
+        inner = [(v, 1 if v in fixed else e, kd, st) for v, e, kd, st in reversed(loops)] if fixed else loops[::-1]
         prods = []                               # prods[k] = iterations of levels 0..k
         p = 1
         for _, ext, _, _ in inner:

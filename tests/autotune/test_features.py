@@ -212,7 +212,10 @@ def test_tensorized_call_counts_the_intrinsic_work():
     plain = extract_features(gemm_example.gemm_program(M, N, K, nr=nr), TARGET)
     assert sum(col(rows, "compute.flops", x) for x in range(rows.shape[0])) == \
         near(sum(col(plain, "compute.flops", x) for x in range(plain.shape[0])))
-    # A's region per call is mr x kc floats; the slots hold A, B_pack and C (read and written)
+    # C's init runs under `if k_0 == 0` (k_0 is outside the tile): once per element of C, not K / kc times
+    inits = [x for x in range(rows.shape[0]) if col(rows, "store.constant", x) == 1.0 and col(rows, "store.guards", x)]
+    assert inits and all(col(rows, "loops.outer_prod", x) == near(M * N) for x in inits)
+    # the slots hold A, B_pack (read) and C (read and written)
     kinds = {(col(rows, f"buf{s}.access.read", r), col(rows, f"buf{s}.access.readwrite", r)) for s in range(3)}
     assert kinds == {(1.0, 0.0), (0.0, 1.0)}
 
