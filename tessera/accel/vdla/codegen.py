@@ -39,7 +39,7 @@ from ...ir import (Add, Allocate, And, AttrStmt, BufferLoad, BufferStore, Call, 
 from .config import DEFAULT_CONFIG, MEM_IDS, VDLAConfig
 from .disasm import disassemble
 from .intrin import GEMM_CALL
-from .isa import Alu, AluOp, Finish, Gemm, Load, Store, Uop, decode_stream, encode_stream, encode_uops, layout
+from .isa import Alu, AluOp, Finish, Gemm, Load, Store, Uop, decode_stream, encode_stream, encode_uops, layout, module_of
 from .sync import insert_dependences, uop_steps
 
 SRAM_SCOPES = ("inp", "wgt", "acc")
@@ -175,7 +175,9 @@ class _Folder:
         return all(0 <= int(v) < (1 << b) if b else int(v) == 0 for v, b in zip(f, self.fbits))
 
     def single(self, t: np.ndarray):
-        """(kernel, iter_out, iter_in, f_out, f_in) covering t with one instruction, or None."""
+        """(kernel, iter_out, iter_in, f_out, f_in) covering t with one instruction, or None. The
+        smallest kernel wins; for a kernel size the per-block offsets must be a two-level affine
+        sequence, whose inner extent is fixed by the first irregular step."""
         n_all = len(t)
         for k in _divisors(n_all):
             if k > self.kmax:
@@ -183,10 +185,21 @@ class _Folder:
             n = n_all // k
             blocks = t.reshape(n, k, 3)
             kern = blocks[0]
+            if n > 1 and not ((blocks[1] - kern) == (blocks[1, 0] - kern[0])).all():
+                continue          # cheap rejection: the second block is no translate of the first
             off = blocks[:, 0, :] - kern[0]
             if not (blocks == kern[None] + off[:, None, :]).all():
                 continue
-            for ii in sorted(_divisors(n), reverse=True):
+            if n == 1:
+                return kern, 1, 1, np.zeros(3, np.int64), np.zeros(3, np.int64)
+            d = np.diff(off, axis=0)
+            irregular = np.flatnonzero((d != d[0]).any(1))
+            cands = [n] if not irregular.size else [int(irregular[0]) + 1]
+            if irregular.size:
+                cands.append(1)
+            for ii in cands:
+                if n % ii:
+                    continue
                 io = n // ii
                 if io > self.itmax or ii > self.itmax:
                     continue
@@ -588,11 +601,23 @@ class _Gen:
         self.env.pop(s.loop_var, None)
         self.top = saved_top
         self.vthreads = max(self.vthreads, n)
+        # interleave the threads run by run (a run: consecutive instructions of one module), so
+        # that a thread's loads stay together and wait only for that thread's own earlier GEMMs
+        runs = []
+        for x in lists:
+            rs = []
+            for op in x:
+                m = module_of(op[0])
+                if rs and rs[-1][0] == m:
+                    rs[-1][1].append(op)
+                else:
+                    rs.append((m, [op]))
+            runs.append(rs)
         merged = []
-        for k in range(max(len(x) for x in lists) if lists else 0):
-            for x in lists:
-                if k < len(x):
-                    merged.append(x[k])
+        for k in range(max(len(r) for r in runs) if runs else 0):
+            for r in runs:
+                if k < len(r):
+                    merged += r[k][1]
         self.ops = saved_ops + merged
 
     # ---- a nest evaluated at once -------------------------------------------------------------

@@ -210,7 +210,8 @@ def schedule_conv2d(func, tile_h=None, tile_w=None, tile_co=1, tile_ci=None, vth
     CI = int(sch.get(cb).iter_vars[6].dom.extent)
     tci = _factor("ci", CI, tile_ci)
     cio, cii = sch.split(cci, [None, tci])
-    sch.reorder(cio, cii, cdy, cdx, co, cy, cx, cbb, coi, cki)
+    # the spatial loops outermost: they become the GEMM's iter_out x iter_in, (co, ci, dy, dx) its uop kernel
+    sch.reorder(cio, cy, cx, co, cii, cdy, cdx, cbb, coi, cki)
     sch.decompose_reduction(cb, cio)
     src = "data_pad" if _has_block(sch, "data_pad") else "data"
     sch.cache_read(cb, _read_index(sch, cb, src), "inp")
@@ -256,7 +257,7 @@ def schedule_dense(func, tile_n=None, tile_m=1, tile_k=None, vthreads=1, cfg: VD
     K = int(sch.get(cb).iter_vars[4].dom.extent)
     tk = _factor("k", K, tile_k)
     koo, koi = sch.split(cko, [None, tk])
-    sch.reorder(koo, koi, ci_, cj, cbb, co, cki)
+    sch.reorder(koo, ci_, cj, koi, cbb, co, cki)
     sch.decompose_reduction(cb, koo)
     sch.cache_read(cb, _read_index(sch, cb, "data"), "inp")
     sch.cache_read(cb, _read_index(sch, cb, "weight"), "wgt")
