@@ -6,7 +6,8 @@ normal; signed integers in [-8, 8), unsigned in [0, 16) (small, so integer sums 
 overflow in any order); bools half true. Outputs (the parameters the program stores to) start from
 their own seeded random fill before every run, so an element a candidate forgets to write differs.
 The expected outputs come from the workload's function built with no schedule, once per workload
-and target (kept on disk beside the compiler cache, so a restarted worker does not recompute them).
+and target (kept on disk beside the compiler cache, keyed by the untuned library, so a restarted
+worker does not recompute them and a change of the compiler recomputes them).
 
 Tolerance (per element): integers and bools exact; floats |got - want| <= rtol * (|want| + mean|want|)
 with rtol 1e-3 for float32, 1e-2 for float16/bfloat16, 1e-9 for float64, and NaN exactly where the
@@ -173,9 +174,10 @@ def mismatch(got: np.ndarray, want: np.ndarray, dtype: np.dtype) -> str | None:
             f"{float(w[idx]):.7g}; max abs error {float(np.nanmax(err_f)) if err_f.size else 0.0:.3g}")
 
 
-def reference_folder(key: str, target: str, seed: int) -> str:
-    """Where the expected outputs of workload `key` on target with seed are kept."""
-    h = hashlib.sha256(json.dumps([REF_SCHEME, key, target, seed]).encode()).hexdigest()[:20]
+def reference_folder(key: str, library: str, seed: int) -> str:
+    """Where the expected outputs of workload `key`, computed by `library` (the untuned program's
+    compiled file, named by the hash of its source and flags) with inputs of `seed`, are kept."""
+    h = hashlib.sha256(json.dumps([REF_SCHEME, key, library, seed]).encode()).hexdigest()[:20]
     return os.path.join(cache_dir(), "autotune-ref", f"{key}-{h}")
 
 

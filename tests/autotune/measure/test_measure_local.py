@@ -142,3 +142,46 @@ def test_tolerance_accepts_reassociation_and_catches_miscompiles():
     off[2, 1] += 1
     assert mismatch(ints, ints, np.dtype(np.int32)) is None
     assert "first at (2, 1): got 10, expected 9" in mismatch(off, ints, np.dtype(np.int32))
+
+
+ORPHAN = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import bad_candidates as bc
+from tessera.autotune.measure import LocalBuilder, LocalRunner
+cand = bc.candidates()["hang"]
+b, r = LocalBuilder(max_workers=1), LocalRunner(timeout=120)
+(br,) = b.build([cand], "c -num-threads=2")
+r._prepare(cand, "c -num-threads=2")
+print(r._worker.proc.pid, flush=True)
+r.run([cand], [br], "c -num-threads=2")
+"""
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return any(line.split()[1] == "Z" for line in f if line.startswith("State:"))
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+def test_a_hung_worker_exits_when_the_tuner_is_killed():
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN, os.path.dirname(bc.__file__)], stdout=subprocess.PIPE,
+                            text=True)
+    pid = int(proc.stdout.readline())
+    time.sleep(1.0)                                   # the worker spins in the hanging kernel now
+    assert not _gone(pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 10
+    while not _gone(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _gone(pid)
