@@ -136,7 +136,7 @@ def test_mutated_traces_replay_to_valid_right_candidates():
             if sch is None:
                 continue
             trace = sch.trace
-        if built < 3:
+        if built < 1:
             d = np.zeros((48, 40), "float32")
             tessera.build(sch or replay_trace(func, trace, T), target=T)(a, b, d)
             np.testing.assert_allclose(d, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)

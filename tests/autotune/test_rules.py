@@ -122,9 +122,7 @@ def test_multi_level_tiling_is_ssrsrs_with_write_cache_variants():
         assert len(loops) == 10
     assert "C_local" not in blocks(spaces[0])
     assert all(any(b.endswith("_local") for b in blocks(s)) for s in spaces[1:3])
-    ref = lambda a, b: a @ b
-    for k, sch in enumerate(spaces[:3]):
-        check(func, ref, sample_candidate(func, sch, T, k))
+    check(func, lambda a, b: a @ b, sample_candidate(func, spaces[2], T, 0))
 
 
 def test_multi_level_tiling_fuses_an_elementwise_consumer():
@@ -164,8 +162,7 @@ def test_add_rfactor_factors_a_long_row_reduction():
     spaces = spaces_with(func, AddRFactor)
     rf = [s for s in spaces if "rowsum_rf" in blocks(s)]
     assert len(rf) == 2 and len(spaces) == 4  # rfactor over the outer and the inner part
-    for k, sch in enumerate(rf):
-        check(func, ref, sample_candidate(func, sch, T, k))
+    check(func, ref, sample_candidate(func, rf[0], T, 0))
 
 
 def test_add_rfactor_leaves_a_reduction_with_enough_parallelism():
@@ -191,8 +188,7 @@ def test_use_tensor_intrin_tensorizes_gemm_with_the_targets_kernels(isa_target):
         mr, nr = map(int, name.split("_gemm_")[1].split("_")[0].split("x"))
         assert 48 % mr == 0 and nr == 16  # the tile divides M; B's 16-column panels
     sch = next(s for s in spaces if _intrins(s))
-    for seed in range(2):
-        check(func, lambda a, b: a @ b, sample_candidate(func, sch, target, seed), target=target)
+    check(func, lambda a, b: a @ b, sample_candidate(func, sch, target, 0), target=target)
 
 
 def test_use_tensor_intrin_int8_gemm(isa_target):
@@ -234,7 +230,7 @@ def test_parallelize_vectorize_unroll_sizes_vectors_by_the_target(isa_target):
         seen_unroll |= {lp.annotations.get("pragma_auto_unroll_max_step").value for lp in _loops(sch)
                         if "pragma_auto_unroll_max_step" in lp.annotations}
         assert not any(k.startswith("meta_schedule") for k in sch.state.index("main").blocks["root"].block.annotations)
-        if seed < 2:
+        if seed == 0:
             check(func, ref, sch, target=target)
     assert seen_unroll <= {16, 64, 512}
 
@@ -249,7 +245,7 @@ def test_random_compute_location_samples_where_the_padding_goes():
         sch = sample_candidate(func, spaces[0], T, seed)
         inst = next(i for i in sch.trace.insts if i.kind.name == "SampleComputeLocation")
         decisions.add(sch.trace.decisions[inst])
-        if seed < 2:
+        if seed == 0:
             check(func, ref, sch)
     assert len(decisions) >= 2
 

@@ -113,8 +113,7 @@ def test_every_sampled_candidate_is_numerically_right(program):
     func, ref = program()
     spaces = generate_design_space(func, T)[:-1]
     rng = np.random.default_rng(7)
-    picks = [spaces[k * len(spaces) // 4] for k in range(4)]  # 4 candidates, spread over the spaces
-    for k, space in enumerate(picks):
+    for k, space in enumerate([spaces[0], spaces[-1]]):  # the first and last generated spaces
         sch = sample_candidate(func, space, T, rng)
         assert sch is not None, space.trace
         check(func, ref, sch, seed=k)
