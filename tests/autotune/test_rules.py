@@ -271,3 +271,22 @@ def test_compute_inline_refuses_a_buffer_a_tensorized_block_reads_by_address():
         sch.compute_inline(sch.get_block("B_pack"))
     assert -2 not in [d for d, _ in tir.schedule.analysis.compute_locations(
         sch.state.index("main"), sch.state.index("main").blocks["B_pack"])]
+
+
+@pytest.mark.slow
+def test_use_tensor_intrin_tensorizes_the_conv2d_example():
+    from tessera.tir.schedule.examples.conv2d import conv2d_program
+
+    func = conv2d_program(1, 16, 8, 8, 32, 3, 3, pad=1, ocb=16)
+    spaces = generate_design_space(func, T)
+    tensorized = [s for s in spaces if _intrins(s)]
+    assert tensorized
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((1, 16, 8, 8)).astype("float32")
+    w = rng.standard_normal((32, 16, 3, 3)).astype("float32")
+    dp = np.pad(data, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = sum(np.einsum("nchw,fc->nfhw", dp[:, :, y:y + 8, x:x + 8], w[:, :, y, x]) for y in range(3) for x in range(3))
+    for seed in range(4):
+        out = np.zeros((1, 32, 8, 8), "float32")
+        tessera.build(sample_candidate(func, tensorized[0], T, seed), target=T)(data, w, out)
+        np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)

@@ -183,3 +183,22 @@ def test_spaces_are_for_cpu_targets():
         SpaceContext("cuda")
     with pytest.raises(TesseraError):
         sample_candidate(gemm()[0], 3, T, 0)
+
+
+def test_symbolic_extents_are_left_untiled_and_candidates_run():
+    n = te.var("n")
+    A = te.placeholder((n, 32), name="A")
+    B = te.placeholder((32, 16), name="B")
+    k = te.reduce_axis((0, 32), name="k")
+    C = te.compute((n, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((n, 16), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    func = te.create_prim_func([A, B, D])
+    spaces = generate_design_space(func, T)
+    assert len(spaces) >= 2
+    cands = [sample_candidate(func, s, T, seed) for s in spaces for seed in range(3)]
+    assert all(c is not None for c in cands)  # each one lowered (VerifyLowers)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((10, 32)).astype("float32"), rng.standard_normal((32, 16)).astype("float32")
+    d = np.zeros((10, 16), "float32")
+    tessera.build(cands[0], target=T)(a, b, d)
+    np.testing.assert_allclose(d, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)

@@ -102,6 +102,8 @@ class UseTensorIntrin(ScheduleRule):
         d_r = [e for t, e in desc if t == "reduce"]
         if len(kinds) != len(s_idx) + len(r_idx) or len(d_s) > len(s_idx) or len(d_r) > len(r_idx) or not d_s:
             return None
+        if d_s[0] is None:
+            return None  # the first spatial tile is split further by a divisor of its count
         mapped = dict(zip(s_idx[len(s_idx) - len(d_s):], d_s))
         mapped.update(zip(r_idx[len(r_idx) - len(d_r):], d_r))
         for k, e in mapped.items():
