@@ -11,6 +11,7 @@ from ..errors import TesseraError
 from ..runtime.compiler import cache_dir
 from ..target import Target
 from ..tir.transform import pipeline
+from ..tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
 from ..tir.transform.split_host_device import split_host_device
 from ..tir.transform.thread_sync import thread_sync
 from .base import KernelInfo, Source
@@ -25,8 +26,10 @@ class GPUSource(Source):
 
 
 def gpu_passes(target: Target) -> list:
-    """tir.transform's pipeline for target, then split_host_device and thread_sync."""
-    return pipeline(target) + [("split_host_device", split_host_device), ("thread_sync", thread_sync)]
+    """lower_cross_thread_reduction, tir.transform's pipeline for target, then split_host_device
+    and thread_sync."""
+    return ([("lower_cross_thread_reduction", lower_cross_thread_reduction)] + pipeline(target)
+            + [("split_host_device", split_host_device), ("thread_sync", thread_sync)])
 
 
 def gpu_source(text: str, metas: list, target: Target, name_hint: str) -> GPUSource:

@@ -195,7 +195,7 @@ class OpenCLFunction:
         prog, dev = module.program, module.device
         self.kernels = []
         for k in meta["kernels"]:
-            kern = getattr(prog, k["name"])
+            kern = cl.Kernel(prog, k["name"])
             _check_limits(self.name, k, kern, dev)
             size = (k["grid"][0] * k["block"][0], k["grid"][1] * k["block"][1], k["grid"][2] * k["block"][2])
             self.kernels.append((kern, k, size, tuple(k["block"])))

@@ -132,3 +132,23 @@ def conv2d(n=1, c=3, h=9, w=7, f=4, kh=3, kw=3, pad=1):
 
 
 CASES.update({"softmax": softmax, "conv2d": conv2d})
+
+
+def row_sum_tree(m=5, n=70, threads=32, op="sum"):
+    """Each block reduces one row; its threads share the reduction (k_1 bound to threadIdx.x), summed
+    through a shared-memory tree (n not a multiple of the threads)."""
+    A = te.placeholder((m, n), name="A")
+    k = te.reduce_axis((0, n), name="k")
+    red = te.sum if op == "sum" else te.max
+    B = te.compute((m,), lambda i: red(A[i, k], axis=k), name="B")
+    sch = tir.Schedule(te.create_prim_func([A, B]))
+    i, kk = sch.get_loops(sch.get_block("B"))
+    ko, ki = sch.split(kk, [None, threads])
+    sch.reorder(i, ki, ko)
+    sch.bind(i, "blockIdx.x")
+    sch.bind(ki, "threadIdx.x")
+    a = _rand(m, n)
+    return sch, [a, np.zeros(m, "float32")], {1: a.sum(1) if op == "sum" else a.max(1)}
+
+
+CASES.update({"row_sum_tree": row_sum_tree, "row_max_tree": lambda: row_sum_tree(m=3, n=100, threads=24, op="max")})

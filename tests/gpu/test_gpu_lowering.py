@@ -160,3 +160,44 @@ def test_cpu_pipeline_still_makes_shared_caches_per_iteration():
     low = tessera.lower(sch.mod, "c")
     assert 'T.allocate([64], "float32", "global")' in low.script() and '"shared"' not in low.script()
     assert not kernels_of(low)
+
+
+def test_cross_thread_reduction_is_a_shared_memory_tree():
+    """k_1 bound to threadIdx.x (32 threads): each thread's partial sum into shared memory, then
+    log2(32) = 5 halving steps, each behind a barrier."""
+    sch, args, want = CASES["row_sum_tree"]()
+    func = _lower(sch)
+    assert _syncs(func) == 6          # after the partials, after each of the 5 steps
+    src = tessera.backend.generate(sch, "opencl").text
+    assert "__local float B_red_shared[32];" in src and "B_red_shared[k_1 + 16]" in src
+    run_gpu(func, args)
+    np.testing.assert_allclose(args[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+def test_cross_thread_reduction_without_barriers_races():
+    sch, args, _ = CASES["row_sum_tree"]()
+    with pytest.raises(RaceError):
+        run_gpu(_lower(sch, skip=("thread_sync",)), args)
+
+
+def test_cross_thread_reduction_needs_the_reduction_loops_below_the_thread_loop():
+    A = te.placeholder((4, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    sch = tir.Schedule(te.create_prim_func([A, B]))
+    i, kk = sch.get_loops(sch.get_block("B"))
+    ko, ki = sch.split(kk, [None, 16])
+    sch.bind(ki, "threadIdx.x")           # k_0 stays outside the thread loop
+    sch.bind(i, "blockIdx.x")
+    with pytest.raises(BuildError, match="block 'B' is reduced across the threads"):
+        tessera.backend.generate(sch, "opencl")
+
+
+def test_bind_still_refuses_reduction_loops_on_block_axes():
+    A = te.placeholder((4, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    sch = tir.Schedule(te.create_prim_func([A, B]))
+    _, kk = sch.get_loops(sch.get_block("B"))
+    with pytest.raises(tessera.ScheduleError, match="reduction"):
+        sch.bind(kk, "blockIdx.x")

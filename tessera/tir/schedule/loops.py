@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...ir import For, ForKind, IntImm, IterVar, SeqStmt, Var, cast, const
-from .analysis import check_parallelizable, uses_vars
+from .analysis import check_parallelizable, loop_bindings, uses_vars
 from .handles import LoopRV
 from .rewrite import LoopRewriter
 from .schedule import primitive
@@ -297,11 +297,21 @@ def thread_iter_var(tag: str) -> IterVar:
 def bind(self, loop, thread_axis):
     """Bind the loop to a GPU thread axis: blockIdx.x/y/z, threadIdx.x/y/z, vthread(.x/y/z).
 
-    Only loops driving data-parallel iterators can be bound. The C target lowers a vthread loop
+    Only loops driving data-parallel iterators can be bound, except to threadIdx, where a loop may
+    also drive reduction iterators: the threads of a block then share the reduction (a cross-thread
+    reduction, lowered to a shared-memory tree on GPU targets). The C target lowers a vthread loop
     to a serial loop and refuses the other thread axes."""
     if not isinstance(thread_axis, str) or thread_axis not in THREAD_AXES:
         raise ScheduleError(f"bind: thread_axis must be one of {', '.join(THREAD_AXES)}, got {thread_axis!r}")
-    return _set_kind(self, loop, "bind", ForKind.THREAD_BINDING, f"bound to {thread_axis}", True,
+    cross = thread_axis.startswith("threadIdx")
+    if cross:
+        _, _, node = self._loop(loop, "bind")
+        for r, iv, value in loop_bindings(node):
+            if iv.iter_type not in ("data_par", "reduce"):
+                raise ScheduleError(f"bind: loop {node.loop_var.name!r} cannot be bound to {thread_axis}: block "
+                                    f"{r.block.name_hint!r} binds its {iv.iter_type} iterator {iv.var.name!r} "
+                                    f"to it")
+    return _set_kind(self, loop, "bind", ForKind.THREAD_BINDING, f"bound to {thread_axis}", not cross,
                      thread_iter_var(thread_axis))
 
 

@@ -174,7 +174,7 @@ def test_parallel_vectorize_bind_refuse_reduction_loops(g):
     msg = r"block 'C' binds its reduction iterator 'vk' to k, which uses 'k'"
     assert_refused(sch, lambda: sch.parallel(k), r"parallel: loop 'k' cannot be parallelized: " + msg)
     assert_refused(sch, lambda: sch.vectorize(k), r"vectorize: loop 'k' cannot be vectorized: " + msg)
-    assert_refused(sch, lambda: sch.bind(k, "threadIdx.x"), r"bind: loop 'k' cannot be bound to threadIdx.x: " + msg)
+    assert_refused(sch, lambda: sch.bind(k, "blockIdx.x"), r"bind: loop 'k' cannot be bound to blockIdx.x: " + msg)
     assert_refused(sch, lambda: sch.bind(i, "warp.x"), r"bind: thread_axis must be one of blockIdx.x")
     k0, k1 = sch.split(k, [None, 8])
     fused = sch.fuse(i, j)
