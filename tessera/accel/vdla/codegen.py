@@ -286,17 +286,32 @@ def fit_loads(sram: np.ndarray, dram: np.ndarray, mem: str, dram_unit_base: int)
         raise CodegenError(f"a copy into {mem} writes a row twice")
     out = []
     mid = MEM_IDS[mem]
+
+    def fit_block(s, d):
+        for xw in sorted(_divisors(len(s)), reverse=True):
+            fit = _fit2d_load(d, xw)
+            if fit is not None:
+                ys, xs, stride, base, yp0, yp1, xp0, xp1 = fit
+                return Load(memory_type=mid, sram_base=int(s[0]), dram_base=dram_unit_base + base, y_size=ys,
+                            x_size=xs, x_stride=stride, y_pad_0=yp0, y_pad_1=yp1, x_pad_0=xp0, x_pad_1=xp1)
+        return None
+
     for a, b in _runs(sram):
         s, d = sram[a:b], dram[a:b]
         m = len(s)
         done = False
-        for xw in sorted(_divisors(m), reverse=True):
-            fit = _fit2d_load(d, xw)
-            if fit is not None:
-                ys, xs, stride, base, yp0, yp1, xp0, xp1 = fit
-                out.append(Load(memory_type=mid, sram_base=int(s[0]), dram_base=dram_unit_base + base,
-                                y_size=ys, x_size=xs, x_stride=stride, y_pad_0=yp0, y_pad_1=yp1,
-                                x_pad_0=xp0, x_pad_1=xp1))
+        for chunks in _divisors(m):          # one 2-D load, else equal chunks of 2-D loads
+            if chunks > 64:
+                break
+            c = m // chunks
+            insns = []
+            for i in range(0, m, c):
+                one = fit_block(s[i:i + c], d[i:i + c])
+                if one is None:
+                    break
+                insns.append(one)
+            if len(insns) == chunks:
+                out += insns
                 done = True
                 break
         if done:

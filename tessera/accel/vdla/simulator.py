@@ -370,9 +370,10 @@ class Simulator:
                 r = x + y
             elif op is AluOp.MUL:
                 r = x * y
-            else:  # SHR: y >= 0 ? x >> y : x << -y, on the low 5 bits of the amount as 32-bit hardware
+            else:  # SHR: y >= 0 ? x >> y : x << -y (arithmetic; shifting 32 or more places out leaves
+                #        the sign (right) or 0 (left), as the mathematical shift of a 32-bit value)
                 y = np.broadcast_to(y, x.shape)
-                r = np.where(y >= 0, x >> np.clip(y, 0, 31), x << np.clip(-y, 0, 31))
+                r = np.where(y >= 0, x >> np.clip(y, 0, 63), np.where(-y >= 32, 0, x << np.clip(-y, 0, 31)))
             self.acc[dd] = (r & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
     @staticmethod
