@@ -26,8 +26,17 @@ from ..ir import PrimFunc
 from ..tir.schedule import Schedule, Trace
 from ..tir.schedule.analysis import compute_locations
 from ..tir.schedule.handles import RV
-from ..tir.schedule.sampling import _prime_factors
 from .rules.base import ANN_PARALLEL, ANN_UNROLL
+
+
+def _prime_factors(n: int) -> list:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + [n] if n > 1 else out
 
 
 def _uses(trace: Trace) -> dict:

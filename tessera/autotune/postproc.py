@@ -19,7 +19,16 @@ The rewriting is traced after an EnterPostproc instruction, so a candidate's tra
 from __future__ import annotations
 
 from ..errors import TesseraError
-from ..ir import BlockRealize, BufferStore, For, ForKind, IntImm
+from ..ir import (
+    BlockRealize,
+    BufferStore,
+    For,
+    ForKind,
+    IfThenElse,
+    IntImm,
+    SeqStmt,
+    Stmt,
+)
 from ..tir.schedule.analysis import loop_iter_type
 from ..tir.schedule.state import child_realizes
 from ..tir.transform import lower
@@ -77,6 +86,20 @@ def _chain(head) -> list:
     while type(out[-1].body) is For:
         out.append(out[-1].body)
     return out
+
+
+def _children(s) -> list:
+    """The statements directly inside s (a block's init and body included)."""
+    t = type(s)
+    if t is BlockRealize:
+        b = s.block
+        return [b.body] if b.init is None else [b.init, b.body]
+    if t is SeqStmt:
+        return list(s.seq)
+    if t is IfThenElse:
+        return [s.then_case] if s.else_case is None else [s.then_case, s.else_case]
+    body = getattr(s, "body", None)
+    return [body] if isinstance(body, Stmt) else []
 
 
 def _plain(lp) -> bool:
@@ -162,14 +185,9 @@ class RewriteParallelVectorizeUnroll(Postproc):
         stack = [head]
         while stack:
             s = stack.pop()
-            if type(s) is For:
-                if s.kind == ForKind.PARALLEL:
-                    return True
-                stack.append(s.body)
-            elif type(s) is BlockRealize:
-                continue
-            else:
-                stack.extend(x for x in getattr(s, "seq", ()) or ([s.body] if hasattr(s, "body") else []))
+            if type(s) is For and s.kind == ForKind.PARALLEL:
+                return True
+            stack.extend(_children(s))
         return False
 
     @staticmethod
@@ -221,28 +239,15 @@ class VerifyParallelVectorize(Postproc):
         stack = [(s, in_par)]
         while stack:
             s, inside = stack.pop()
-            t = type(s)
-            if t is For:
+            if type(s) is For:
                 if s.kind == ForKind.VECTORIZED:
                     ext = const_extent(s)
                     if ext is None or ext > self.ctx.max_vectorize_extent:
                         return False
                 if s.kind == ForKind.PARALLEL and inside:
                     return False
-                stack.append((s.body, inside or s.kind in (ForKind.PARALLEL, ForKind.VECTORIZED)))
-            elif t is BlockRealize:
-                b = s.block
-                if b.init is not None:
-                    stack.append((b.init, inside))
-                stack.append((b.body, inside))
-            else:
-                for f in ("seq",):
-                    for x in getattr(s, f, ()) or ():
-                        stack.append((x, inside))
-                for f in ("body", "then_case", "else_case"):
-                    x = getattr(s, f, None)
-                    if x is not None and hasattr(x, "_fields"):
-                        stack.append((x, inside))
+                inside = inside or s.kind in (ForKind.PARALLEL, ForKind.VECTORIZED)
+            stack.extend((c, inside) for c in _children(s))
         return True
 
 
