@@ -156,6 +156,16 @@ def test_multi_level_tiling_leaves_symbolic_loops_untiled():
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
 
 
+def test_multi_level_tiling_tiles_conv2d_nchw():
+    func, ref = conv2d_nchw()
+    spaces = spaces_with(func, MultiLevelTiling)
+    tiles = [i.attrs[0] for i in spaces[0].trace.insts if i.kind.name == "SamplePerfectTile"]
+    assert tiles == [4, 4, 4, 4, 2, 2, 2]  # n, f, y, x spatial; rc, ry, rx reductions
+    idx = spaces[0].state.index("main")
+    assert len(idx.loops_above(idx.blocks["conv"])) == 4 * 4 + 3 * 2
+    check(func, ref, sample_candidate(func, spaces[0], T, 1))
+
+
 # --- AddRFactor -------------------------------------------------------------------------------
 def test_add_rfactor_factors_a_long_row_reduction():
     func, ref = row_sum()
@@ -207,6 +217,14 @@ def test_use_tensor_intrin_int8_gemm(isa_target):
     c = np.zeros((32, 64), "int32")
     tessera.build(cand, target=target)(a, b, c)
     np.testing.assert_array_equal(c, a.astype("int32") @ b.astype("int32"))
+
+
+def test_use_tensor_intrin_tries_an_intrinsic_registered_twice_once():
+    ctx = SpaceContext(T)
+    names = [i.name for i, _, _ in UseTensorIntrin(ctx).intrins]
+    assert len(names) == len(set(names))
+    if tir.TensorIntrin.get("dot_16x4_vnni").missing_features(ctx.target) == []:
+        assert ("dot_16x4_vnni" in names) != ("x86_avx512_vnni_dot_16x4_u8s8s32" in names)
 
 
 # --- ParallelizeVectorizeUnroll + its postprocessor -------------------------------------------

@@ -19,7 +19,7 @@ design space, beside the block left for MultiLevelTiling.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...ir import For, IntImm
+from ...ir import For, IntImm, structural_hash
 from ...tir.tensor_intrin import TensorIntrin
 from ...tir.tensor_intrin.intrin import pattern_of
 from .base import (
@@ -69,10 +69,13 @@ class UseTensorIntrin(ScheduleRule):
         super().__init__(ctx)
         names = TensorIntrin.list() if intrinsics is None else list(intrinsics)
         self.intrins = []
+        seen = set()  # one intrinsic registered under two names (TVM's "dot_16x4_vnni") is tried once
         for name in names:
             intrin = TensorIntrin.get(name)
-            if intrin.missing_features(ctx.target):
+            key = (intrin.c_functions, intrin.c_source, structural_hash(intrin.desc))
+            if intrin.missing_features(ctx.target) or key in seen:
                 continue
+            seen.add(key)
             desc = _desc_loops(intrin)
             if desc is not None:
                 self.intrins.append((intrin, *desc))
