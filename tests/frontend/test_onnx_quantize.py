@@ -1,6 +1,7 @@
 """ONNX quantization converters against onnxruntime and the reference: QuantizeLinear/DequantizeLinear
 at old and new opsets, QLinearMatMul with per-row/per-column scales given at runtime, QLinearConv
-with per-channel weight scales and a bias, DynamicQuantizeLinear; refusals of float8/int4."""
+with per-channel weight scales and a bias, DynamicQuantizeLinear; the refusal of float6 (the float8 and
+int4/int2 types: test_onnx_lowp.py)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper

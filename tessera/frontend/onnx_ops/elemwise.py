@@ -141,8 +141,9 @@ def _convert(ctx, x, dtype: str):
     conversion (overflow to inf or NaN, round to nearest even)."""
     if str(x.type.dtype) == dtype:
         return x
-    if dtype in _FLOAT8_MAX and int(ctx.attr("saturate", 1)) and not x.type.dtype.is_bool():
-        if x.type.dtype.is_minifloat():
+    src = x.type.dtype
+    if dtype in _FLOAT8_MAX and int(ctx.attr("saturate", 1)) and not (src.is_bool() or src.is_subbyte()):
+        if src.is_minifloat():
             x = ctx.op("cast", x, dtype="float32")   # exact: every float8 value is a float32
         m = _FLOAT8_MAX[dtype]
         x = ctx.op("clip", x, a_min=-m, a_max=m)
