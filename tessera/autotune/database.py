@@ -14,8 +14,9 @@ parse, e.g. the torn last line of a killed writer; the next append starts a fres
 
 Loading is fast because a record's trace stays text until asked for: a record line is split at its
 `,"trace":` member (the sequence cannot occur inside a JSON string, where quotes are escaped), the
-header parsed and checked, the trace parsed on first use of `record.trace` (a malformed trace is
-then a TesseraError naming the file and line; get_top_k warns and passes over it).
+header parsed and checked, the trace parsed on first use: `records()` and `get_top_k` read the traces
+of what they return and drop (with a warning naming the file and line) a record whose trace does
+not parse, so a corrupt line is never fatal there either.
 """
 from __future__ import annotations
 
@@ -294,15 +295,41 @@ class Database:
 
     # ------------------------------------------------------------------ reading
     def records(self, workload_key=None, target=None) -> list:
-        """Records in file order, optionally only those of one workload (a key or Workload) and/or target."""
+        """Records in file order, optionally only those of one workload (a key or Workload) and/or
+        target. Their traces are read here: a record whose stored trace is unreadable is warned
+        about (file and line) and dropped, so every record returned replays as JSON."""
         if isinstance(workload_key, Workload):
             workload_key = workload_key.key
         if target is not None:
             target = str(Target(target))
         if workload_key is not None and target is not None:
-            return list(self._by_key.get((workload_key, target), ()))
-        return [r for r in self._records
-                if (workload_key is None or r.workload_key == workload_key) and (target is None or r.target == target)]
+            found = self._by_key.get((workload_key, target), ())
+        else:
+            found = [r for r in self._records if (workload_key is None or r.workload_key == workload_key)
+                     and (target is None or r.target == target)]
+        return self._readable(found)
+
+    def _readable(self, records) -> list:
+        """records without those whose trace does not parse (warned about and dropped from the index)."""
+        out, bad = [], []
+        for r in records:
+            if r._trace is None:
+                try:
+                    r.trace
+                except TesseraError as e:
+                    warnings.warn(f"{e}; the record is skipped", stacklevel=3)
+                    bad.append(r)
+                    continue
+            out.append(r)
+        if bad:
+            drop = {id(r) for r in bad}
+            with self._lock:
+                self._records = [r for r in self._records if id(r) not in drop]
+                for r in bad:
+                    lst = self._by_key.get((r.workload_key, r.target))
+                    if lst is not None:
+                        lst[:] = [x for x in lst if id(x) not in drop]
+        return out
 
     def workloads(self) -> list:
         """Every workload of the file, in the order first written."""
@@ -322,7 +349,7 @@ class Database:
 
     def get_top_k(self, workload, target, k: int = 1) -> list:
         """The k error-free records of workload on target with the smallest mean time, fastest first
-        (records whose stored trace turns out unreadable are warned about and passed over)."""
+        (a record whose stored trace turns out unreadable is warned about and dropped)."""
         if isinstance(workload, str):
             key = workload
         elif isinstance(workload, Workload):
@@ -334,15 +361,10 @@ class Database:
         valid = [r for r in self._by_key.get((key, str(Target(target))), ()) if r.is_valid]
         valid.sort(key=lambda r: r.mean_secs)
         out = []
-        for r in valid:
+        for r in valid:     # traces read only until k readable ones are found
             if len(out) == k:
                 break
-            try:
-                r.trace
-            except TesseraError as e:
-                warnings.warn(str(e), stacklevel=2)
-                continue
-            out.append(r)
+            out.extend(self._readable([r]))
         return out
 
     def __len__(self):
