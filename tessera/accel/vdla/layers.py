@@ -58,14 +58,19 @@ def _check_blocks(what, pairs, cfg):
             raise ShapeError(f"{what}: {name} = {v} is not a multiple of VDLA's {b}-wide block")
 
 
-def _tail(acc, bias_at, shift: int, relu: bool, name: str):
-    """The requantization stages on the int32 sum: (+ bias) >> shift, clip, int8."""
+def _tail(acc, bias_at, shift, relu: bool, name: str):
+    """The requantization stages on the int32 sum: (+ bias) >> shift (a constant, or a per-channel
+    tensor accessor), clip, int8."""
     stages = []
     x = acc
     if bias_at is not None:
         x = te.compute(acc.shape, lambda *i: x(*i) + bias_at(*i), name=f"{name}_bias")
         stages.append(x)
-    if shift:
+    if callable(shift):
+        prev = x
+        x = te.compute(acc.shape, lambda *i: prev(*i) >> shift(*i), name=f"{name}_shr")
+        stages.append(x)
+    elif shift:
         prev = x
         x = te.compute(acc.shape, lambda *i: prev(*i) >> shift, name=f"{name}_shr")
         stages.append(x)
@@ -77,13 +82,15 @@ def _tail(acc, bias_at, shift: int, relu: bool, name: str):
     return stages, out
 
 
-def conv2d_packed(s: Conv2DShape, shift: int = 0, relu: bool = False, bias: bool = False,
+def conv2d_packed(s: Conv2DShape, shift=0, relu: bool = False, bias: bool = False,
                   cfg: VDLAConfig = DEFAULT_CONFIG, name: str = "conv2d"):
-    """The PrimFunc of a packed int8 conv2d with its requantization tail (see the module docstring)."""
+    """The PrimFunc of a packed int8 conv2d with its requantization tail (see the module docstring).
+    shift: a constant, or "channel" for a per-output-channel int32 parameter `shift` laid out as
+    the bias (the last parameter before the output)."""
     B, L = cfg.batch, cfg.block
     _check_blocks("conv2d_packed", [("batch", s.n, B), ("in channels", s.c, L), ("out channels", s.o, L)], cfg)
-    if not 0 <= shift < 32:
-        raise ShapeError(f"conv2d_packed: shift {shift} outside 0..31")
+    if shift != "channel" and not (isinstance(shift, int) and 0 <= shift < 32):
+        raise ShapeError(f"conv2d_packed: shift must be 0..31 or 'channel', got {shift!r}")
     data = te.placeholder((s.n // B, s.c // L, s.h, s.w, B, L), "int8", name="data")
     kernel = te.placeholder((s.o // L, s.c // L, s.kh, s.kw, L, L), "int8", name="kernel")
     p = s.pad
@@ -110,6 +117,10 @@ def conv2d_packed(s: Conv2DShape, shift: int = 0, relu: bool = False, bias: bool
         bt = te.placeholder((1, s.o // L, 1, 1, B, L), "int32", name="bias")
         args.append(bt)
         bias_at = lambda n, o, y, x, b, oi: bt[0, o, 0, 0, b, oi]  # noqa: E731
+    if shift == "channel":
+        st_ = te.placeholder((1, s.o // L, 1, 1, B, L), "int32", name="shift")
+        args.append(st_)
+        shift = lambda n, o, y, x, b, oi: st_[0, o, 0, 0, b, oi]  # noqa: E731
     _, out = _tail(acc, bias_at, shift, relu, name)
     return te.create_prim_func(args + [out]).replace(name=name)
 
@@ -200,10 +211,11 @@ def schedule_conv2d(func, tile_h=None, tile_w=None, tile_co=1, tile_ci=None, vth
     for blk in _tail_blocks(sch, name) + [f"{name}_acc"]:
         sch.set_scope(sch.get_block(blk), 0, "acc")
         sch.compute_at(sch.get_block(blk), tile_loop, preserve_unit_loops=True)
-    if _has_block(sch, f"{name}_bias"):
-        bb = sch.get_block(f"{name}_bias")
-        sch.cache_read(bb, _read_index(sch, bb, "bias"), "acc")
-        sch.compute_at(sch.get_block("bias_acc"), tile_loop, preserve_unit_loops=True)
+    for stage, param in ((f"{name}_bias", "bias"), (f"{name}_shr", "shift")):
+        if _has_block(sch, stage) and any(r.buffer.name == param for r in sch.get(sch.get_block(stage)).reads):
+            bb = sch.get_block(stage)
+            sch.cache_read(bb, _read_index(sch, bb, param), "acc")
+            sch.compute_at(sch.get_block(f"{param}_acc"), tile_loop, preserve_unit_loops=True)
     cb = sch.get_block(f"{name}_acc")
     loops = sch.get_loops(cb)
     cn, co, cy, cx, cbb, coi, cci, cdy, cdx, cki = loops[-10:]
@@ -224,6 +236,45 @@ def schedule_conv2d(func, tile_h=None, tile_w=None, tile_co=1, tile_ci=None, vth
     if vt is not None:
         sch.bind(vt, "vthread")
     return sch
+
+
+def choose_conv2d_tiles(s: Conv2DShape, vthreads: int = 2, cfg: VDLAConfig = DEFAULT_CONFIG) -> dict:
+    """Tiles for schedule_conv2d: the tilings whose buffers fit `vthreads` copies, the one with the
+    least estimated time (loads vs GEMM + ALU cycles, and a per-chunk overhead) first; with no
+    tiling fitting two threads, one thread. Returns schedule_conv2d's keyword arguments."""
+    best = None
+    for threads in ([vthreads, 1] if vthreads > 1 else [1]):
+        half = {m: cfg.depth(m) // threads for m in ("inp", "wgt", "acc")}
+        for tco in _divs(s.o // cfg.block):
+            for tci in _divs(s.c // cfg.block):
+                for th in _divs(s.oh):
+                    for tw in [d for d in _divs(s.ow) if d * 2 >= s.ow]:
+                        ih, iw = (th - 1) * s.stride + s.kh, (tw - 1) * s.stride + s.kw
+                        inp, wgt, acc = tci * ih * iw, tco * tci * s.kh * s.kw, tco * th * tw + 2 * tco
+                        if inp > half["inp"] or wgt > half["wgt"] or acc > half["acc"]:
+                            continue
+                        tiles = (s.o // cfg.block // tco) * (s.oh // th) * (s.ow // tw)
+                        for axis, ext in (("co", s.o // cfg.block // tco), ("h", s.oh // th)):
+                            if threads > 1 and ext % threads:
+                                continue
+                            chunks = tiles * (s.c // cfg.block // tci)
+                            elem = cfg.elem_bytes("inp") // cfg.bus_bytes
+                            load = chunks * (inp * elem + tci * ih * cfg.dma_row_latency
+                                             + wgt * (cfg.elem_bytes("wgt") // cfg.bus_bytes) + tco * cfg.dma_row_latency)
+                            compute = s.macs // cfg.macs_per_cycle + 4 * cfg.alu_cycles_per_uop * \
+                                (s.o // cfg.block) * s.oh * s.ow
+                            est = (max(load, compute) if threads > 1 else load + compute) + chunks * 20
+                            cand = (est, dict(tile_h=th, tile_w=tw, tile_co=tco, tile_ci=tci, vthreads=threads,
+                                              vthread_axis=axis))
+                            if best is None or cand[0] < best[0]:
+                                best = cand
+        if best is not None:
+            return best[1]
+    raise ScheduleError(f"no VDLA tiling of conv2d {s} fits the buffers")
+
+
+def _divs(n):
+    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def schedule_dense(func, tile_n=None, tile_m=1, tile_k=None, vthreads=1, cfg: VDLAConfig = DEFAULT_CONFIG):
