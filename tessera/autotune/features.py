@@ -496,9 +496,9 @@ class _Walker:
             kind = s.kind if s.kind != "thread_binding" else "parallel"
             step = 0
             if s.annotations:
-                v = s.annotations.get("pragma_auto_unroll_max_step")
-                if v is not None:
-                    step = int(getattr(v, "value", v))
+                v = getattr(s.annotations.get("pragma_auto_unroll_max_step"), "value",
+                            s.annotations.get("pragma_auto_unroll_max_step"))
+                step = int(v) if isinstance(v, (int, float)) else 0
             self.ranges[s.loop_var] = (mn, max(ext, 0))
             self.loops.append((s.loop_var, max(ext, 0), kind, step))
             self.stmt(s.body)

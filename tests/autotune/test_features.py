@@ -233,3 +233,16 @@ def test_every_column_is_documented():
     missing = sorted(p for p in patterns if f"`{p}`" not in doc)
     assert not missing, f"columns not documented in docs/autotune_features.md: {missing}"
     assert f"{LEVELS}" in doc and f"{BUFFER_SLOTS}" in doc
+
+
+def test_auto_unroll_annotation_and_unrolled_loops():
+    sch = tir.Schedule(elementwise(64, 64))
+    i, j = sch.get_loops(sch.get_block("B"))
+    sch.annotate(i, "pragma_auto_unroll_max_step", 16)
+    sch.annotate(j, "a_text_annotation", "ignored")
+    _, j1 = sch.split(j, [None, 4])
+    sch.unroll(j1)
+    rows = extract_features(sch, TARGET)
+    assert col(rows, "unroll.max_step") == near(16)
+    assert col(rows, "unroll.num") == near(1) and col(rows, "unroll.prod") == near(4)
+    assert col(rows, "loop.L0.unrolled") == 1.0
