@@ -33,6 +33,7 @@ from ..errors import TesseraError
 from ..target import Target
 from .workload import Workload
 
+
 def _tessera_version() -> str:
     """tessera's version as installed (the package root is above this layer, so not tessera.__version__)."""
     try:
@@ -315,7 +316,7 @@ class Database:
         for r in records:
             if r._trace is None:
                 try:
-                    r.trace
+                    _ = r.trace
                 except TesseraError as e:
                     warnings.warn(f"{e}; the record is skipped", stacklevel=3)
                     bad.append(r)

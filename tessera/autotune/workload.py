@@ -10,8 +10,22 @@ Python's salted `hash()`, so records written by one process are found by another
 from __future__ import annotations
 
 from ..errors import TesseraError
-from ..ir import (BinaryOp, BufferLoad, BufferStore, Call, For, IRModule, IfThenElse, IntImm, Node, PrimFunc,
-                  Stmt, from_json, structural_hash, to_json)
+from ..ir import (
+    BinaryOp,
+    BufferLoad,
+    BufferStore,
+    Call,
+    For,
+    IfThenElse,
+    IntImm,
+    IRModule,
+    Node,
+    PrimFunc,
+    Stmt,
+    from_json,
+    structural_hash,
+    to_json,
+)
 
 
 def workload_key(func: PrimFunc) -> str:

@@ -11,10 +11,21 @@ import tessera
 import tessera.backend
 from tessera import ir, te, tir
 from tessera.errors import TesseraError
-from tessera.ir import from_json, load_json, save_json, structural_equal, structural_hash, to_json
+from tessera.ir import (
+    from_json,
+    load_json,
+    save_json,
+    structural_equal,
+    structural_hash,
+    to_json,
+)
 from tessera.target import Target
 from tessera.tir.schedule.examples.conv2d import conv2d_program, schedule_conv2d
-from tessera.tir.schedule.examples.gemm import gemm_program, plain_gemm_program, schedule_gemm
+from tessera.tir.schedule.examples.gemm import (
+    gemm_program,
+    plain_gemm_program,
+    schedule_gemm,
+)
 from tessera.tir.transform import lower
 
 HAS_AVX2 = Target("c").has_feature("avx2") and Target("c").has_feature("fma")
@@ -103,7 +114,7 @@ def test_reduce_expression_and_comm_reducer_round_trip():
 def test_shared_objects_stay_shared():
     func = PROGRAMS["gemm_symbolic"]
     back = roundtrip(func)
-    A, B, C = back.params
+    A, _, C = back.params
     n = A.shape[0]
     assert isinstance(n, ir.Var) and C.shape[0] is n            # one Var for both buffers' extent
     stores = []

@@ -65,7 +65,6 @@ class WorkerProcess:
         self._log = tempfile.TemporaryFile(prefix="tessera-worker-")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)   # the modules the parent imports
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "tessera.autotune.measure._worker", str(w)],
                                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log,
@@ -147,5 +146,5 @@ class WorkerProcess:
     def __del__(self):
         try:
             self.stop()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
+        except Exception:  # interpreter shutdown: nothing left to do
             pass

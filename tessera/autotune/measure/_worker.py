@@ -17,8 +17,8 @@ import threading
 import time
 from collections import OrderedDict
 
-from ...backend import generate, get_backend
 from ...backend import build as build_artifact
+from ...backend import generate, get_backend
 from ...errors import BuildError, TesseraError
 from ...ir import from_json
 from ...runtime.module import Module
@@ -92,7 +92,7 @@ def do_build(state: State, req) -> dict:
         Trace.apply_json_to_schedule(req["trace"], sch)
     except TesseraError as e:
         return {"error_kind": "invalid", "error_msg": str(e), "build_secs": time.perf_counter() - t0}
-    except Exception as e:  # noqa: BLE001 - a trace that trips the schedule code is still only this candidate
+    except Exception as e:  # a trace that trips the schedule code is still only this candidate's error
         return {"error_kind": "invalid", "error_msg": f"replaying the trace raised {type(e).__name__}: {e}",
                 "build_secs": time.perf_counter() - t0}
     try:
@@ -175,7 +175,7 @@ def main():
         try:
             req = json.loads(line)
             resp = HANDLERS[req["op"]](state, req)
-        except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
+        except Exception as e:  # reported to the parent, which decides
             resp = {"fault": f"{type(e).__name__}: {e}"}
         answer(resp)
 

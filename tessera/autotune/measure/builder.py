@@ -126,7 +126,7 @@ class LocalBuilder:
                         except queue.Empty:
                             return
                         results[i] = self._build_one(worker, c, target)
-                except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                except BaseException as e:  # re-raised in the caller's thread
                     failures.append(e)
 
             if len(workers) == 1:

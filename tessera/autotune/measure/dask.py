@@ -170,7 +170,7 @@ class DaskRunner:
         for f in futures:
             try:
                 out.append(MeasureResult.from_json(f.result()))
-            except Exception as e:  # noqa: BLE001 - KilledWorker and the like: this candidate only
+            except Exception as e:  # KilledWorker and the like: this candidate only
                 out.append(MeasureResult((), "crash", f"the Dask task failed: {type(e).__name__}: {e}", worker="?"))
         return out
 

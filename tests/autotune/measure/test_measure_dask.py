@@ -12,11 +12,11 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from tessera.autotune.measure import LocalBuilder, LocalRunner, measure  # noqa: E402
-from tessera.autotune.measure.dask import DaskRunner, measure_task, resource_name  # noqa: E402
-from tessera.errors import TesseraError  # noqa: E402
+import bad_candidates as bc
 
-import bad_candidates as bc  # noqa: E402
+from tessera.autotune.measure import LocalBuilder, LocalRunner, measure
+from tessera.autotune.measure.dask import DaskRunner, measure_task, resource_name
+from tessera.errors import TesseraError
 
 TARGET, OTHER = "c -num-threads=2", "c -num-threads=1"
 SETTINGS = dict(number=2, repeat=2, min_repeat_ms=0)

@@ -1,17 +1,21 @@
 """Local measurement (tessera.autotune.measure): every candidate's output is checked before its time
 counts, and bad candidates made through real tensor intrinsics become error records -- wrong result,
 crash, hang, compile error, invalid trace -- while the tuner goes on to the next one."""
+import bad_candidates as bc
 import numpy as np
 import pytest
 
 from tessera import te
 from tessera.autotune.database import Database
-from tessera.autotune.measure import LocalBuilder, LocalRunner, MeasureCandidate, measure
+from tessera.autotune.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureCandidate,
+    measure,
+)
 from tessera.autotune.measure.check import mismatch
 from tessera.autotune.workload import Workload
 from tessera.errors import TesseraError
-
-import bad_candidates as bc
 
 TARGET = "c -num-threads=2"
 
