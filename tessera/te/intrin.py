@@ -60,16 +60,13 @@ def _limits(dtype):
     if dt.is_handle():
         raise DTypeError("handle has no minimum or maximum value")
     npdt = numpy_dtype(dt)
-    if dt.is_float():
-        if dt == "bfloat16":
-            import ml_dtypes
+    if dt == "bfloat16" or dt.is_lowp():   # numpy's finfo/iinfo know only its own types
+        import ml_dtypes
 
-            info = ml_dtypes.finfo(npdt)
-        else:
-            info = np.finfo(npdt)
-        return float(info.min), float(info.max)
-    info = np.iinfo(npdt)
-    return int(info.min), int(info.max)
+        info = ml_dtypes.finfo(npdt) if dt.is_float() else ml_dtypes.iinfo(npdt)
+    else:
+        info = np.finfo(npdt) if dt.is_float() else np.iinfo(npdt)
+    return (float(info.min), float(info.max)) if dt.is_float() else (int(info.min), int(info.max))
 
 
 def min_value(dtype) -> E.PrimExpr:

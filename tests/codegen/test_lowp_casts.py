@@ -193,12 +193,12 @@ def test_arithmetic_on_subbyte_integers_wraps_to_their_bits(dt):
 
 
 def test_a_kernel_checks_the_lowp_dtype_of_its_arguments():
-    run, lib = _build("float8_e4m3fn", ["float32"], 4)
+    _, lib = _build("float8_e4m3fn", ["float32"], 4)
     with pytest.raises(TesseraError, match="float8_e4m3fn"):
         lib(np.zeros(4, ml_dtypes.float8_e5m2), np.empty(4, np.float32))
     with pytest.raises(TesseraError, match="float8_e4m3fn"):
         lib(np.zeros(4, np.uint8), np.empty(4, np.float32))
-    run, lib = _build("int4", ["float32"], 4)
+    _, lib = _build("int4", ["float32"], 4)
     with pytest.raises(TesseraError, match="int4"):
         lib(np.zeros(4, np.int8), np.empty(4, np.float32))
 
@@ -209,3 +209,42 @@ def test_the_generated_conversions_are_named_helpers():
     assert "tsr_float8_e5m2_to_float(A[" in src
     assert "static inline uint8_t tsr_minifloat_encode(double x, const tsr_minifloat_t* f)" not in src  # not needed
     assert "tsr_wrap_int4((int32_t)" in src
+
+
+def test_backends_without_the_conversions_refuse_lowp_types_by_name():
+    """The CUDA and OpenCL renderers share the C-style base but not tsr_lowp.h: a float8 / int4
+    conversion is refused naming the type (the C renderer has them)."""
+    from tessera.codegen.c import CodeGenC
+    from tessera.codegen.c_base import CodeGenCBase, HelperRegistry
+    from tessera.ir import expr as E
+
+    x = E.Var("x", "float32")
+    for dt in ("float8_e4m3fn", "int4"):
+        base = CodeGenCBase(HelperRegistry())
+        base.names.define(x)
+        with pytest.raises(TesseraError, match=f"no conversions for {dt}"):
+            base.cast_text(x, DataType(dt))
+        gen = CodeGenC(HelperRegistry())
+        gen.names.define(x)
+        text, _ = gen.cast_text(x, DataType(dt))
+        assert text.startswith(("tsr_round_float8_e4m3fn(", "tsr_wrap_int4((int32_t)"))
+        assert any(name.startswith("tsr_") for name in gen.helpers.functions)
+
+
+def test_reductions_over_lowp_tensors_use_their_limits():
+    """max / min reductions start from te.min_value / max_value of the type (ml_dtypes' finfo / iinfo)."""
+    assert (te.min_value("float8_e4m3fn").value, te.max_value("float8_e5m2").value) == (-448.0, 57344.0)
+    assert (te.min_value("int4").value, te.max_value("uint2").value) == (-8, 3)
+    rng = np.random.default_rng(1)
+    A = te.placeholder((4, 16), name="A", dtype="float8_e4m3fn")
+    Q = te.placeholder((4, 16), name="Q", dtype="int4")
+    k, r = te.reduce_axis((0, 16), name="k"), te.reduce_axis((0, 16), name="r")
+    B = te.compute((4,), lambda i: te.max(A[i, k], axis=k), name="B")
+    C = te.compute((4,), lambda i: te.min(Q[i, r], axis=r), name="C")
+    lib = tessera.build(te.create_prim_func([A, Q, B, C]), target="c")
+    a = (rng.standard_normal((4, 16)) * 10).astype(ml_dtypes.float8_e4m3fn)
+    q = rng.integers(-8, 8, (4, 16)).astype(np.float32).astype(ml_dtypes.int4)
+    b, c = np.empty(4, ml_dtypes.float8_e4m3fn), np.empty(4, ml_dtypes.int4)
+    lib(a, q, b, c)
+    _same_bits(b, a.astype(np.float32).max(axis=1).astype(ml_dtypes.float8_e4m3fn), "max over float8")
+    np.testing.assert_array_equal(c.astype(np.int64), q.astype(np.int64).min(axis=1))
