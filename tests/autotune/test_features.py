@@ -238,9 +238,9 @@ def test_every_column_is_documented():
 def test_auto_unroll_annotation_and_unrolled_loops():
     sch = tir.Schedule(elementwise(64, 64))
     i, j = sch.get_loops(sch.get_block("B"))
+    j0, j1 = sch.split(j, [None, 4])
     sch.annotate(i, "pragma_auto_unroll_max_step", 16)
-    sch.annotate(j, "a_text_annotation", "ignored")
-    _, j1 = sch.split(j, [None, 4])
+    sch.annotate(j0, "a_text_annotation", "ignored")
     sch.unroll(j1)
     rows = extract_features(sch, TARGET)
     assert col(rows, "unroll.max_step") == near(16)
