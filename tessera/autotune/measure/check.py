@@ -187,7 +187,14 @@ def reference_folder(key: str, library: str, seed: int) -> str:
 FLUSH_TIMER_SRC = r"""
 #include <stdint.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TSR_HAVE_CLFLUSH 1
+#endif
 typedef int32_t (*tsr_entry_fn)(void**, const int32_t*, int32_t, char*, int32_t);
+/* the leading fields of tessera_tensor_t (codegen/abi.py) */
+typedef struct { void* data; const int64_t* shape; const int64_t* strides; int32_t ndim;
+                 uint8_t code; uint8_t bits; uint16_t lanes; } tsr_flush_tensor_t;
 
 static double tsr_flush_now(void) {
   struct timespec ts;
@@ -195,8 +202,26 @@ static double tsr_flush_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* TVM's time evaluator with its cache flush: one warm-up call, then per repeat the flush buffer is
-   written (evicting the arguments from every cache level) and `number` calls are timed. */
+/* Evict the arguments from every cache: clflush of each tensor argument's lines (coherent: every
+   core's caches) where the CPU has it, and a write sweep over a buffer twice the last-level cache. */
+static void tsr_flush(void** args, const int32_t* kinds, int32_t num_args, volatile unsigned char* buf,
+                      int64_t nbytes) {
+#ifdef TSR_HAVE_CLFLUSH
+  for (int32_t i = 0; i < num_args; ++i) {
+    if (kinds[i] != 0) continue;   /* KIND_TENSOR */
+    const tsr_flush_tensor_t* t = (const tsr_flush_tensor_t*)args[i];
+    int64_t n = ((int64_t)t->bits * t->lanes + 7) / 8;
+    for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
+    const char* p = (const char*)t->data;
+    for (int64_t off = 0; off < n; off += 64) _mm_clflush(p + off);
+  }
+  _mm_mfence();
+#endif
+  for (int64_t i = 0; i < nbytes; i += 64) buf[i] += 1;
+}
+
+/* TVM's time evaluator with its cache flush: one warm-up call, then per repeat the caches are
+   flushed and `number` calls are timed. */
 int32_t tessera_time_flushed(void* entry, void** args, const int32_t* kinds, int32_t num_args, int32_t number,
                              int32_t repeat, double* results, volatile unsigned char* flush, int64_t flush_bytes,
                              char* err, int32_t err_len) {
@@ -204,7 +229,7 @@ int32_t tessera_time_flushed(void* entry, void** args, const int32_t* kinds, int
   int32_t rc = f(args, kinds, num_args, err, err_len);
   if (rc) return rc;
   for (int32_t r = 0; r < repeat; ++r) {
-    for (int64_t i = 0; i < flush_bytes; i += 64) flush[i] += 1;
+    tsr_flush(args, kinds, num_args, flush, flush_bytes);
     double t0 = tsr_flush_now();
     for (int32_t k = 0; k < number; ++k) {
       rc = f(args, kinds, num_args, err, err_len);
@@ -238,7 +263,8 @@ def llc_bytes() -> int:
 
 
 class FlushTimer:
-    """Times a module function with the caches flushed before each repeat (see FLUSH_TIMER_SRC)."""
+    """Times a module function with the caches flushed before each repeat (see FLUSH_TIMER_SRC; the
+    argument array it reads is runtime/module.py's: tessera_tensor_t structs behind KIND_TENSOR)."""
 
     def __init__(self, target):
         lib = ctypes.CDLL(compile_source(FLUSH_TIMER_SRC, target, name_hint="flush_timer"))
