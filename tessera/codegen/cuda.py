@@ -7,6 +7,9 @@ float (the C-style base's numeric policy); bfloat16 is refused. Vector code goes
 """
 from __future__ import annotations
 
+import re
+
+from ..errors import TesseraError
 from ..ir.dtype import DataType
 from .c_base import P_ASSIGN, P_PRIMARY, P_UNARY, STORAGE_C, VALUE_C
 from .gpu import GPUCodeGen, render_gpu_module
@@ -41,6 +44,20 @@ class CodeGenCUDA(GPUCodeGen):
     type_map = _VALUE
     storage_map = _STORAGE
     preamble = PREAMBLE
+
+    def check_intrin(self, name: str, needs: list):
+        """A CUDA intrinsic names the oldest architecture it runs on (sm_70); the target's -arch
+        (sm_90 by default) must be at least that; CPU features are refused."""
+        arch = (self.target.attrs.get("arch") if self.target is not None else None) or "sm_90"
+        have = int(re.match(r"sm_(\d+)", arch).group(1))
+        for f in needs:
+            m = re.fullmatch(r"sm_(\d+)", f)
+            if m is None:
+                raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs the CPU feature {f}; "
+                                   f"it is not a CUDA intrinsic")
+            if int(m.group(1)) > have:
+                raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs {f} or newer; the target "
+                                   f"builds for {arch}")
 
     def round_helper(self, dt) -> str:
         if dt == "float16":

@@ -31,8 +31,33 @@ class GPUCodeGen(CodeGenCBase):
     backend_name = "GPU"
     preamble = ""                 # text at the top of a translation unit (typedefs, includes)
 
+    target = None                 # the Target being rendered for (set by render_gpu_module)
+
     def kernel_head(self, name: str, params: list) -> str:
         return f"{self.kernel_prefix}{self.kernel_return} {name}({', '.join(params) or 'void'}) {{"
+
+    def stmt_AttrStmt(self, s):
+        key = s.attr_key
+        if key == "pragma_import_c":
+            # a tensor intrinsic's device functions, emitted once into the unit
+            names = [n.strip() for n in s.node.value.split(",") if n.strip()]
+            self.helpers.import_c(names, s.value.value)
+            self.stmt(s.body)
+            return
+        if key == "tensor_intrin":
+            name = s.node.value if type(s.node) is E.StringImm else str(s.node)
+            needs = [f for f in s.value.value.split(",") if f] if type(s.value) is E.StringImm else []
+            self.check_intrin(name, needs)
+            self.emit(f"/* tensor intrinsic {name} */")
+            self.stmt(s.body)
+            return
+        super().stmt_AttrStmt(s)
+
+    def check_intrin(self, name: str, needs: list):
+        """Refuse a tensor intrinsic this backend cannot run (its features name what it needs)."""
+        if needs:
+            raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs {', '.join(needs)}, which the "
+                               f"{self.backend_name} backend does not have")
 
 
 class _Uses(Visitor):
@@ -181,7 +206,7 @@ def render_gpu_module(funcs, target, gen_cls) -> tuple:
             if cname in used_names:
                 raise TesseraError(f"two kernels are named {cname}; rename one of the functions")
             used_names.add(cname)
-            text, args, stores = _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params)
+            text, args, stores = _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params, target)
             written |= stores
             kernel_texts.append(text)
             kmeta.append({"name": cname, "grid": dims[:3], "block": dims[3:], "args": args,
@@ -202,10 +227,11 @@ def render_gpu_module(funcs, target, gen_cls) -> tuple:
     return "\n".join(head) + "\n" + "\n\n".join(kernel_texts) + "\n", metas
 
 
-def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params):
+def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params, target):
     uses = _Uses()
     uses.visit(body)
     gen = gen_cls(helpers)
+    gen.target = target
     gen.func_name = f"{func.name} (kernel {cname})"
     args, sig, order = [], [], []
     for buf in uses.buffers:

@@ -8,6 +8,7 @@ import pytest
 from gpu_cases import CASES
 
 import tessera
+import tessera.backend
 from tessera.runtime import cuda as rt
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not on the PATH")

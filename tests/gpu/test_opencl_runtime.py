@@ -6,6 +6,7 @@ import pytest
 from gpu_cases import CASES
 
 import tessera
+import tessera.backend
 from tessera.runtime import opencl as rt
 
 _OK, _WHY = rt.usable()

@@ -8,5 +8,6 @@
 """
 from .intrin import TensorIntrin
 from . import x86  # noqa: E402,F401  (registers the x86 intrinsics)
+from . import cuda  # noqa: E402,F401  (registers the CUDA tensor-core intrinsics)
 
-__all__ = ["TensorIntrin", "x86"]
+__all__ = ["TensorIntrin", "cuda", "x86"]

@@ -7,6 +7,8 @@ launch grid (work-groups per axis) and work-group size are the largest extents o
 to each blockIdx / threadIdx axis in the kernel. Inside a kernel a loop smaller than its axis's
 launch extent gets a guard (`if (tx < extent)`), and the "shared" allocations move to the top of
 the kernel (OpenCL declares `__local` memory at kernel scope; it lives for the whole work-group).
+A kernel that calls a warp-level tensor intrinsic (`AttrStmt(.., "tsr.warp_execution", 32)`) is
+launched with threadIdx.x = 32, the warp's lanes.
 
 The host part may hold only kernels, sequences of them and allocations of "global" buffers
 (workspaces the runtime allocates in device memory, passed to the kernels that use them). A
@@ -23,6 +25,7 @@ from ...ir.functor import Visitor
 from ._stmt_mutator import StmtMutator
 
 KERNEL = "tsr.device_kernel"
+WARP = "tsr.warp_execution"   # tensor_intrin/cuda.py: what it wraps runs in all 32 lanes of a warp
 LAUNCH = "tsr.launch"
 GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 BLOCK_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -110,6 +113,7 @@ class _Launch(Visitor):
         super().__init__()
         self.func, self.name = func, name
         self.extents = {}
+        self.warp = False     # a warp-level tensor intrinsic is called in the kernel
 
     def visit_For(self, s):
         tag = thread_tag(s)
@@ -123,6 +127,11 @@ class _Launch(Visitor):
                                  f"kernel must be known when it is built (split the loop by a constant factor "
                                  f"and bind the constant part)")
             self.extents[tag] = max(self.extents.get(tag, 1), s.extent.value)
+        self.generic_visit(s)
+
+    def visit_AttrStmt(self, s):
+        if s.attr_key == WARP:
+            self.warp = True
         self.generic_visit(s)
 
     def visit_PrimExpr(self, e):
@@ -185,6 +194,12 @@ def _kernel(func, root, name):
     launch = _Launch(func, name)
     launch.visit(root)
     ext = launch.extents
+    if launch.warp:
+        if ext.get("threadIdx.x", 32) != 32:
+            raise BuildError(f"{func.name}: kernel {name} calls a warp-level tensor intrinsic, so threadIdx.x is the "
+                             f"warp's 32 lanes; the kernel binds threadIdx.x to {ext['threadIdx.x']} threads (bind "
+                             f"warps to threadIdx.y / threadIdx.z)")
+        ext["threadIdx.x"] = 32
     mut = _Kernel(func, name, ext)
     body = mut.visit(root)
     for buf in reversed(mut.shared):
