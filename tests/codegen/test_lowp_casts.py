@@ -2,6 +2,9 @@
 float8 / float4 / int4 / int2 against ml_dtypes' conversion of the same values, bit for bit (round to
 nearest even, ties, subnormals, overflow to inf or NaN, NaN, signed zeros), in scalar, vectorized and
 parallel loops, and arithmetic on those values rounded back to the type."""
+import os
+import subprocess
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -248,3 +251,22 @@ def test_reductions_over_lowp_tensors_use_their_limits():
     lib(a, q, b, c)
     _same_bits(b, a.astype(np.float32).max(axis=1).astype(ml_dtypes.float8_e4m3fn), "max over float8")
     np.testing.assert_array_equal(c.astype(np.int64), q.astype(np.int64).min(axis=1))
+
+
+def test_the_conversions_header_compiles_alone_and_every_section_pastes():
+    """runtime_c/tsr_lowp.h is C on its own (the flags of tests/codegen/test_codegen_c_files.py), and each
+    section with its dependencies compiles as a unit would paste it."""
+    from tessera.codegen import c_files
+    from tessera.toolchain import find_compiler
+
+    cc = find_compiler()
+    flags = ["-std=gnu11", "-fsyntax-only", "-Wall", "-Wextra", "-Wno-unused-function", "-Werror", "-x", "c"]
+    path = os.path.join(c_files.DIRECTORY, "tsr_lowp.h")
+    proc = subprocess.run(cc + flags + [path], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    secs = c_files.sections("tsr_lowp.h")
+    assert {f"tsr_float_to_{d}" for d in MINIFLOATS} <= set(secs)
+    unit = "#include <stdint.h>\n#include <math.h>\n" + "\n".join(
+        c_files.used_sections("tsr_lowp.h", "tsr_round_float4_e2m1fn( tsr_wrap_int2("))
+    proc = subprocess.run(cc + flags + ["-"], input=unit, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -213,8 +213,9 @@ def test_packed_int4_weights_dequantize_into_a_matmul():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_graph_with_int4_and_float8_inputs_and_outputs_runs_on_every_executor():
-    """The values cross the runtime boundary as ml_dtypes arrays (one byte an element)."""
+def test_a_graph_with_int4_and_float8_inputs_and_outputs_runs_on_every_executor(tmp_path):
+    """The values cross the runtime boundary as ml_dtypes arrays (one byte an element), also through
+    an exported and reloaded library."""
     q = np.arange(-8, 8).astype(np.float32).astype(ml_dtypes.int4).reshape(4, 4)
     x8 = _probe((4, 4), scale=100.0, seed=8).astype(ml_dtypes.float8_e4m3fn)
     nodes = [helper.make_node("Cast", ["q"], ["a"], to=TensorProto.FLOAT8E4M3FN),
@@ -229,6 +230,9 @@ def test_a_graph_with_int4_and_float8_inputs_and_outputs_runs_on_every_executor(
     want = ReferenceEvaluator(m).run(None, feeds)
     graph, params = from_onnx(m)
     for executor in ("aot", "graph"):
-        got = tessera.compile(graph, params, executor=executor).run(feeds)
-        for gv, wv in zip(got, want):
+        exe = tessera.compile(graph, params, executor=executor)
+        for gv, wv in zip(exe.run(feeds), want):
             _same(gv, wv, executor)
+    exe.export_library(str(tmp_path / "lowp.so"))
+    for gv, wv in zip(tessera.runtime.load_module(str(tmp_path / "lowp.so")).run(feeds), want):
+        _same(gv, wv, "reloaded")
