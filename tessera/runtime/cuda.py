@@ -94,6 +94,32 @@ def _cupy():
     return cupy
 
 
+def _need_cupy():
+    cp = _cupy()
+    if cp is None:
+        raise TesseraError("CUDA device arrays need an NVIDIA GPU and cupy; none here")
+    return cp
+
+
+def array(obj, dtype=None, device: str | None = None):
+    """A cupy array on the GPU (device: its ordinal, default the current one) holding a copy of obj."""
+    cp = _need_cupy()
+    host = obj.numpy() if isinstance(obj, NDArray) else obj
+    with cp.cuda.Device(int(device) if device else cp.cuda.runtime.getDevice()):
+        return cp.array(host, dtype=None if dtype is None else numpy_dtype(DataType(dtype)))
+
+
+def empty(shape, dtype="float32", device: str | None = None):
+    cp = _need_cupy()
+    with cp.cuda.Device(int(device) if device else cp.cuda.runtime.getDevice()):
+        return cp.empty(shape, numpy_dtype(DataType(dtype)))
+
+
+def from_dlpack(obj):
+    """A CUDA tensor of any DLPack producer as a cupy array, without copying."""
+    return _need_cupy().from_dlpack(obj)
+
+
 def available() -> bool:
     """Whether CUDA kernels can run here (cupy and an NVIDIA GPU)."""
     return _cupy() is not None
@@ -216,4 +242,5 @@ class CUDAModule:
         return evaluator
 
 
-__all__ = ["CUDAModule", "CUDAFunction", "available", "compile_cuda", "nvcc_path", "parse_ptxas"]
+__all__ = ["CUDAModule", "CUDAFunction", "array", "available", "compile_cuda", "empty", "from_dlpack", "nvcc_path",
+           "parse_ptxas"]

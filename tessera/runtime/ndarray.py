@@ -16,6 +16,7 @@ from ..ir.dtype import DataType, dtype_of_numpy, numpy_dtype
 
 ALIGNMENT = 64
 _KDLCPU = 1
+_KDLCUDA = 2
 
 # numpy dtype -> (tessera dtype, ABI code, ABI bits). Booleans are stored in a byte (DLPack's
 # convention: code 6, bits 8).
@@ -163,13 +164,34 @@ def _np_dtype(dtype) -> np.dtype:
     return numpy_dtype(dt)
 
 
-def empty(shape, dtype="float32") -> NDArray:
-    """An uninitialized aligned NDArray."""
+def empty(shape, dtype="float32", device=None) -> NDArray:
+    """An uninitialized aligned NDArray (device: see `array`)."""
+    if device is not None and device != "cpu":
+        return _device_runtime(device)[0].empty(_normalize_shape(shape), dtype, _device_runtime(device)[1])
     return NDArray(_aligned_empty(_normalize_shape(shape), _np_dtype(dtype)))
 
 
-def array(obj, dtype=None) -> NDArray:
-    """Copy `obj` (numpy array, NDArray, nested list, scalar, DLPack tensor) into a new aligned NDArray."""
+def _device_runtime(device):
+    """(runtime module, device name) of a device string: "opencl", "opencl:<name part>", "cuda"."""
+    if not isinstance(device, str):
+        raise TesseraError(f"device must be 'cpu', 'opencl', 'opencl:<device name>' or 'cuda', got {device!r}")
+    kind, _, name = device.partition(":")
+    if kind == "opencl":
+        from . import opencl  # pyopencl is optional: loaded only for OpenCL device arrays
+        return opencl, name or None
+    if kind == "cuda":
+        from . import cuda  # cupy is optional: loaded only for CUDA device arrays
+        return cuda, name or None
+    raise TesseraError(f"unknown device {device!r}: expected 'cpu', 'opencl', 'opencl:<device name>' or 'cuda'")
+
+
+def array(obj, dtype=None, device=None) -> NDArray:
+    """Copy `obj` (numpy array, NDArray, nested list, scalar, DLPack tensor) into a new aligned NDArray;
+    with device="opencl" (or "opencl:<device name>") into an OpenCL DeviceArray, with "cuda" into a
+    CUDA array (cupy), which GPU modules take without copying."""
+    if device is not None and device != "cpu":
+        rt, name = _device_runtime(device)
+        return rt.array(obj, dtype, name)
     if isinstance(obj, NDArray):
         obj = obj._arr
     elif not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
@@ -229,16 +251,23 @@ def _subbyte_bits(np_dtype, where: str) -> int:
 
 
 def from_dlpack(obj) -> NDArray:
-    """Import a CPU tensor from any DLPack producer (torch, jax, numpy, ...) without copying."""
+    """Import a tensor from any DLPack producer (torch, jax, numpy, ...) without copying: CPU memory
+    as an NDArray, CUDA memory as a cupy array (which CUDA modules take)."""
     if isinstance(obj, NDArray):
         return obj
     if not hasattr(obj, "__dlpack__"):
         raise TesseraError(f"from_dlpack expects an object with __dlpack__, got {type(obj).__name__}")
     if hasattr(obj, "__dlpack_device__"):
         dev = tuple(obj.__dlpack_device__())
+        if int(dev[0]) == _KDLCUDA:
+            from . import cuda  # cupy is optional: only a CUDA tensor needs it
+            if not cuda.available():
+                raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev} (CUDA); importing it needs "
+                                   f"cupy and an NVIDIA GPU, and this machine has none")
+            return cuda.from_dlpack(obj)
         if int(dev[0]) != _KDLCPU:
-            raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev}; only CPU memory "
-                               f"(device type 1) can be imported")
+            raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev}; CPU memory (device type 1) "
+                               f"and CUDA memory (type 2, with cupy) can be imported")
     try:
         arr = np.from_dlpack(obj)
     except (BufferError, TypeError, RuntimeError) as e:

@@ -144,6 +144,10 @@ class DeviceArray:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
+    def __dlpack__(self, *args, **kwargs):
+        raise TesseraError("an OpenCL DeviceArray cannot be exported through DLPack (DLPack consumers do not "
+                           "read OpenCL buffers); take a host copy with .numpy()")
+
     def __repr__(self):
         return f"<tessera.DeviceArray opencl shape={self.shape}, {self.dtype}>"
 

@@ -201,3 +201,12 @@ def test_bind_still_refuses_reduction_loops_on_block_axes():
     _, kk = sch.get_loops(sch.get_block("B"))
     with pytest.raises(tessera.ScheduleError, match="reduction"):
         sch.bind(kk, "blockIdx.x")
+
+
+def test_unknown_device_is_refused():
+    with pytest.raises(TesseraError, match="unknown device 'tpu'"):
+        tessera.nd.array(np.zeros(2, "float32"), device="tpu")
+
+
+def test_nd_array_on_cpu_is_an_ndarray():
+    assert isinstance(tessera.nd.array(np.zeros(2, "float32"), device="cpu"), tessera.nd.NDArray)

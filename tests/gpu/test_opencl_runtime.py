@@ -55,3 +55,16 @@ def test_too_many_threads_for_the_device_names_the_kernel():
     sch.bind(i, "threadIdx.x")
     with pytest.raises(tessera.TesseraError, match=f"kernel main_kernel has {n} threads per work-group.*at most"):
         tessera.build(sch, target="opencl")
+
+
+def test_nd_array_on_the_opencl_device():
+    a = np.arange(12, dtype="float32").reshape(3, 4)
+    d = tessera.nd.array(a, device="opencl")
+    assert isinstance(d, rt.DeviceArray) and d.shape == (3, 4) and d.dtype == "float32"
+    np.testing.assert_array_equal(d.numpy(), a)
+    e = tessera.nd.empty((5,), "int32", device="opencl")
+    assert e.shape == (5,) and e.dtype == "int32"
+    # a DLPack producer (numpy) goes to the device through the host
+    np.testing.assert_array_equal(tessera.nd.array(np.ones(3, "float32"), device="opencl").numpy(), 1)
+    with pytest.raises(tessera.TesseraError, match="cannot be exported through DLPack"):
+        np.from_dlpack(d)
