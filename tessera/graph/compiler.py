@@ -111,7 +111,9 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
 
 def kernel_spec(k) -> KernelSpec:
     """The plan's description of a graph Kernel: its output extents as JSON expressions, or (for
-    extents JSON cannot write) the kernel's own evaluation."""
+    extents JSON cannot write) the kernel's own evaluation; a host kernel's come from its run."""
+    if getattr(k, "host", False):
+        return KernelSpec(k.op, [], None, host=True)
     in_vars = [[(d, v.name if hasattr(v, "name") else v) for d, v in dims] for dims in k.in_vars]
     try:
         shapes = [[expr_json(e) for e in shape] for shape in k.out_shape_exprs]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 import warnings
 
+import numpy as np
+
 from .. import te
 from ..arith import simplify
 from ..backend import functions_of, get_backend
@@ -135,6 +137,56 @@ def _vars_of(e):
     return collect_vars(e)
 
 
+class HostKernel:
+    """An op that runs on the host (OpDef.host: its output extents depend on its input values):
+    `fn(*inputs)` returns the output arrays, checked against the output types' dtypes and ranks;
+    the graph executor binds the symbolic extents from them. Nothing is compiled."""
+
+    host = True
+    compiled = True
+    scheduled = False
+
+    def __init__(self, op, attrs, input_types, output_types, target, node=None):
+        self.op, self.node, self.target = op, node, target
+        self.attrs = dict(attrs)
+        self.input_types, self.output_types = tuple(input_types), tuple(output_types)
+        self.in_vars = ()
+        self.out_shape_exprs = None
+        self.static_out_shapes = None
+        self._host = get_op(op, node).host
+        self._np = [t.dtype.numpy() for t in self.output_types]
+        self.fn = self._call
+
+    @property
+    def prim(self):
+        raise TesseraError(f"{_where(self.op, self.node)} runs on the host (its output extents depend on the "
+                           f"values), so it has no C program; a model with it runs in the graph executor and "
+                           f"cannot be written into a library")
+
+    lowered = None
+    source = None
+
+    def _call(self, *arrays):
+        outs = self._host([np.asarray(a) for a in arrays], self.attrs)
+        if len(outs) != len(self.output_types):
+            raise TesseraError(f"{_where(self.op, self.node)}: the host function gave {len(outs)} outputs, the op "
+                               f"has {len(self.output_types)}")
+        result = []
+        for i, (o, t, dt) in enumerate(zip(outs, self.output_types, self._np)):
+            o = np.ascontiguousarray(o)
+            if o.dtype != dt or o.ndim != t.ndim:
+                raise TesseraError(f"{_where(self.op, self.node)}: output {i} is {o.dtype}{list(o.shape)}, its "
+                                   f"type is {t}")
+            result.append(o)
+        return result
+
+    def output_shapes(self, in_shapes) -> list:
+        raise ShapeError(f"{_where(self.op, self.node)}: its output extents are known only after it runs")
+
+    def __repr__(self):
+        return f"<HostKernel {self.op}({', '.join(str(t) for t in self.input_types)})>"
+
+
 _KERNELS: dict = {}
 _KERNEL_LOCK = threading.Lock()
 
@@ -185,6 +237,8 @@ def get_kernels(requests, target="c", compile: bool = True) -> list:  # noqa: A0
     for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
         key = _kernel_key(op, attrs, in_types, out_types, target)
         k = _KERNELS.get(key)
+        if k is None and op != FUSED_OP and get_op(op, node).host is not None:
+            k = HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
         if k is None:
             k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), target)
             with _KERNEL_LOCK:

@@ -7,7 +7,10 @@ An operator is registered once, by name (Relay-style: "add", "nn.conv2d", "resha
 - `infer(types, attrs) -> [TensorType]`: output types from input types (shape inference);
 - `compute(tensors, attrs) -> [te.Tensor]`: the tensor expression over te placeholders (a compute
   that takes `target` too gets the Target it is built for: `OpDef.compute_for`);
-- `schedule(sch, ctx)`: optional default CPU schedule of the PrimFunc made from compute.
+- `schedule(sch, ctx)`: optional default CPU schedule of the PrimFunc made from compute;
+- `host(arrays, attrs) -> [arrays]`: instead of a compute, for an op whose output extents depend on
+  its input values (nonzero, unique, non_max_suppression): run on the host by the graph executor,
+  its outputs' data-dependent extents typed as symbols that the run binds.
 
     conv2d = register_op("nn.conv2d", inputs=("data", "weight"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
                          attrs={"strides": (1, 1), "padding": (0, 0, 0, 0), "groups": 1})
@@ -74,6 +77,7 @@ class OpDef:
     infer: Callable | None = None
     compute: Callable | None = None
     schedule: Callable | None = None
+    host: Callable | None = None
     doc: str = ""
     _extra: dict = field(default_factory=dict, repr=False)
 
@@ -91,6 +95,12 @@ class OpDef:
 
     def def_schedule(self, fn):
         self.schedule = fn
+        return fn
+
+    def def_host(self, fn):
+        """Register fn(arrays, attrs) -> [numpy arrays]: the op runs on the host (see the module
+        docstring); it has no compute."""
+        self.host = fn
         return fn
 
     # use -------------------------------------------------------------------------------------

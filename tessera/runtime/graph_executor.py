@@ -10,11 +10,14 @@ so a run is the kernels' entry calls in order and fresh arrays for the graph out
 symbolic dimensions (or without a memory plan, or while another thread is in the runner) the
 general path runs: symbols are bound from the actual input shapes (the same symbol must get the
 same value everywhere), outputs are allocated as numpy arrays, and an intermediate is dropped as
-soon as its last consumer has run.
+soon as its last consumer has run. A host step (an op whose output extents depend on its input
+values: nonzero, unique, non_max_suppression) returns its outputs; their extents bind the symbols
+of its output types, which size the kernels after it.
 """
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 
@@ -29,10 +32,11 @@ class _Step:
     """A plan step bound to its function: `node` (the plan's Step: name, op), input/output slots,
     output specs, the slots it frees."""
 
-    __slots__ = ("node", "kernel", "spec", "fn", "ins", "outs", "out_specs", "out_np", "free")
+    __slots__ = ("node", "kernel", "spec", "fn", "ins", "outs", "out_specs", "out_np", "free", "host")
 
     def __init__(self, step, kernel, spec, out_specs):
         self.node, self.kernel, self.spec, self.fn = step, kernel, spec, kernel.fn
+        self.host = spec.host
         self.ins, self.outs = step.ins, step.outs
         self.out_specs = out_specs
         self.out_np = tuple(s.np_dtype for s in out_specs)
@@ -80,7 +84,8 @@ class GraphExecutor(Executor):
             st.free = tuple(f)
         self._steps = steps
         self._template = [template.get(i) for i in range(len(values))]
-        self._static = all(s.is_static for s in self._inputs)
+        # a host step (an op whose output extents depend on values) makes symbols the inputs do not bind
+        self._static = all(s.is_static for s in self._inputs) and not any(st.host for st in steps)
         # graph outputs that are inputs or constants are returned as copies
         self._copy_slots = set(template) | inputs
         self._runner = None          # the StaticRunner, made on the first run of a static plan
@@ -110,6 +115,19 @@ class GraphExecutor(Executor):
         empty = np.empty
         for st in self._steps:
             ins = [vals[s] for s in st.ins]
+            if st.host:
+                try:
+                    outs = st.fn(*ins)
+                except TesseraError as e:
+                    raise node_error(st, e) from None
+                _check_symbols(st, [o.shape for o in outs], env)
+                if timer is not None:
+                    timer(st, ins, outs)
+                for s, o in zip(st.outs, outs):
+                    vals[s] = o
+                for s in st.free:
+                    vals[s] = None
+                continue
             spec = st.spec
             shapes = spec.static_out_shapes
             if shapes is None or env is not None:
@@ -169,9 +187,18 @@ class GraphExecutor(Executor):
         rows = []
 
         def timer(st, ins, outs):
-            res = st.fn.time((*ins, *outs), number, repeat)
+            if st.host:                 # a host step has no C timer: timed around its Python call
+                secs = []
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    for _ in range(number):
+                        st.fn(*ins)
+                    secs.append((time.perf_counter() - t0) / number)
+                ms = sorted(secs)[len(secs) // 2] * 1e3
+            else:
+                ms = st.fn.time((*ins, *outs), number, repeat).median * 1e3
             rows.append(ProfileRow(st.spec.op, st.node.name, [tuple(x.shape) for x in ins],
-                                   [tuple(o.shape) for o in outs], res.median * 1e3))
+                                   [tuple(o.shape) for o in outs], ms))
 
         self.execute(arrays)              # warm-up: thread pools started, caches filled
         self.execute(arrays, timer)
@@ -200,6 +227,8 @@ class GraphExecutor(Executor):
 
 def _check_symbols(st, shapes, env):
     for i, (shape, t) in enumerate(zip(shapes, st.out_specs)):
+        if len(shape) != len(t.shape):
+            raise ShapeError(f"{st.where()}: output {i} has rank {len(shape)} at run time, its type says {t}")
         for d, (got, dim) in enumerate(zip(shape, t.shape)):
             if isinstance(dim, int):
                 if got != dim:

@@ -70,12 +70,15 @@ class KernelSpec:
     """How a kernel's output extents follow from its input extents (see the module docstring).
 
     shape_fn: for a plan made in this process whose extents JSON cannot describe, the function
-    computing them (such a plan runs, but cannot be written into a library)."""
+    computing them (such a plan runs, but cannot be written into a library). host: the kernel runs
+    on the host and returns its outputs, whose extents depend on the values (the executor binds the
+    symbols of its output types from them)."""
 
-    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes")
+    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes", "host")
 
-    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None):
+    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None, host: bool = False):
         self.op = str(op)
+        self.host = bool(host)
         self.in_vars = tuple(tuple((int(d), str(v)) for d, v in dims) for dims in in_vars)
         self.out_shapes, self.shape_fn = out_shapes, shape_fn
         static = out_shapes is not None and all(isinstance(d, int) for s in out_shapes for d in s)
@@ -87,6 +90,8 @@ class KernelSpec:
             return self.static_out_shapes
         if self.shape_fn is not None:
             return self.shape_fn(in_shapes)
+        if self.host:
+            raise ShapeError(f"kernel {self.op}: its output extents are known only after it runs")
         env = {}
         for dims, shape in zip(self.in_vars, in_shapes):
             for d, name in dims:
@@ -94,6 +99,9 @@ class KernelSpec:
         return [tuple(eval_expr_json(e, env) for e in s) for s in self.out_shapes]
 
     def as_json(self, name: str) -> dict:
+        if self.host:
+            raise TesseraError(f"kernel {name} ({self.op}) runs on the host (its output extents depend on the "
+                               f"values): a model with it cannot be written into a library")
         if self.out_shapes is None:
             raise TesseraError(f"kernel {name} ({self.op}): its output extents cannot be written into a library")
         return {"op": self.op, "in_vars": [[[d, v] for d, v in dims] for dims in self.in_vars],

@@ -1,10 +1,12 @@
 """ONNX converters of the remaining small ops: BitCast (reinterpret), Det, CenterCropPad (slice and
 pad), MaxUnpool (a scatter into zeros), NonZero of a constant (folded), SwiGLU, TensorScatter,
-CausalConvWithState (concat + depthwise conv1d + SiLU), and the refusals of the ops
-whose output shape depends on the data (NonMaxSuppression, Unique, NonZero of a runtime tensor):
-tessera compiles static shapes, so their results cannot be laid out ahead of the run.
+CausalConvWithState (concat + depthwise conv1d + SiLU), and the ops whose output shape depends on
+the data (NonMaxSuppression, Unique, NonZero of a runtime tensor): host ops (tessera/ops/dynamic.py)
+whose extents the graph executor binds when they run.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -106,25 +108,44 @@ def _max_unpool(ctx):
     return y
 
 
+def extent_symbol(ctx, what: str) -> str:
+    """The symbol naming a data-dependent extent of this node's output (one per node)."""
+    base = re.sub(r"[^A-Za-z0-9_]", "_", ctx.node_name).strip("_") or "node"
+    return f"{'n_' + base if base[0].isdigit() else base}_{what}"
+
+
 @converter("NonZero", since=9)
 def _nonzero(ctx):
     if ctx.is_const(0):
         a = np.asarray(ctx.const_input(0))
         return ctx.const(np.stack(np.nonzero(a)).astype(np.int64).reshape(a.ndim, -1), "nonzero")
-    ctx.unsupported("the output shape depends on the input's values (how many are nonzero); tessera compiles "
-                    "static shapes — freeze the input with const_inputs to fold it")
+    return ctx.op("nonzero", ctx.input(0), extent=extent_symbol(ctx, "nonzero"))
 
 
-def _data_dependent(what):
-    def convert(ctx):
-        ctx.unsupported(f"the output shape depends on the input's values ({what}); tessera compiles static "
-                        f"shapes")
+@converter("Unique", since=11)
+def _unique(ctx):
+    axis = ctx.attr("axis")
+    outs = ctx.op("unique", ctx.input(0), extent=extent_symbol(ctx, "unique"),
+                  axis=None if axis is None else int(axis), sorted=bool(ctx.attr("sorted", 1)))
+    return list(outs)
 
-    return convert
 
+@converter("NonMaxSuppression", since=10)
+def _non_max_suppression(ctx):
+    boxes, scores = ctx.input(0), ctx.input(1)
+    dt = str(boxes.type.dtype)
+    if str(scores.type.dtype) != dt:
+        ctx.unsupported(f"boxes are {dt}, scores {scores.type.dtype}: they must have one dtype")
 
-converter("NonMaxSuppression", since=10)(_data_dependent("how many boxes are selected"))
-converter("Unique", since=11)(_data_dependent("how many distinct values there are"))
+    def scalar(i, dtype, default):
+        v = ctx.input(i, optional=True)
+        if v is None:
+            return ctx.const(np.array(default, dtype), f"default{i}")
+        return v
+
+    return ctx.op("non_max_suppression", boxes, scores, scalar(2, np.int64, 0), scalar(3, numpy_dtype(dt), 0),
+                  scalar(4, numpy_dtype(dt), 0), extent=extent_symbol(ctx, "selected"),
+                  center_point_box=int(ctx.attr("center_point_box", 0)), use_score_threshold=ctx.has_input(4))
 
 
 # ---------------------------------------------------------------------------------------------

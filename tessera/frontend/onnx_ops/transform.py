@@ -11,6 +11,7 @@ import numpy as np
 
 from ...ops._common import broadcast_shapes, normalize_axis
 from . import converter
+from .misc import extent_symbol
 from ...ir.dtype import numpy_dtype
 
 
@@ -348,8 +349,28 @@ def _eye_like(ctx):
 
 @converter("Compress", since=9)
 def _compress(ctx):
-    """Only for a constant condition: a take of the selected positions."""
+    """A take of the selected positions: folded for a constant condition, else the positions of a
+    runtime condition come from a nonzero (a host op: its count is known when it runs)."""
     x = ctx.input(0)
+    if not ctx.is_const(1):
+        axis = ctx.attr("axis")
+        if axis is None:
+            x = ctx.op("reshape", x, newshape=(-1,))
+            axis = 0
+        axis = normalize_axis("Compress", axis, _ndim(x))
+        c = ctx.input(1)
+        if c.type.ndim != 1:
+            ctx.unsupported(f"the condition must be 1-D, it is {c.type}")
+        d, n = x.type.shape[axis], c.type.shape[0]
+        if isinstance(d, int) and isinstance(n, int) and n > d:
+            ctx.unsupported(f"the condition has {n} entries, the axis {d}")
+        if not (isinstance(d, int) and isinstance(n, int)) and d != n:
+            ctx.unsupported(f"a runtime condition of {n} entries on an axis of {d}: tessera cannot check "
+                            f"ahead that it is no longer than the axis")
+        if str(c.type.dtype) != "bool":
+            c = ctx.op("cast", c, dtype="bool")
+        idx = ctx.op("squeeze", ctx.op("nonzero", c, extent=extent_symbol(ctx, "kept")), axes=(0,))
+        return ctx.op("take", x, idx, axis=axis)
     cond = np.asarray(ctx.const_input(1)).astype(bool).reshape(-1)
     axis = ctx.attr("axis")
     if axis is None:
