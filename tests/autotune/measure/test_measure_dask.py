@@ -62,7 +62,28 @@ def pool():
     p.close()
 
 
+def test_dask_pool_in_process_gives_the_local_pool_records():
+    """Quick: a LocalCluster with one in-process worker announcing the target; the same error kinds and
+    verdicts as test_measure_local.py checks the local pool gives (the slow test below compares the
+    two pools message for message)."""
+    cands = bc.candidates()
+    order = ["good", "wrong", "crash", "build", "invalid", "plain"]
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
+                                  resources={resource_name(TARGET): 1}, silence_logs=50) as cluster, \
+            distributed.Client(cluster) as client, DaskRunner(client, **SETTINGS) as runner:
+        remote = measure([cands[k] for k in order], TARGET, runner=runner)
+        (addr,) = runner.workers_for(TARGET)
+        with pytest.raises(TesseraError, match="no worker of the Dask pool announces target 'c -num-threads=1'"):
+            measure([cands["good"]], OTHER, runner=runner)
+    assert [x.error_kind for x in remote] == [bc.EXPECTED[k] for k in order]
+    assert "output C:" in remote[1].error_msg and "SIG" in remote[2].error_msg
+    assert all(0 < s < 0.05 for x in remote if x.ok for s in x.run_secs)
+    assert {x.worker for x in remote} == {addr}
+
+
+@pytest.mark.slow
 def test_dask_pool_gives_the_local_pool_records(pool):
+    """Worker processes started with the documented command, one of them for another target."""
     pool.start("dev_a", TARGET)
     pool.start("dev_other", OTHER)
     cands = bc.candidates()

@@ -56,33 +56,37 @@ def test_bad_candidates_become_error_records(pool, tmp_path):
     assert len(best) == 3 and all(r.error is None for r in best)
 
 
-def test_check_off_lets_a_wrong_candidate_through(pool):
-    builder, _ = pool
+def test_check_off_and_flush_cache(pool):
+    """The settings are read per candidate: the same worker measures with them changed."""
+    builder, runner = pool
     cands = bc.candidates()
-    with LocalRunner(number=1, repeat=1, min_repeat_ms=0, check=False) as loose:
-        (r,) = measure([cands["wrong"]], TARGET, builder, loose)
-    assert r.ok and r.run_secs
+    saved = runner.check, runner.flush_cache, runner.number, runner.repeat
+    try:
+        runner.check = False                       # never for tuning: a miscompiled candidate could win
+        (r,) = measure([cands["wrong"]], TARGET, builder, runner)
+        assert r.ok and r.run_secs
+        runner.check, runner.flush_cache, runner.number, runner.repeat = True, True, 1, 2
+        good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, runner)
+        assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
+        assert wrong.error_kind == "wrong_result"
+    finally:
+        runner.check, runner.flush_cache, runner.number, runner.repeat = saved
 
 
-def test_flush_cache_times_and_checks(pool):
+def test_a_build_past_its_timeout_is_killed_and_the_builder_goes_on(pool):
     builder, _ = pool
-    cands = bc.candidates()
-    with LocalRunner(number=1, repeat=2, min_repeat_ms=0, flush_cache=True) as flushing:
-        good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, flushing)
-    assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
-    assert wrong.error_kind == "wrong_result"
-
-
-def test_a_build_past_its_timeout_is_killed_and_the_builder_goes_on():
     A = te.placeholder((64,), name="A")
     scale = float(np.random.default_rng().integers(1, 2 ** 20))       # a source no cache has seen
     func = te.create_prim_func([A, te.compute((64,), lambda i: A[i] * scale, name="B")])
-    with LocalBuilder(max_workers=1, timeout=0.01) as b:
-        (r,) = b.build([MeasureCandidate(func, [[], []])], TARGET)
+    saved = builder.timeout
+    try:
+        builder.timeout = 0.01
+        (r,) = builder.build([MeasureCandidate(func, [[], []])], TARGET)
         assert r.error_kind == "timeout" and "longer than 0.01 s" in r.error_msg
-        b.timeout = 60.0
-        (r,) = b.build([MeasureCandidate(func, [[], []])], TARGET)     # a fresh worker; the compile finishes
-        assert r.ok and r.path.endswith(".so")
+    finally:
+        builder.timeout = saved
+    (r,) = builder.build([MeasureCandidate(func, [[], []])], TARGET)     # a fresh worker; the compile finishes
+    assert r.ok and r.path.endswith(".so")
 
 
 def test_int8_and_other_workloads_are_checked_exactly(pool):
