@@ -37,8 +37,9 @@ from tessera.errors import ShapeError, TesseraError
 _PROBE = "import tvm; tvm.ir.save_json(tvm.tirx.IntImm('int32', 1)); print(tvm.__version__)"
 
 
-class TVMUnavailable(TesseraError):
-    """Apache TVM cannot be used in this environment (the message says why and what to do)."""
+class TVMUnavailable(TesseraError, ImportError):
+    """Apache TVM cannot be used in this environment (the message says why and what to do); an
+    ImportError too, since it means the optional dependency is missing or unusable."""
 
 
 def _dist_version(name: str) -> str | None:
