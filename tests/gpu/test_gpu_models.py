@@ -31,6 +31,20 @@ def _mlp():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _gemm_model(batch=32):
+    """y = softmax(relu(x @ W + b) @ W2) with x: [32, 48]: GEMMs big enough for the shared-memory
+    default schedule, then a softmax."""
+    w, b = RNG.standard_normal((48, 72)).astype("float32"), RNG.standard_normal(72).astype("float32")
+    w2 = RNG.standard_normal((72, 20)).astype("float32")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h0"]), helper.make_node("Add", ["h0", "b"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["h3"]),
+             helper.make_node("Softmax", ["h3"], ["y"], axis=-1)]
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (b, "b"), (w2, "w2"))]
+    g = helper.make_graph(nodes, "gemms", [helper.make_tensor_value_info("x", TP.FLOAT, [batch, 48])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [batch, 20])], initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def _check(model, inputs, target, atol):
     graph, params = tessera.frontend.from_onnx(model)
     exe = tessera.compile(graph, params, target=target)
@@ -39,13 +53,24 @@ def _check(model, inputs, target, atol):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
+    return exe
 
 
 @needs_opencl
+@pytest.mark.slow
 def test_mlp_on_opencl_matches_onnxruntime():
     _check(_mlp(), {"x": RNG.standard_normal((5, 24)).astype("float32")}, "opencl", 1e-5)
 
 
+@needs_opencl
+def test_gemms_take_the_shared_memory_default_schedule():
+    model = _gemm_model()
+    exe = _check(model, {"x": RNG.standard_normal((32, 48)).astype("float32")}, "opencl", 1e-5)
+    sources = [st.kernel.module.get_source() for st in exe._steps if not st.host]
+    assert any("__local float" in s and "barrier(CLK_LOCAL_MEM_FENCE)" in s for s in sources)
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 def test_mlp_kernels_compile_for_cuda():
     graph, params = tessera.frontend.from_onnx(_mlp())

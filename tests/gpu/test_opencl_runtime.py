@@ -13,10 +13,19 @@ _OK, _WHY = rt.usable()
 pytestmark = pytest.mark.skipif(not _OK, reason=f"OpenCL is not usable here: {_WHY}")
 
 
+@pytest.fixture(scope="module")
+def all_cases():
+    """Every GPU case as one function of one OpenCL module (one program build), with its inputs."""
+    made = {case: CASES[case]() for case in sorted(CASES)}
+    mod = tessera.build(tessera.ir.IRModule({c: m[0].mod["main"] for c, m in made.items()}), target="opencl")
+    return mod, made
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_opencl_matches_numpy(case):
-    sch, args, want = CASES[case]()
-    tessera.build(sch, target="opencl")(*args)
+def test_opencl_matches_numpy(case, all_cases):
+    mod, made = all_cases
+    _, args, want = made[case]
+    mod.get_function(case)(*args)
     for i, w in want.items():
         np.testing.assert_allclose(args[i], w, rtol=1e-4, atol=1e-4)
 

@@ -1,5 +1,6 @@
 """Default GPU schedules (docs/gpu.md): what a program needs before a GPU backend can build it."""
 from .auto_bind import auto_bind
 from .default import schedule_gpu_default, threads_per_block
+from .gemm import schedule_gemm_gpu
 
-__all__ = ["auto_bind", "schedule_gpu_default", "threads_per_block"]
+__all__ = ["auto_bind", "schedule_gemm_gpu", "schedule_gpu_default", "threads_per_block"]

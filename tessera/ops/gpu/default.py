@@ -1,14 +1,17 @@
 """The default GPU schedule of a whole kernel (an op or a fused group; docs/gpu.md): injective
 intermediate blocks are inlined into their consumers (an elementwise chain becomes one kernel),
-then every block is bound by auto_bind (one thread per output element, blocks of up to
-`max-threads-per-block` threads, 256 by default). A block that cannot be inlined (a reduction, a
+a (batched) GEMM block is tiled through shared memory with register accumulators
+(ops/gpu/gemm.py: dense, matmul, batch matmul), and every other block is bound by auto_bind (one
+thread per output element, blocks of up to `max-threads-per-block` threads, 256 by default). A block that cannot be inlined (a reduction, a
 producer read by a reduction through a window) stays its own kernel over a global workspace.
 """
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from ...ir import IntImm
 from ...target import Target
 from .auto_bind import auto_bind
+from .gemm import schedule_gemm_gpu
 
 DEFAULT_THREADS = 256
 
@@ -19,8 +22,29 @@ def threads_per_block(target) -> int:
     return min(DEFAULT_THREADS, int(limit)) if limit else DEFAULT_THREADS
 
 
+def _gemm_tiles(sch, block):
+    """Tile sizes for schedule_gemm_gpu when block is a (batched) GEMM worth tiling, else None:
+    data-parallel loops then one reduction loop, each loop one iterator, static extents, and
+    M, N >= 16, K >= 8."""
+    b = sch.get(block)
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    kinds = [iv.iter_type for iv in b.iter_vars]
+    if len(loops) != len(kinds) or len(loops) < 3 or kinds[-1] != "reduce" or "reduce" in kinds[:-1]:
+        return None
+    if b.init is None or len(b.writes) != 1 or any(type(lp.extent) is not IntImm for lp in loops):
+        return None
+    m, n, k = (lp.extent.value for lp in loops[-3:])
+    if m < 16 or n < 16 or k < 8:
+        return None
+    tm = 64 if m >= 64 else 16
+    tn = 64 if n >= 64 else 16
+    return dict(tile_m=tm, tile_n=tn, tile_k=8, thread_m=tm // 16, thread_n=tn // 16)
+
+
 def schedule_gpu_default(sch, target):
-    """Inline what can be inlined, then bind every block to blockIdx.x / threadIdx.x; returns sch."""
+    """Inline what can be inlined, tile (batched) GEMM blocks through shared memory
+    (schedule_gemm_gpu), then bind every other block to blockIdx.x / threadIdx.x; returns the
+    schedule (a new one when a GEMM was tiled)."""
     changed = True
     while changed:
         changed = False
@@ -32,4 +56,16 @@ def schedule_gpu_default(sch, target):
                 break
             except ScheduleError:
                 continue
+    root = sch.get_block("root")
+    for block in sch.get_child_blocks(root):
+        tiles = _gemm_tiles(sch, block)
+        if tiles is None:
+            continue
+        name = sch.get(block).name_hint
+        trial = sch.copy()
+        try:
+            schedule_gemm_gpu(trial, trial.get_block(name), **tiles)
+        except ScheduleError:
+            continue        # left to auto_bind (the trial is dropped, sch is unchanged)
+        sch = trial
     return auto_bind(sch, threads_per_block(target))
