@@ -44,8 +44,8 @@ def describe_exit(code) -> str:
 class WorkerProcess:
     """One persistent worker; started on first use, restarted after it dies or is killed."""
 
-    def __init__(self, name: str = "worker"):
-        self.name = name
+    def __init__(self, name: str = "worker", env: dict | None = None):
+        self.name, self.env = name, dict(env or {})
         self.proc = None
         self.sent_keys: set = set()      # workloads (and intrinsics) this incarnation already has
         self.prepared: set = set()
@@ -65,6 +65,7 @@ class WorkerProcess:
         self._log = tempfile.TemporaryFile(prefix="tessera-worker-")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)   # the modules the parent imports
+        env.update(self.env)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "tessera.autotune.measure._worker", str(w)],
                                          stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log,

@@ -98,19 +98,20 @@ def measure_task(payload: dict) -> dict:
 class DaskRunner:
     """Measures candidates on the Dask workers that announce the target (module docstring).
     address_or_client: a scheduler address ("tcp://host:8786") or a distributed.Client. The timing
-    settings are LocalRunner's; build_timeout is the device-side LocalBuilder's; retries: Dask
+    settings (and env) are LocalRunner's, applied on the device; build_timeout is the device-side LocalBuilder's; retries: Dask
     retries of a task that raises (a dead worker's task is rerun elsewhere regardless)."""
 
     builds_remotely = True
 
     def __init__(self, address_or_client, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                  timeout: float = 10.0, flush_cache: bool = False, check: bool = True, seed: int = 0,
-                 ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2):
+                 ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2, env: dict | None = None):
         try:
             from distributed import Client
         except ImportError:
             raise TesseraError("DaskRunner needs the 'distributed' package (pip install 'tessera[tune]')") from None
-        self._local = LocalRunner(number, repeat, min_repeat_ms, timeout, flush_cache, check, seed, ref_timeout)
+        self._local = LocalRunner(number, repeat, min_repeat_ms, timeout, flush_cache, check, seed, ref_timeout,
+                                  env=env)
         self._local_settings = self._local.settings()
         if not isinstance(build_timeout, (int, float)) or build_timeout <= 0:
             raise TesseraError(f"DaskRunner: build_timeout must be > 0 seconds, got {build_timeout!r}")

@@ -3,8 +3,9 @@
     python -m tessera.autotune.measure.overhead --size 1024 --target "c -num-threads=2" [--json out.json]
 
 Builds and measures a batch of GEMM candidates (the hand schedule of tir/schedule/examples/gemm.py
-over a grid of kc x mc where the target has its micro-kernel, else loop schedules) twice: cold
-(every candidate compiled) and warm (the compiler cache hit). Prints per candidate: the builder's
+over a grid of kc x mc where the target has its micro-kernel, else loop schedules) twice, with a
+compiler cache of its own (a temporary folder): cold (every candidate compiled) and warm (the
+compiler cache hit). Prints per candidate: the builder's
 work apart from the C compiler (trace replay, lowering, rendering: build_secs - compile_secs), the
 compiler's time, the builder's wall time per candidate for the batch, and the runner's overhead
 (its wall time minus the time inside the candidate's calls: messages, loading the library, copying
@@ -15,7 +16,9 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
+import tempfile
 import time
 
 from ...errors import TesseraError
@@ -59,12 +62,26 @@ def gemm_candidates(size: int, target: str, count: int) -> list:
 
 
 def run(size: int, target: str, count: int, workers: int | None, runner_kw: dict) -> dict:
+    """The figures of the module docstring (a fresh compiler cache for the workers)."""
+    saved = os.environ.get("TESSERA_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="tessera-overhead-") as tmp:
+        os.environ["TESSERA_CACHE_DIR"] = tmp       # the workers inherit it: nothing compiled before
+        try:
+            return _run(size, target, count, workers, runner_kw)
+        finally:
+            if saved is None:
+                os.environ.pop("TESSERA_CACHE_DIR", None)
+            else:
+                os.environ["TESSERA_CACHE_DIR"] = saved
+
+
+def _run(size: int, target: str, count: int, workers: int | None, runner_kw: dict) -> dict:
     target = str(Target(target))
     cands = gemm_candidates(size, target, count)
     figures = {"size": size, "target": target, "candidates": len(cands), "runner": runner_kw}
     with LocalBuilder(max_workers=workers) as builder, LocalRunner(**runner_kw) as runner:
-        builder.build(cands[:1], target)                     # workers up, reference computed: not counted
-        runner.run(cands[:1], builder.build(cands[:1], target), target)
+        builder.build([MeasureCandidate(cands[0].workload, [[], []])], target)   # workers up: not counted
+        runner.prepare(cands[0].workload, target)                               # the reference: not counted
         for label in ("cold", "warm"):
             t0 = time.perf_counter()
             brs = builder.build(cands, target)
@@ -78,7 +95,7 @@ def run(size: int, target: str, count: int, workers: int | None, runner_kw: dict
                 "build_ms_without_compiler": statistics.mean(b.build_secs - b.compile_secs for b in brs) * 1e3,
                 "compiler_ms": statistics.mean(b.compile_secs for b in brs) * 1e3,
                 "runner_wall_ms_per_candidate": (t2 - t1) / n * 1e3,
-                "runner_overhead_ms": statistics.mean(r.run_wall_secs - r.kernel_secs for r in res) * 1e3,
+                "runner_overhead_ms": statistics.mean([r.run_wall_secs - r.kernel_secs for r in ok] or [0.0]) * 1e3,
                 "kernel_ms_per_candidate": statistics.mean(r.kernel_secs for r in res) * 1e3,
                 "trials_per_second": n / (t2 - t0),
                 "errors": sorted({r.error_kind for r in res if not r.ok}),
@@ -97,18 +114,22 @@ def main(argv=None):
     p.add_argument("--number", type=int, default=3)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--min-repeat-ms", type=int, default=100)
+    p.add_argument("--passive", action="store_true",
+                   help="measure with OMP_WAIT_POLICY=PASSIVE (a machine shared with other work)")
     p.add_argument("--json", default=None, help="also write the figures here")
     a = p.parse_args(argv)
-    figures = run(a.size, a.target, a.count, a.workers,
-                  {"number": a.number, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms})
+    kw = {"number": a.number, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms}
+    if a.passive:
+        kw["env"] = {"OMP_WAIT_POLICY": "PASSIVE"}
+    figures = run(a.size, a.target, a.count, a.workers, kw)
     print(f"GEMM {a.size}^3, {figures['candidates']} candidates, target {figures['target']!r}, runner {figures['runner']}")
     for label in ("cold", "warm"):
         f = figures[label]
         print(f"  {label}: builder {f['builder_wall_ms_per_candidate']:.1f} ms/candidate wall "
               f"(in a worker: {f['build_ms_without_compiler']:.1f} ms replay+lower+render, "
               f"{f['compiler_ms']:.1f} ms C compiler); runner {f['runner_wall_ms_per_candidate']:.1f} ms/candidate "
-              f"wall = {f['kernel_ms_per_candidate']:.1f} ms in the candidate's calls + "
-              f"{f['runner_overhead_ms']:.1f} ms overhead; {f['trials_per_second']:.2f} trials/s; "
+              f"wall, {f['kernel_ms_per_candidate']:.1f} ms in the candidate's calls, "
+              f"{f['runner_overhead_ms']:.1f} ms overhead (error-free ones); {f['trials_per_second']:.2f} trials/s; "
               f"best {f['best_gflops']:.1f} GFLOPS" + (f"; errors {f['errors']}" if f["errors"] else ""))
     if a.json:
         with open(a.json, "w") as fh:

@@ -32,11 +32,15 @@ from .candidate import BuildResult, MeasureCandidate, MeasureResult
 
 class LocalRunner:
     """Checks and times built candidates in one persistent worker process (module docstring).
-    check=False skips the output check (never for tuning: a miscompiled candidate could win)."""
+    check=False skips the output check (never for tuning: a miscompiled candidate could win).
+    env: environment variables for the measuring process, e.g. {"OMP_WAIT_POLICY": "PASSIVE"} on a
+    machine shared with other work, where OpenMP threads spinning at barriers for a descheduled peer
+    made 2-thread kernels ~100x slower in our measurements (the default is the user's environment,
+    the one a deployed kernel runs in)."""
 
     def __init__(self, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100, timeout: float = 10.0,
                  flush_cache: bool = False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
-                 max_runs_per_worker: int = 2000):
+                 max_runs_per_worker: int = 2000, env: dict | None = None):
         check_timing(number, repeat, min_repeat_ms)
         for label, v in (("timeout", timeout), ("ref_timeout", ref_timeout)):
             if not isinstance(v, (int, float)) or v <= 0:
@@ -47,7 +51,11 @@ class LocalRunner:
         self.timeout, self.ref_timeout = float(timeout), float(ref_timeout)
         self.flush_cache, self.check, self.seed = bool(flush_cache), bool(check), seed
         self.max_runs_per_worker = max_runs_per_worker
-        self._worker = WorkerProcess("runner worker")
+        if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                  for k, v in env.items())):
+            raise TesseraError(f"LocalRunner: env must be a dict of strings, got {env!r}")
+        self.env = dict(env or {})
+        self._worker = WorkerProcess("runner worker", self.env)
         self._func_text = {}
         self._lock = threading.Lock()
 
@@ -55,13 +63,20 @@ class LocalRunner:
         """The timing settings (what a remote runner passes on to the device)."""
         return {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                 "timeout": self.timeout, "flush_cache": self.flush_cache, "check": self.check, "seed": self.seed,
-                "ref_timeout": self.ref_timeout}
+                "ref_timeout": self.ref_timeout, "env": self.env}
 
     def _func_json(self, wl) -> str:
         text = self._func_text.get(wl.key)
         if text is None:
             text = self._func_text[wl.key] = json.dumps(to_json(wl.func), separators=(",", ":"))
         return text
+
+    def prepare(self, workload, target) -> None:
+        """Start the worker and compute workload's reference outputs now (else the first candidate's
+        run waits for them); a TesseraError when the untuned program cannot be run."""
+        wl = workload.workload if isinstance(workload, MeasureCandidate) else workload
+        with self._lock:
+            self._prepare(MeasureCandidate(wl, [[], []]), str(Target(target)))
 
     def _prepare(self, cand: MeasureCandidate, target: str):
         w, key = self._worker, cand.workload.key
