@@ -33,6 +33,7 @@ def test_bad_candidates_become_error_records(pool, tmp_path):
     builder, runner = pool
     cands = bc.candidates()
     order = ["good", "wrong", "crash", "plain", "hang", "build", "invalid", "good"]
+    runner.prepare(cands["good"].workload, TARGET)           # the reference now, not in the first run
     results = measure([cands[k] for k in order], TARGET, builder, runner)
     got = {k: r for k, r in zip(order, results)}
     assert [r.error_kind for r in results] == [bc.EXPECTED[k] for k in order]
@@ -115,6 +116,8 @@ def test_argument_errors():
         LocalRunner(number=0)
     with pytest.raises(TesseraError, match="timeout must be > 0"):
         LocalRunner(timeout=0)
+    with pytest.raises(TesseraError, match="env must be a dict of strings"):
+        LocalRunner(env={"OMP_NUM_THREADS": 2})
     with pytest.raises(TesseraError, match="max_workers must be an int >= 1"):
         LocalBuilder(max_workers=0)
     with pytest.raises(TesseraError, match="trace must be the JSON list"):
