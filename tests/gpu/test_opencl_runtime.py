@@ -77,3 +77,24 @@ def test_nd_array_on_the_opencl_device():
     np.testing.assert_array_equal(tessera.nd.array(np.ones(3, "float32"), device="opencl").numpy(), 1)
     with pytest.raises(tessera.TesseraError, match="cannot be exported through DLPack"):
         np.from_dlpack(d)
+
+
+def test_too_much_local_memory_for_the_device_names_the_kernel():
+    """A shared cache computed at the thread loop holds the block's whole K extent of A: more
+    __local memory than the device has."""
+    from tessera import te, tir
+    local = rt.context()[2].local_mem_size
+    k = local // (4 * 4) + 64            # 4 rows of float32 over K: over the limit
+    A = te.placeholder((4, k), name="A")
+    B = te.placeholder((k, 4), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((4, 4), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    sch = tir.Schedule(te.create_prim_func([A, B, C]))
+    c = sch.get_block("C")
+    i, j, _ = sch.get_loops(c)
+    sch.bind(i, "threadIdx.y")
+    sch.bind(j, "threadIdx.x")
+    sch.compute_at(sch.cache_read(c, 0, "shared"), j)
+    with pytest.raises(tessera.TesseraError, match=f"kernel main_kernel declares {4 * k * 4} bytes of shared "
+                                                   f"\\(__local\\) memory; the OpenCL device .* has {local}"):
+        tessera.build(sch, target="opencl")
