@@ -99,13 +99,15 @@ class DaskRunner:
     """Measures candidates on the Dask workers that announce the target (module docstring).
     address_or_client: a scheduler address ("tcp://host:8786") or a distributed.Client. The timing
     settings (and env) are LocalRunner's, applied on the device; build_timeout is the device-side LocalBuilder's; retries: Dask
-    retries of a task that raises (a dead worker's task is rerun elsewhere regardless)."""
+    retries of a task that raises (a dead worker's task is rerun elsewhere regardless);
+    connect_timeout: seconds to reach the scheduler given by address."""
 
     builds_remotely = True
 
     def __init__(self, address_or_client, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                  timeout: float = 10.0, flush_cache: bool = False, check: bool = True, seed: int = 0,
-                 ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2, env: dict | None = None):
+                 ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2, env: dict | None = None,
+                 connect_timeout: float = 30.0):
         try:
             from distributed import Client
         except ImportError:
@@ -120,7 +122,7 @@ class DaskRunner:
             self.client, self._own_client = address_or_client, False
         elif isinstance(address_or_client, str):
             try:
-                self.client = Client(address_or_client, timeout=30)
+                self.client = Client(address_or_client, timeout=connect_timeout)
             except (OSError, TimeoutError) as e:
                 raise TesseraError(f"DaskRunner: cannot reach the Dask scheduler at {address_or_client}: {e}") from None
             self._own_client = True

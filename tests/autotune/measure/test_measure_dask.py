@@ -62,6 +62,13 @@ def pool():
     p.close()
 
 
+def test_dask_runner_refuses_what_it_cannot_use():
+    with pytest.raises(TesseraError, match="takes a scheduler address or a distributed.Client"):
+        DaskRunner(8786)
+    with pytest.raises(TesseraError, match="cannot reach the Dask scheduler"):
+        DaskRunner("tcp://127.0.0.1:9", connect_timeout=1)
+
+
 def test_dask_pool_in_process_gives_the_local_pool_records():
     """Quick: a LocalCluster with one in-process worker announcing the target; the same error kinds and
     verdicts as test_measure_local.py checks the local pool gives (the slow test below compares the
@@ -70,7 +77,7 @@ def test_dask_pool_in_process_gives_the_local_pool_records():
     order = ["good", "wrong", "crash", "build", "invalid", "plain"]
     with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
                                   resources={resource_name(TARGET): 1}, silence_logs=50) as cluster, \
-            distributed.Client(cluster) as client, DaskRunner(client, **SETTINGS) as runner:
+            DaskRunner(cluster.scheduler_address, **SETTINGS) as runner:        # by address: its own client
         remote = measure([cands[k] for k in order], TARGET, runner=runner)
         (addr,) = runner.workers_for(TARGET)
         with pytest.raises(TesseraError, match="no worker of the Dask pool announces target 'c -num-threads=1'"):
