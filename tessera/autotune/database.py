@@ -62,6 +62,8 @@ class TuningRecord:
         self.workload_key = workload_key
         self.target = str(Target(target))
         self.run_secs = tuple(float(s) for s in run_secs)
+        if not all(math.isfinite(s) and s >= 0 for s in self.run_secs):
+            raise TesseraError(f"TuningRecord: run_secs must be finite seconds >= 0, got {list(self.run_secs)}")
         self.error = _check_error(error)
         if self.error is None and not self.run_secs:
             raise TesseraError("TuningRecord: a record without an error needs its run_secs")
@@ -167,8 +169,13 @@ class Database:
         self._by_key: dict = {}
         self._needs_newline = False
         self._warned = 0
+        if os.path.isdir(self.path):
+            raise TesseraError(f"Database: {self.path} is a folder; give the path of a .jsonl file")
         if os.path.exists(self.path):
-            self._load()
+            try:
+                self._load()
+            except OSError as e:
+                raise TesseraError(f"Database: cannot read {self.path}: {e}") from None
 
     # ------------------------------------------------------------------ loading
     def _warn(self, lineno: int, why: str):

@@ -111,6 +111,10 @@ def test_refusals(tmp_path):
         TuningRecord("ab" * 8, TARGET, [[], []], (), {"kind": "oops", "msg": ""})
     with pytest.raises(TesseraError, match="needs its run_secs"):
         TuningRecord("ab" * 8, TARGET, [[], []], ())
+    with pytest.raises(TesseraError, match="run_secs must be finite seconds"):
+        TuningRecord("ab" * 8, TARGET, [[], []], [float("nan")])
+    with pytest.raises(TesseraError, match="is a folder"):
+        Database(tmp_path)
     with pytest.raises(TesseraError, match="folder .* does not exist"):
         Database(tmp_path / "nowhere" / "db.jsonl")
 
