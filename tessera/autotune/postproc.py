@@ -6,11 +6,12 @@ they are built (MetaSchedule's Postproc).
 Each Postproc has `apply(sch) -> bool`; `default_postprocs(ctx)` is, in order:
 - RewriteParallelVectorizeUnroll: applies the root block's meta_schedule.parallel / .vectorize /
   .unroll_explicit annotations (rules/parallel_vectorize_unroll.py) to every loop nest of the root
-  scope, then removes every meta_schedule.* annotation. Per nest: the inner data-parallel loops over
-  a block that stores one element are fused and vectorized while their product fits the vectorize
-  limit; the outer data-parallel loops of a nest that has no parallel loop yet are fused and run in
-  parallel while their product fits the parallel limit (at least the first); a nonzero unroll depth
-  annotates the nest's outermost loop pragma_auto_unroll_max_step.
+  scope, then removes every meta_schedule.* annotation. Per loop nest (a chain of perfectly nested
+  loops): the innermost loop around a block that stores one element is vectorized when it is data
+  parallel and no longer than the vectorize limit; the outer data-parallel loops of a nest with no
+  parallel loop in or around it are fused and run in parallel while their product fits the
+  parallel limit (at least the first); a nonzero unroll depth annotates the outermost loop of each
+  nest directly under the root block pragma_auto_unroll_max_step (explicit).
 - VerifyParallelVectorize: every vectorized loop has a constant extent within the target's limit;
   no parallel loop is nested in a parallel or vectorized one.
 - VerifyLowers: the program lowers through the target's pipeline (tir.transform.lower).
@@ -128,6 +129,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
         plans = []  # (a block of the nest, vectorized loop vars, parallel loop vars, head var)
         parallel = set()  # loops that are or will be parallel
         for head in sorted(_chain_heads(idx, root), key=lambda lp: len(idx.ancestors(lp))):
+            at_root = idx.parent_of(head) is root.block or idx.parent_of(idx.parent_of(head)) is root.block
             chain = _chain(head)
             n_vec = self._vector_loops(chain, max_vec) if max_vec else 0
             n_par = 0
@@ -136,12 +138,13 @@ class RewriteParallelVectorizeUnroll(Postproc):
             if max_par and not inside and not self._has_parallel(head):
                 n_par = self._parallel_loops(chain[:len(chain) - n_vec], max_par)
                 parallel.update(id(lp) for lp in chain[:n_par])
-            if not (n_vec or n_par or unroll):
+            unroll_here = unroll if at_root else 0
+            if not (n_vec or n_par or unroll_here):
                 continue
             block = child_realizes(head.body)[0].block.name_hint
             vec = [lp.loop_var for lp in chain[len(chain) - n_vec:]] if n_vec else []
-            plans.append((block, vec, [lp.loop_var for lp in chain[:n_par]], head.loop_var))
-        for block, vec, par, head in plans:
+            plans.append((block, vec, [lp.loop_var for lp in chain[:n_par]], head.loop_var, unroll_here))
+        for block, vec, par, head, unroll in plans:
             top = None
             if vec:
                 vloop = self._fuse(sch, block, vec)
@@ -192,18 +195,17 @@ class RewriteParallelVectorizeUnroll(Postproc):
 
     @staticmethod
     def _vector_loops(chain, max_vec) -> int:
-        """How many innermost loops of the chain to fuse and vectorize (0: none)."""
+        """1 when the innermost loop of the chain is vectorized, else 0: a plain data-parallel loop
+        of constant extent in (1, max_vec] right around a block storing one element. It is not
+        fused with the loops outside it: their fused index would address memory with a div/mod
+        pattern, i.e. gathers and scatters (slow to run, and to compile once unrolled)."""
         last = chain[-1]
         if type(last.body) is not BlockRealize or type(last.body.block.body) is not BufferStore:
             return 0
-        n, prod = 0, 1
-        for lp in reversed(chain):
-            ext = const_extent(lp)
-            if ext is None or not _plain(lp) or loop_iter_type(lp) != "data_par" or prod * ext > max_vec:
-                break
-            prod *= ext
-            n += 1
-        return n if prod > 1 else 0
+        ext = const_extent(last)
+        if ext is None or not 1 < ext <= max_vec or not _plain(last) or loop_iter_type(last) != "data_par":
+            return 0
+        return 1
 
     @staticmethod
     def _parallel_loops(chain, max_par) -> int:

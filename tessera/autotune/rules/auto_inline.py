@@ -42,7 +42,7 @@ class AutoInline(ScheduleRule):
     def apply(self, sch, block) -> list:
         idx, r = node_of(sch, block)
         b = r.block
-        if is_root(r) or not is_spatial(r) or b.init is not None or not b.iter_vars:
+        if is_root(idx, r) or not is_spatial(r) or b.init is not None or not b.iter_vars:
             return [sch]
         if self.disallow_if_then_else and has_branch(b.body):
             return [sch]

@@ -96,8 +96,9 @@ def block_alive(sch, block) -> bool:
     return True
 
 
-def is_root(realize) -> bool:
-    return not realize.block.iter_vars and realize.block.name_hint == "root"
+def is_root(idx, realize) -> bool:
+    """Whether the block is the function's root block (its body, with no iterators)."""
+    return idx.func.body is realize and not realize.block.iter_vars
 
 
 def trivial_binding_loops(idx, realize):

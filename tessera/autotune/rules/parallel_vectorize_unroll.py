@@ -8,7 +8,9 @@ postproc.py does the rewriting once the loops are final).
                                   while their product fits (4 registers of float32 lanes)
     meta_schedule.unroll_explicit sampled among 0 / 16 / 64 / 512: auto-unroll depth of each nest
 
-Two of the three are decisions of the trace (MutateParallel and MutateUnroll change them).
+Two of the three are decisions of the trace (MutateParallel and MutateUnroll change them). A
+function whose body is not a root block (te.create_prim_func always makes one) has nowhere to
+record them: its loops stay as the other rules leave them.
 """
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ class ParallelizeVectorizeUnroll(ScheduleRule):
     name = "ParallelizeVectorizeUnroll"
 
     def apply(self, sch, block) -> list:
-        _, r = node_of(sch, block)
-        if not is_root(r):
+        idx, r = node_of(sch, block)
+        if not is_root(idx, r):
             return [sch]
         ctx = self.ctx
         par = ctx.parallel_candidates

@@ -20,7 +20,7 @@ class RandomComputeLocation(ScheduleRule):
 
     def apply(self, sch, block) -> list:
         idx, r = node_of(sch, block)
-        if is_root(r) or ANN_TILING in r.block.annotations:
+        if is_root(idx, r) or ANN_TILING in r.block.annotations:
             return [sch]
         scope = idx.scope_of(r)
         if scope is not None and idx.scope_of(scope) is not None:
