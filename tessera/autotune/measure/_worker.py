@@ -25,7 +25,7 @@ from ...runtime.module import Module
 from ...target import Target
 from ...tir import Schedule, TensorIntrin
 from ...tir.schedule import Trace
-from .check import FlushTimer, Reference, reference_folder
+from .check import EntryTimer, Reference, reference_folder
 
 MAX_REFERENCES = 4
 MAX_MODULES = 256
@@ -52,7 +52,7 @@ class State:
         self.intrins = {}
         self.refs = OrderedDict()
         self.modules = OrderedDict()
-        self.flush = {}
+        self.timers = {}
 
     def func(self, req):
         key = req["key"]
@@ -145,11 +145,12 @@ def do_run(state: State, req) -> dict:
             return {"error_kind": "wrong_result", "error_msg": bad, "kernel_secs": kernel}
     try:
         t0 = time.perf_counter()
-        if req.get("flush"):
-            timer = state.flush.get(req["target"])
+        if req.get("flush") or not req.get("warmup", True):
+            timer = state.timers.get(req["target"])
             if timer is None:
-                timer = state.flush[req["target"]] = FlushTimer(req["target"])
-            secs = timer.time(fn, mod, args, req["number"], req["repeat"])
+                timer = state.timers[req["target"]] = EntryTimer(req["target"])
+            secs = timer.time(fn, mod, args, req["number"], req["repeat"], req["min_repeat_ms"],
+                              flush=bool(req.get("flush")), warmup=req.get("warmup", True))
         else:
             secs = list(fn.time(args, req["number"], req["repeat"], req["min_repeat_ms"]).results)
         kernel += time.perf_counter() - t0

@@ -220,22 +220,35 @@ static void tsr_flush(void** args, const int32_t* kinds, int32_t num_args, volat
   for (int64_t i = 0; i < nbytes; i += 64) buf[i] += 1;
 }
 
-/* TVM's time evaluator with its cache flush: one warm-up call, then per repeat the caches are
-   flushed and `number` calls are timed. */
-int32_t tessera_time_flushed(void* entry, void** args, const int32_t* kinds, int32_t num_args, int32_t number,
-                             int32_t repeat, double* results, volatile unsigned char* flush, int64_t flush_bytes,
-                             char* err, int32_t err_len) {
+/* TVM's time evaluator, optionally with its cache flush: a warm-up call (unless the caller has just
+   made one), then `repeat` measurements of `number` calls each; without a flush, `number` grows until
+   a measurement lasts min_repeat_ms (as the module's own timer); with one, the caches are flushed
+   before each measurement. */
+int32_t tessera_time_entry(void* entry, void** args, const int32_t* kinds, int32_t num_args, int32_t number,
+                           int32_t repeat, int32_t min_repeat_ms, int32_t warmup, double* results,
+                           volatile unsigned char* flush, int64_t flush_bytes, char* err, int32_t err_len) {
   tsr_entry_fn f = (tsr_entry_fn)entry;
-  int32_t rc = f(args, kinds, num_args, err, err_len);
-  if (rc) return rc;
+  int32_t rc;
+  if (warmup) {
+    rc = f(args, kinds, num_args, err, err_len);
+    if (rc) return rc;
+  }
+  int64_t n = number;
   for (int32_t r = 0; r < repeat; ++r) {
-    tsr_flush(args, kinds, num_args, flush, flush_bytes);
-    double t0 = tsr_flush_now();
-    for (int32_t k = 0; k < number; ++k) {
-      rc = f(args, kinds, num_args, err, err_len);
-      if (rc) return rc;
+    double elapsed;
+    for (;;) {
+      if (flush) tsr_flush(args, kinds, num_args, flush, flush_bytes);
+      double t0 = tsr_flush_now();
+      for (int64_t k = 0; k < n; ++k) {
+        rc = f(args, kinds, num_args, err, err_len);
+        if (rc) return rc;
+      }
+      elapsed = tsr_flush_now() - t0;
+      if (flush || min_repeat_ms <= 0 || elapsed * 1e3 >= (double)min_repeat_ms || n >= ((int64_t)1 << 40)) break;
+      double grow = elapsed > 0 ? (double)min_repeat_ms / (elapsed * 1e3) + 1.0 : 1e9;
+      n *= grow < 2 ? 2 : grow > 1e9 ? (int64_t)1000000000 : (int64_t)grow;
     }
-    results[r] = (tsr_flush_now() - t0) / (double)number;
+    results[r] = elapsed / (double)n;
   }
   return 0;
 }
@@ -262,32 +275,38 @@ def llc_bytes() -> int:
     return best or 32 << 20
 
 
-class FlushTimer:
-    """Times a module function with the caches flushed before each repeat (see FLUSH_TIMER_SRC; the
-    argument array it reads is runtime/module.py's: tessera_tensor_t structs behind KIND_TENSOR)."""
+class EntryTimer:
+    """Times a module function from C through its checked entry (FLUSH_TIMER_SRC): with the caches
+    flushed before each repeat, and/or without the warm-up call when the caller has just made one.
+    Each timed call goes through the entry's argument checks (tens of nanoseconds; the module's own
+    timer, used otherwise, checks once). The argument array is runtime/module.py's."""
 
     def __init__(self, target):
-        lib = ctypes.CDLL(compile_source(FLUSH_TIMER_SRC, target, name_hint="flush_timer"))
-        self._fn = lib.tessera_time_flushed
+        lib = ctypes.CDLL(compile_source(FLUSH_TIMER_SRC, target, name_hint="entry_timer"))
+        self._fn = lib.tessera_time_entry
         self._fn.restype = ctypes.c_int32
         self._lib = lib
         self.nbytes = 2 * llc_bytes()
-        self._buf = (ctypes.c_ubyte * self.nbytes)()
+        self._buf = None
 
-    def time(self, func, module, args, number: int, repeat: int) -> list:
+    def time(self, func, module, args, number: int, repeat: int, min_repeat_ms: int = 0, flush: bool = False,
+             warmup: bool = True) -> list:
         """Seconds per call of `func` (a runtime Function of `module`) per repeat."""
+        if flush and self._buf is None:
+            self._buf = (ctypes.c_ubyte * self.nbytes)()
         entry = next(f["entry"] for f in module.metadata["functions"] if f["name"] == func.name)
         addr = ctypes.cast(getattr(module._lib, entry), ctypes.c_void_p)
         slots, keep = func._pack(args)
         results = (ctypes.c_double * repeat)()
         err = ctypes.create_string_buffer(1024)
-        rc = self._fn(addr, slots, func._kinds, len(args), int(number), int(repeat), results, self._buf,
-                      ctypes.c_int64(self.nbytes), err, 1024)
+        rc = self._fn(addr, slots, func._kinds, len(args), int(number), int(repeat), int(min_repeat_ms),
+                      int(bool(warmup)), results, self._buf if flush else None,
+                      ctypes.c_int64(self.nbytes if flush else 0), err, 1024)
         del keep
         if rc:
             raise TesseraError(f"{func.name}: {err.value.decode('utf-8', 'replace') or f'status {rc}'}")
         return list(results)
 
 
-__all__ = ["Reference", "io_params", "random_array", "mismatch", "reference_folder", "FlushTimer", "llc_bytes",
+__all__ = ["Reference", "io_params", "random_array", "mismatch", "reference_folder", "EntryTimer", "llc_bytes",
            "RTOL"]

@@ -107,13 +107,13 @@ class DaskRunner:
     def __init__(self, address_or_client, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                  timeout: float = 10.0, flush_cache: bool = False, check: bool = True, seed: int = 0,
                  ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2, env: dict | None = None,
-                 connect_timeout: float = 30.0):
+                 connect_timeout: float = 30.0, warmup: bool = True):
         try:
             from distributed import Client
         except ImportError:
             raise TesseraError("DaskRunner needs the 'distributed' package (pip install 'tessera[tune]')") from None
         self._local = LocalRunner(number, repeat, min_repeat_ms, timeout, flush_cache, check, seed, ref_timeout,
-                                  env=env)
+                                  env=env, warmup=warmup)
         self._local_settings = self._local.settings()
         if not isinstance(build_timeout, (int, float)) or build_timeout <= 0:
             raise TesseraError(f"DaskRunner: build_timeout must be > 0 seconds, got {build_timeout!r}")

@@ -114,6 +114,8 @@ def main(argv=None):
     p.add_argument("--number", type=int, default=3)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--min-repeat-ms", type=int, default=100)
+    p.add_argument("--no-warmup", action="store_true",
+                   help="the checked call stands for the timer's warm-up call (LocalRunner(warmup=False))")
     p.add_argument("--passive", action="store_true",
                    help="measure with OMP_WAIT_POLICY=PASSIVE (a machine shared with other work)")
     p.add_argument("--json", default=None, help="also write the figures here")
@@ -121,6 +123,8 @@ def main(argv=None):
     kw = {"number": a.number, "repeat": a.repeat, "min_repeat_ms": a.min_repeat_ms}
     if a.passive:
         kw["env"] = {"OMP_WAIT_POLICY": "PASSIVE"}
+    if a.no_warmup:
+        kw["warmup"] = False
     figures = run(a.size, a.target, a.count, a.workers, kw)
     print(f"GEMM {a.size}^3, {figures['candidates']} candidates, target {figures['target']!r}, runner {figures['runner']}")
     for label in ("cold", "warm"):

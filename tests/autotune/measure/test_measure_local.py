@@ -57,11 +57,11 @@ def test_bad_candidates_become_error_records(pool, tmp_path):
     assert len(best) == 3 and all(r.error is None for r in best)
 
 
-def test_check_off_and_flush_cache(pool):
+def test_check_off_flush_cache_and_no_warmup(pool):
     """The settings are read per candidate: the same worker measures with them changed."""
     builder, runner = pool
     cands = bc.candidates()
-    saved = runner.check, runner.flush_cache, runner.number, runner.repeat
+    saved = runner.check, runner.flush_cache, runner.number, runner.repeat, runner.warmup, runner.min_repeat_ms
     try:
         runner.check = False                       # never for tuning: a miscompiled candidate could win
         (r,) = measure([cands["wrong"]], TARGET, builder, runner)
@@ -70,8 +70,14 @@ def test_check_off_and_flush_cache(pool):
         good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, runner)
         assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
         assert wrong.error_kind == "wrong_result"
+        # the checked call as the warm-up; number grown to fill min_repeat_ms, as the module's timer does
+        runner.flush_cache, runner.warmup, runner.min_repeat_ms = False, False, 20
+        (good,) = measure([cands["good"]], TARGET, builder, runner)
+        assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
+        assert good.kernel_secs >= 2 * 0.02                      # two rounds of at least 20 ms each
     finally:
-        runner.check, runner.flush_cache, runner.number, runner.repeat = saved
+        (runner.check, runner.flush_cache, runner.number, runner.repeat, runner.warmup,
+         runner.min_repeat_ms) = saved
 
 
 def test_a_build_past_its_timeout_is_killed_and_the_builder_goes_on(pool):
