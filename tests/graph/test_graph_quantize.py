@@ -49,3 +49,10 @@ def test_calibration_must_cover_inputs():
         quantize(small_cnn(), calibration=[{"x": np.zeros((1, 16, 8, 8), np.float32)}])
     with pytest.raises(QuantizeError, match="at least one calibration input"):
         quantize(small_cnn(), calibration=[])
+
+
+def test_dense_is_int8_dequantized_per_channel(models):
+    _, qg = models
+    dense = [n for n in qg.nodes if n.op == "nn.dense"]
+    assert len(dense) == 1 and str(dense[0].inputs[0].dtype) == "int8"
+    assert not any(n.op == "nn.matmul" for n in qg.nodes)

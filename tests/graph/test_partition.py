@@ -67,3 +67,15 @@ def test_resnet18_cpu_plus_vdla(capsys):
               f"{cycles} simulated cycles; one run (simulation + CPU parts) {secs:.1f} s; "
               f"top-1 agreement with fp32 {agree}/100")
     assert agree >= 50
+
+
+@pytest.mark.slow
+def test_conv_vdla_cannot_run_stays_on_cpu():
+    """A 3-channel first conv (not a multiple of VDLA's 16-wide block) stays in a CPU segment."""
+    qg = quantize(small_cnn(cin=3), calibration=inputs(2, seed=7, cin=3))
+    plan = partition_for_vdla(qg)
+    assert [s.kind for s in plan.steps].count("vdla") == 3
+    first_cpu = next(s for s in plan.steps if s.kind == "cpu")
+    assert first_cpu is plan.steps[0] and first_cpu.inputs == ["input"]
+    feed = inputs(1, seed=5, cin=3)[0]
+    np.testing.assert_array_equal(plan.run(feed)[0], tessera.compile(qg).run(feed)[0])

@@ -5,10 +5,10 @@ import numpy as np
 from tessera.graph.builder import Builder
 
 
-def small_cnn(seed=0, size=8, classes=10):
+def small_cnn(seed=0, size=8, classes=10, cin=16):
     rng = np.random.default_rng(seed)
     b = Builder("small_cnn")
-    x = b.input("input", (1, 16, size, size))
+    x = b.input("input", (1, cin, size, size))
 
     def conv(v, cin, cout, k, stride=1, pad=None, relu=True):
         pad = k // 2 if pad is None else pad
@@ -17,7 +17,7 @@ def small_cnn(seed=0, size=8, classes=10):
         y = b.op("add", y, b.const((rng.standard_normal((cout, 1, 1)) * 0.1).astype(np.float32), "bias"))
         return b.op("nn.relu", y) if relu else y
 
-    y = conv(x, 16, 32, 3)
+    y = conv(x, cin, 32, 3)
     r = conv(conv(y, 32, 32, 3), 32, 32, 3, relu=False)
     y = b.op("nn.relu", b.op("add", r, y))
     y = b.op("nn.max_pool2d", y, pool_size=(2, 2), strides=(2, 2))
@@ -28,6 +28,6 @@ def small_cnn(seed=0, size=8, classes=10):
     return b.finish()
 
 
-def inputs(n, seed=1, size=8):
+def inputs(n, seed=1, size=8, cin=16):
     rng = np.random.default_rng(seed)
-    return [{"input": rng.standard_normal((1, 16, size, size)).astype(np.float32)} for _ in range(n)]
+    return [{"input": rng.standard_normal((1, cin, size, size)).astype(np.float32)} for _ in range(n)]

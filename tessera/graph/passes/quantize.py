@@ -14,8 +14,10 @@ Every scale is a power of two, so every rescaling is a shift:
   clip to [0 or -128, 127], int8 — the ops VDLA's GEMM core and ALU run;
 - a residual add of two int8 tensors aligns them to the finer scale by a left shift in int32, adds,
   shifts to the output's scale, clips (relu folded in);
-- max pooling and relu stay on int8; anything else (global average pooling, the classifier) runs
-  in fp32 on dequantized inputs (int8 * 2**-a), as does a graph output.
+- a dense layer (x @ W, + bias) runs int8 x int8 -> int32 and is dequantized per output channel
+  for its (fp32) consumers;
+- max pooling and relu stay on int8; anything else (global average pooling, a softmax) runs in fp32
+  on dequantized inputs (int8 * 2**-a), as does a graph output.
 The graph is first bound to `params` and optimized at opt_level 1 (batch norm folded into the conv
 weights and a bias add). Calibration runs that float graph with its intermediates as outputs.
 """
@@ -133,6 +135,8 @@ class _Quantizer:
                 continue
             if n.op == "nn.conv2d" and n.inputs[1] in self.const and n.inputs[0].dtype.is_float():
                 done |= self.conv(n)
+            elif self._is_dense(n):
+                done |= self.dense(n)
             elif n.op == "add" and all(i in self.qv for i in n.inputs):
                 done |= self.residual(n)
             elif n.op in ("nn.relu", "nn.max_pool2d") and n.inputs[0] in self.qv:
@@ -187,6 +191,43 @@ class _Quantizer:
             acc = b.op("add", acc, b.const(bq, f"{n.name}_bq"), name=f"{n.name}_bias")
         y = self._requant(acc, shift.reshape(1, o, 1, 1), 0 if relu is not None else -128, n.name)
         self.qv[out] = (y, ay)
+        return used
+
+    def _is_dense(self, n) -> bool:
+        """x @ W with a constant 2-D W (nn.matmul untransposed, or nn.dense) on a float x."""
+        if n.op not in ("nn.matmul", "nn.dense") or n.inputs[1] not in self.const or not n.inputs[0].dtype.is_float():
+            return False
+        if n.op == "nn.matmul" and (n.attrs.get("transpose_a") or n.attrs.get("transpose_b")
+                                    or n.attrs.get("b_panel")):
+            return False
+        return np.asarray(self.const[n.inputs[1]]).ndim == 2 and n.inputs[0].type.ndim == 2
+
+    def dense(self, n) -> set:
+        """A dense layer: int8 x int8 -> int32 (+ bias in the accumulator's scale), dequantized per
+        output channel: its consumers (a classifier head) read fp32."""
+        used = {id(n)}
+        w = np.asarray(self.const[n.inputs[1]], np.float64)
+        w = w.T if n.op == "nn.matmul" else w               # (out, in)
+        out = n.outputs[0]
+        bias = None
+        add = self._single(out, "add")
+        if add is not None:
+            other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
+            if other in self.const and np.asarray(self.const[other]).size == w.shape[0]:
+                bias = np.asarray(self.const[other], np.float64).reshape(-1)
+                out = add.outputs[0]
+                used.add(id(add))
+        xq, ax = self.quant(n.inputs[0])
+        bexp = np.array([_exponent(m) for m in np.abs(w).max(1)])
+        wq = np.clip(np.rint(w * (2.0 ** bexp)[:, None]), -127, 127).astype(np.int8)
+        b = self.b
+        acc = b.op("nn.dense", xq, b.const(wq, f"{n.name}_wq"), out_dtype="int32", name=f"{n.name}_q")
+        if bias is not None:
+            bq = np.clip(np.rint(bias * 2.0 ** (ax + bexp)), -2**31, 2**31 - 1).astype(np.int32)
+            acc = b.op("add", acc, b.const(bq, f"{n.name}_bq"), name=f"{n.name}_bias")
+        f = b.op("cast", acc, dtype="float32", name=f"{n.name}_dq")
+        scale = (2.0 ** -(ax + bexp)).astype(np.float32)
+        self.fv[out] = b.op("multiply", f, b.const(scale, f"{n.name}_scale"), name=f"{n.name}_deq")
         return used
 
     def residual(self, n) -> set:
