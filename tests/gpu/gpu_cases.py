@@ -173,3 +173,23 @@ def gemm_tiled(m=20, n=18, k=10, batch=0):
 
 
 CASES.update({"gemm_tiled": gemm_tiled, "batch_gemm_tiled": lambda: gemm_tiled(m=16, n=8, k=8, batch=2)})
+
+
+def softmax_default(m=3, n=300):
+    """Row softmax under ops.gpu.schedule_gpu_default: the max and sum rows reduced by a block of
+    threads each (shared-memory trees), the elementwise parts one thread per element."""
+    from tessera.ops.gpu import schedule_gpu_default
+    A = te.placeholder((m, n), name="A")
+    k1 = te.reduce_axis((0, n), name="k1")
+    mx = te.compute((m,), lambda i: te.max(A[i, k1], axis=k1), name="row_max")
+    e = te.compute((m, n), lambda i, j: te.exp(A[i, j] - mx[i]), name="expo")
+    k2 = te.reduce_axis((0, n), name="k2")
+    s = te.compute((m,), lambda i: te.sum(e[i, k2], axis=k2), name="row_sum")
+    out = te.compute((m, n), lambda i, j: e[i, j] / s[i], name="softmax")
+    sch = schedule_gpu_default(tir.Schedule(te.create_prim_func([A, out])), "opencl")
+    a = _rand(m, n)
+    z = np.exp(a - a.max(1, keepdims=True))
+    return sch, [a, np.zeros((m, n), "float32")], {1: z / z.sum(1, keepdims=True)}
+
+
+CASES.update({"softmax_default": softmax_default})

@@ -1,7 +1,9 @@
 """The default GPU schedule of a whole kernel (an op or a fused group; docs/gpu.md): injective
 intermediate blocks are inlined into their consumers (an elementwise chain becomes one kernel),
 a (batched) GEMM block is tiled through shared memory with register accumulators
-(ops/gpu/gemm.py: dense, matmul, batch matmul), and every other block is bound by auto_bind (one
+(ops/gpu/gemm.py: dense, matmul, batch matmul), a reduction with few outputs and long rows (softmax,
+layer norm, a matrix-vector product) gets a block of threads per output sharing its reduction
+through a shared-memory tree, and every other block is bound by auto_bind (one
 thread per output element, blocks of up to `max-threads-per-block` threads, 256 by default). A block that cannot be inlined (a reduction, a
 producer read by a reduction through a window) stays its own kernel over a global workspace.
 """
@@ -41,6 +43,41 @@ def _gemm_tiles(sch, block):
     return dict(tile_m=tm, tile_n=tn, tile_k=8, thread_m=tm // 16, thread_n=tn // 16)
 
 
+def _row_reduction(sch, block):
+    """Threads for a cross-thread reduction of block (a power of two <= 256), or None: one
+    reduction loop, innermost, static, >= 64 long, under fewer than 16384 outputs (few outputs,
+    long rows: softmax, layer norm, a matrix-vector product)."""
+    b = sch.get(block)
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    kinds = [iv.iter_type for iv in b.iter_vars]
+    if len(loops) != len(kinds) or not loops or kinds[-1] != "reduce" or "reduce" in kinds[:-1]:
+        return None
+    if b.init is None or len(b.writes) != 1 or any(type(lp.extent) is not IntImm for lp in loops):
+        return None
+    rows = 1
+    for lp in loops[:-1]:
+        rows *= lp.extent.value
+    r = loops[-1].extent.value
+    if r < 64 or rows >= 16384:
+        return None
+    t = 32
+    while t * 2 <= min(r, DEFAULT_THREADS):
+        t *= 2
+    return t
+
+
+def schedule_row_reduction(sch, block, threads):
+    """One block of `threads` threads per output element, which share its reduction (a
+    shared-memory tree, tir.transform.lower_cross_thread_reduction)."""
+    *spatial, k = sch.get_loops(block)
+    ko, ki = sch.split(k, [None, threads])
+    sch.reorder(ki, ko)
+    if spatial:
+        sch.bind(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0], "blockIdx.x")
+    sch.bind(ki, "threadIdx.x")
+    return sch
+
+
 def schedule_gpu_default(sch, target):
     """Inline what can be inlined, tile (batched) GEMM blocks through shared memory
     (schedule_gemm_gpu), then bind every other block to blockIdx.x / threadIdx.x; returns the
@@ -58,13 +95,17 @@ def schedule_gpu_default(sch, target):
                 continue
     root = sch.get_block("root")
     for block in sch.get_child_blocks(root):
-        tiles = _gemm_tiles(sch, block)
-        if tiles is None:
-            continue
         name = sch.get(block).name_hint
+        tiles = _gemm_tiles(sch, block)
+        threads = _row_reduction(sch, block) if tiles is None else None
+        if tiles is None and threads is None:
+            continue
         trial = sch.copy()
         try:
-            schedule_gemm_gpu(trial, trial.get_block(name), **tiles)
+            if tiles is not None:
+                schedule_gemm_gpu(trial, trial.get_block(name), **tiles)
+            else:
+                schedule_row_reduction(trial, trial.get_block(name), min(threads, threads_per_block(target)))
         except ScheduleError:
             continue        # left to auto_bind (the trial is dropped, sch is unchanged)
         sch = trial
