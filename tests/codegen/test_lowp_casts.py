@@ -266,7 +266,7 @@ def test_the_conversions_header_compiles_alone_and_every_section_pastes():
     assert proc.returncode == 0, proc.stderr
     secs = c_files.sections("tsr_lowp.h")
     assert {f"tsr_float_to_{d}" for d in MINIFLOATS} <= set(secs)
-    unit = "#include <stdint.h>\n#include <math.h>\n" + "\n".join(
+    unit = c_files.section("tsr_includes.h", "includes") + "\n" + "\n".join(
         c_files.used_sections("tsr_lowp.h", "tsr_round_float4_e2m1fn( tsr_wrap_int2("))
     proc = subprocess.run(cc + flags + ["-"], input=unit, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

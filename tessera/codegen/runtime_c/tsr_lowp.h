@@ -5,34 +5,37 @@
  * takes one byte; a sub-byte integer or float4 value sits in the byte's low bits (ml_dtypes' layout).
  * Sections are pasted into generated C by name (tessera/codegen/c_files.py). */
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
 //@ tsr_minifloat_t
-/* A minifloat format: field widths, exponent bias, largest finite value, and how it spells NaN and
- * infinity (kind). */
+/* A minifloat format: field widths, exponent bias, the bits of its largest finite value, and how it
+ * spells NaN and infinity (kind). */
 enum { TSR_IEEE,     /* inf and NaN in the top exponent, as IEEE 754 (e5m2) */
        TSR_FN,       /* no inf; NaN is every exponent and mantissa bit set (e4m3fn) */
        TSR_FNUZ,     /* no inf, no -0; NaN is the sign bit alone (e4m3fnuz, e5m2fnuz) */
        TSR_FINITE }; /* neither inf nor NaN (e2m1fn) */
 typedef struct {
   int ebits, mbits, bias;
-  double max;
+  uint32_t max_bits;
   int kind;
 } tsr_minifloat_t;
-/* the formats: {ebits, mbits, bias, max, kind} */
-
-#define TSR_FLOAT8_E4M3FN {4, 3, 7, 448.0, TSR_FN}
-#define TSR_FLOAT8_E4M3FNUZ {4, 3, 8, 240.0, TSR_FNUZ}
-#define TSR_FLOAT8_E5M2 {5, 2, 15, 57344.0, TSR_IEEE}
-#define TSR_FLOAT8_E5M2FNUZ {5, 2, 16, 57344.0, TSR_FNUZ}
-#define TSR_FLOAT4_E2M1FN {2, 1, 1, 6.0, TSR_FINITE}
+/* the formats: {ebits, mbits, bias, max_bits, kind} (largest values 448, 240, 57344, 57344, 6) */
+#define TSR_FLOAT8_E4M3FN {4, 3, 7, 0x7E, TSR_FN}
+#define TSR_FLOAT8_E4M3FNUZ {4, 3, 8, 0x7F, TSR_FNUZ}
+#define TSR_FLOAT8_E5M2 {5, 2, 15, 0x7B, TSR_IEEE}
+#define TSR_FLOAT8_E5M2FNUZ {5, 2, 16, 0x7F, TSR_FNUZ}
+#define TSR_FLOAT4_E2M1FN {2, 1, 1, 0x7, TSR_FINITE}
 //@ tsr_minifloat_encode: tsr_minifloat_t
-/* x -> the bits of the nearest value of format f (ties to even). The per-type wrappers take a
- * float: like ml_dtypes, a float64 or an integer converts to float32 first. */
-static inline uint8_t tsr_minifloat_encode(double x, const tsr_minifloat_t* f) {
+/* x -> the bits of the nearest value of format f (ties to even), from x's float32 bits. As in
+ * ml_dtypes, a float64 or an integer converts to float32 first (the wrappers take a float). */
+static inline uint8_t tsr_minifloat_encode(float x, const tsr_minifloat_t* f) {
   const int top_bit = f->ebits + f->mbits;              /* the sign bit's position */
-  const uint32_t sign = signbit(x) ? 1u << top_bit : 0u;
   const uint32_t exp_ones = ((1u << f->ebits) - 1u) << f->mbits;
-  if (isnan(x)) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof(u));
+  const uint32_t sign = (u >> 31) << top_bit;
+  u &= 0x7fffffffu;                                     /* |x| */
+  if (u > 0x7f800000u) {                                /* NaN */
     switch (f->kind) {
       case TSR_IEEE: return (uint8_t)(sign | exp_ones | 1u << (f->mbits - 1));  /* quiet NaN */
       case TSR_FN: return (uint8_t)(sign | exp_ones | ((1u << f->mbits) - 1u));
@@ -40,47 +43,52 @@ static inline uint8_t tsr_minifloat_encode(double x, const tsr_minifloat_t* f) {
       default: return (uint8_t)(sign ^ 1u << top_bit);  /* a zero (ml_dtypes: of the other sign) */
     }
   }
-  const int emin = 1 - f->bias;                          /* exponent of the smallest normal */
-  double a = fabs(x), q = a;
-  if (!isinf(a)) {                                       /* a on the format's grid: spacing */
-    int e;                                               /* 2^(e - mbits) in [2^e, 2^(e+1)), */
-    frexp(a, &e);                                        /* the subnormal spacing below 2^emin */
-    e = e - 1 < emin ? emin : e - 1;
-    const double ulp = ldexp(1.0, e - f->mbits);
-    q = rint(a / ulp) * ulp;                             /* rounds to nearest even */
+  const int emin = 1 - f->bias;                         /* exponent of the smallest normal */
+  const int drop = 23 - f->mbits;                       /* float32 mantissa bits that go */
+  uint32_t bits;                                        /* |x| rounded, in the format */
+  if (u < (uint32_t)(emin + 127) << 23) {               /* below the smallest normal: count */
+    float a;                                            /* multiples of 2^(emin - mbits); 2^mbits */
+    memcpy(&a, &u, sizeof(a));                          /* of them is the smallest normal's bits */
+    bits = (uint32_t)rintf(a * ldexpf(1.0f, f->mbits - emin));   /* rounds to nearest even */
+  } else {                                              /* normal: round the mantissa to nearest */
+    const uint32_t r = (u + (1u << (drop - 1)) - 1u + (u >> drop & 1u)) >> drop;   /* even, */
+    bits = r - ((uint32_t)(127 - f->bias) << f->mbits);  /* then rebias the exponent */
   }
-  if (q > f->max) {                                      /* overflow */
+  if (bits > f->max_bits) {                             /* overflow (inf included) */
     switch (f->kind) {
-      case TSR_IEEE: return (uint8_t)(sign | exp_ones);  /* inf */
+      case TSR_IEEE: return (uint8_t)(sign | exp_ones); /* inf */
       case TSR_FN: return (uint8_t)(sign | exp_ones | ((1u << f->mbits) - 1u));
       case TSR_FNUZ: return (uint8_t)(1u << top_bit);
-      default: return (uint8_t)(sign | ((1u << top_bit) - 1u));  /* the largest value */
+      default: return (uint8_t)(sign | f->max_bits);    /* the largest value */
     }
   }
-  if (q == 0.0) return (uint8_t)(f->kind == TSR_FNUZ ? 0u : sign);
-  int e;
-  frexp(q, &e);
-  e -= 1;
-  if (e < emin)                                          /* subnormal: exponent field 0 */
-    return (uint8_t)(sign | (uint32_t)ldexp(q, f->mbits - emin));
-  const uint32_t mantissa = (uint32_t)ldexp(q, f->mbits - e) - (1u << f->mbits);
-  return (uint8_t)(sign | (uint32_t)(e + f->bias) << f->mbits | mantissa);
+  if (bits == 0 && f->kind == TSR_FNUZ) return 0;       /* no -0 */
+  return (uint8_t)(sign | bits);
 }
 //@ tsr_minifloat_decode: tsr_minifloat_t
-/* The value of the bits b (the low 1 + ebits + mbits of them) of format f. */
+/* The value of the bits b (the low 1 + ebits + mbits of them) of format f: every value of every
+ * format is a normal float32. */
 static inline float tsr_minifloat_decode(uint32_t b, const tsr_minifloat_t* f) {
   const int top_bit = f->ebits + f->mbits;
   b &= (1u << (top_bit + 1)) - 1u;
   const uint32_t e = b >> f->mbits & ((1u << f->ebits) - 1u), m = b & ((1u << f->mbits) - 1u);
   const int negative = b >> top_bit;
   const uint32_t e_top = (1u << f->ebits) - 1u, m_top = (1u << f->mbits) - 1u;
-  if ((f->kind == TSR_FNUZ && b == 1u << top_bit) || (f->kind == TSR_FN && e == e_top && m == m_top)
-      || (f->kind == TSR_IEEE && e == e_top && m != 0))
-    return negative ? -NAN : NAN;
-  if (f->kind == TSR_IEEE && e == e_top) return negative ? -INFINITY : INFINITY;
-  const double v = e == 0 ? ldexp((double)m, 1 - f->bias - f->mbits)
-                          : ldexp((double)((1u << f->mbits) | m), (int)e - f->bias - f->mbits);
-  return (float)(negative ? -v : v);
+  const uint32_t u = (e - f->bias + 127) << 23 | m << (23 - f->mbits);  /* normal: float32 bits */
+  float normal;                                                         /* with the exponent */
+  memcpy(&normal, &u, sizeof(normal));                                  /* rebiased */
+  const uint32_t unit_bits = (uint32_t)(1 - f->bias - f->mbits + 127) << 23;  /* subnormal: m units */
+  float unit;                                                           /* of 2^(emin - mbits) */
+  memcpy(&unit, &unit_bits, sizeof(unit));
+  const float subnormal = (float)m * unit;
+  const int top = e == e_top;
+  const int inf = (f->kind == TSR_IEEE) & top & (m == 0);
+  const int nan = ((f->kind == TSR_IEEE) & top & (m != 0)) | ((f->kind == TSR_FN) & top & (m == m_top))
+                  | ((f->kind == TSR_FNUZ) & (b == 1u << top_bit));
+  float v = e == 0 ? subnormal : normal;            /* selects, not branches: a loop of them */
+  v = inf ? INFINITY : v;                           /* vectorizes */
+  v = nan ? NAN : v;
+  return negative ? -v : v;
 }
 //@ tsr_float8_e4m3fn_to_float: tsr_minifloat_decode
 static inline float tsr_float8_e4m3fn_to_float(uint8_t b) {
