@@ -81,6 +81,9 @@ def _same_bits(got, want, what):
 def test_wide_floats_convert_to_every_lowp_type_as_ml_dtypes(src):
     x64 = _float_probes()
     x = x64.astype(numpy_dtype(src))
+    if src == "float32":   # and random bit patterns: every exponent, NaN payloads, subnormals
+        bits = np.random.default_rng(1).integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+        x = np.concatenate([x, bits.view(np.float32)])
     run, _ = _build(src, LOWP, x.size)
     with np.errstate(invalid="ignore", over="ignore"):
         for d, got in zip(LOWP, run(x)):
