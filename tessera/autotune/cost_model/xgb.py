@@ -10,9 +10,9 @@ dominant row (most flops, then most bytes: the main loop nest, described in full
 maximum over rows (the worst stage on each count), the sums of the additive columns (operations,
 executions, bytes, over all stages) and the row count. Pooling, not TVM's per-store predictions
 summed, because XGBoost's built-in `rank:pairwise` then ranks whole candidates directly (one row
-each, one query group per workload); a sum of per-store scores needs a custom objective in Python
-whose per-round cost grows with the pairs, for no better ranking on the programs the tuner
-generates (one dominant nest plus packing/copy stages).
+each, one query group per workload), while a ranking loss on sums of per-store scores needs a custom
+objective in Python whose per-round cost grows with the pairs; the tuner's programs are one dominant
+loop nest plus packing/copy stages, which the pooled vector keeps whole and summarizes.
 
 Labels: within a workload, normalized throughput = best seconds / seconds (1 for the best so far);
 a candidate that failed (no run_secs, or an error) gets 0 -- it ranks below every valid one, as in
@@ -152,8 +152,7 @@ class XGBModel(CostModel):
         booster = self._booster or self._base
         if booster is None:
             return self._rng.random(len(feats))   # untrained: random scores (reproducible from the seed)
-        xgb = _xgb()
-        return booster.predict(xgb.DMatrix(pool_batch(feats))).astype(np.float64)
+        return np.asarray(booster.inplace_predict(pool_batch(feats)), dtype=np.float64)
 
     @property
     def trained(self) -> bool:
