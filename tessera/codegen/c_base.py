@@ -922,6 +922,8 @@ class CodeGenCBase:
             return self.expr(x)
         if src.is_bool() or dst.is_bool():   # bool is a byte holding 0 or 1
             return self.cast_text(x, dst)
+        if src.is_lowp() or dst.is_lowp():
+            return self._reinterpret_lowp(x, src, dst)
         if not src.is_float() and not dst.is_float():
             return f"({self.type_map[dst]}){self.text(x, P_UNARY)}", P_UNARY   # two's complement, as gcc defines
         name = f"tsr_reinterpret_{src}_{dst}"
@@ -951,6 +953,22 @@ class CodeGenCBase:
         if have == want:
             return s, P_PRIMARY
         return f"({self.value_type(want)}){s}", P_UNARY
+
+    def _reinterpret_lowp(self, x, src, dst):
+        """reinterpret where a side is float8/float4/int4/int2: the value's bits in the format
+        (encoded, or the low bits of the integer), then read as dst (decoded, sign-extended)."""
+        s = self.text(x)
+        if src.is_minifloat():
+            bits = f"{self.lowp_helper(f'tsr_float_to_{src}', src)}({s})"
+        elif src.is_subbyte():
+            bits = f"{self.lowp_helper(f'tsr_wrap_uint{src.bits}', src)}({s})"
+        else:
+            bits = f"(uint8_t){self.text(x, P_UNARY)}"
+        if dst.is_minifloat():
+            return f"{self.lowp_helper(f'tsr_{dst}_to_float', dst)}({bits})", P_PRIMARY
+        if dst.is_subbyte():
+            return f"{self.lowp_helper(f'tsr_{dst}_value', dst)}({bits})", P_PRIMARY
+        return f"({self.type_map[dst]}){bits}", P_UNARY
 
     def _math_call(self, e):
         op, dt = e.op, e.dtype

@@ -273,3 +273,25 @@ def test_the_conversions_header_compiles_alone_and_every_section_pastes():
         c_files.used_sections("tsr_lowp.h", "tsr_round_float4_e2m1fn( tsr_wrap_int2("))
     proc = subprocess.run(cc + flags + ["-"], input=unit, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("src,dst", [("float8_e4m3fn", "uint8"), ("uint8", "float8_e5m2fnuz"),
+                                     ("float8_e5m2", "float8_e4m3fn"), ("int8", "float8_e4m3fnuz"),
+                                     ("int4", "uint4"), ("uint4", "float4_e2m1fn"), ("float4_e2m1fn", "int4"),
+                                     ("int2", "uint2")])
+def test_reinterpret_reads_the_bits_of_lowp_values(src, dst):
+    """The reinterpret intrinsic (ONNX BitCast's): the element's bits in its format, read as dst."""
+    from tessera.ir import expr as E
+
+    x = _codes(src) if DataType(src).is_lowp() else np.arange(256, dtype=np.uint8).view(numpy_dtype(src))
+    A = te.placeholder((x.size,), name="A", dtype=src)
+    B = te.compute((x.size,), lambda i: E.Call(DataType(dst), "reinterpret", (A[i],)), name="B")
+    lib = tessera.build(te.create_prim_func([A, B]), target="c")
+    got = np.empty(x.size, numpy_dtype(dst))
+    lib(x, got)
+    mask = (1 << DataType(dst).bits) - 1
+    if DataType(src).is_minifloat() or DataType(dst).is_minifloat():   # a NaN keeps no payload or sign
+        nan = np.isnan(x.astype(np.float32)) if DataType(src).is_minifloat() else np.zeros(x.size, bool)
+        nan |= np.isnan(got.astype(np.float32)) if DataType(dst).is_minifloat() else False
+        x, got = x[~nan], got[~nan]
+    np.testing.assert_array_equal(got.view(np.uint8) & mask, x.view(np.uint8) & mask)
