@@ -249,6 +249,15 @@ class OnnxContext(ConvertContext):
             raise self._unsup(f"input {i} must be a 1-D integer shape, got {arr.dtype}{list(arr.shape)}")
         return tuple(int(e) for e in arr)
 
+    def sym_input(self, i: int):
+        """Input i's elements as an object array of ints and symbolic dimension names (a value
+        computed from shapes with dynamic axes), or None when they are not tracked."""
+        if not self.has_input(i):
+            return None
+        v = self.input(i)
+        self._conv._fold_shape_values(v)
+        return self._conv.sym_value(v)
+
     def input_type(self, i: int) -> TensorType:
         return self.input(i).type
 
@@ -512,7 +521,7 @@ class _Converter:
     # a symbolic batch folds to a constant, and a shape like [N, 128, 12, 64] reaches the
     # converters that take symbolic shapes (ctx.shape_input). Arithmetic stays with the kernels.
     _SYM_OPS = frozenset({"shape_of", "copy", "cast", "take", "expand_dims", "squeeze", "concatenate",
-                          "reshape", "strided_slice"})
+                          "reshape", "strided_slice", "add", "subtract", "multiply"})
     _SYM_MAX = 64
 
     def sym_value(self, v: Value):
@@ -584,6 +593,22 @@ class _Converter:
             return np.concatenate(ins, axis=a["axis"])
         if p.op == "reshape":
             return x.reshape(v.type.shape)
+        if p.op in ("add", "subtract", "multiply"):
+            # ints combine; a symbol survives + 0, - 0 and * 1, and s - s is 0; anything else is untracked
+            a_, b_ = np.broadcast_arrays(x, ins[1])
+            out = []
+            for u, w in zip(a_.reshape(-1), b_.reshape(-1)):
+                if isinstance(u, int) and isinstance(w, int):
+                    out.append(u + w if p.op == "add" else u - w if p.op == "subtract" else u * w)
+                elif p.op == "subtract" and u == w:
+                    out.append(0)
+                elif w == (1 if p.op == "multiply" else 0):
+                    out.append(u)
+                elif p.op != "subtract" and u == (1 if p.op == "multiply" else 0):
+                    out.append(w)
+                else:
+                    return None
+            return _obj(out, a_.shape)
         if p.op == "strided_slice":
             plan = slice_plan(x.shape, a)
             for ax, step in enumerate(plan):

@@ -19,7 +19,8 @@ from ..runtime.graph_executor import GraphExecutor
 from ..runtime.plan import KernelSpec, MemoryLayout, Plan, Step, TensorSpec
 from ..target import Target
 from .export import export_library
-from .ir import Graph
+from ..ops.registry import get_op
+from .ir import FUSED_OP, Graph
 from .kernels import compile_kernels, get_kernels
 from .passes.plan_memory import plan_memory
 
@@ -95,7 +96,7 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
         if name is None:
             name = name_of[id(k)] = f"{identifier(k.op)}_{len(name_of)}"
             kernels[name] = k
-            specs[name] = kernel_spec(k)
+            specs[name] = kernel_spec(k, _bounds(n))
         ins = [slot_of[v] for v in n.inputs]
         outs = [define(o) for o in n.outputs]
         steps.append(Step(n.name, n.op, name, ins, outs))
@@ -109,7 +110,15 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     return CompiledGraph(graph, target, plan, kernels, mplan)
 
 
-def kernel_spec(k) -> KernelSpec:
+def _bounds(n) -> dict:
+    """The limits the op of node n puts on the symbols of its output extents (OpDef.bounds)."""
+    if n.op == FUSED_OP:
+        return {}
+    fn = get_op(n.op, n.name).bounds
+    return dict(fn(tuple(v.type for v in n.inputs), n.attrs)) if fn is not None else {}
+
+
+def kernel_spec(k, bounds=None) -> KernelSpec:
     """The plan's description of a graph Kernel: its output extents as JSON expressions, or (for
     extents JSON cannot write) the kernel's own evaluation; a host kernel's come from its run."""
     if getattr(k, "host", False):
@@ -118,8 +127,8 @@ def kernel_spec(k) -> KernelSpec:
     try:
         shapes = [[expr_json(e) for e in shape] for shape in k.out_shape_exprs]
     except TesseraError:
-        return KernelSpec(k.op, in_vars, None, k.output_shapes)
-    return KernelSpec(k.op, in_vars, shapes)
+        return KernelSpec(k.op, in_vars, None, k.output_shapes, bounds=bounds)
+    return KernelSpec(k.op, in_vars, shapes, bounds=bounds)
 
 
 def expr_json(e):

@@ -139,11 +139,13 @@ def _as_array(arr, v: Value) -> np.ndarray:
 
 
 def fold_constants(graph: Graph, target="c") -> Graph:
-    """Evaluate every node whose inputs are all constants; its consumers read the result instead."""
+    """Evaluate every node whose inputs are all constants; its consumers read the result instead.
+    A node whose output has a symbolic extent (arange, prefix_slice: a symbol the graph's inputs
+    bind) depends on the run, so it is not folded."""
     const = set(graph.constants)
     foldable = []
     for n in graph.nodes:
-        if all(v in const for v in n.inputs):
+        if all(v in const for v in n.inputs) and all(o.type.is_static for o in n.outputs):
             foldable.append(n)
             const.update(n.outputs)
     if not foldable:

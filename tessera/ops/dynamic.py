@@ -1,15 +1,21 @@
-"""Ops whose output extents depend on their input values: nonzero, unique, non_max_suppression.
+"""Ops whose output extents depend on their input values (nonzero, unique, non_max_suppression) or
+are symbols of the graph's inputs (prefix_slice, arange).
 
 No ahead-of-time layout can hold their results, so they run on the host (OpDef.host): the graph
 executor calls the op's numpy function on the run's arrays, takes the true extents from what it
 returns and binds them to the symbols the op's types name (attribute `extent`, one fresh symbol per
 node, chosen by the frontend), and the kernels after it, compiled once for symbolic extents, run on
 whatever extent came out. The functions follow the ONNX reference semantics (tie orders included).
+prefix_slice and arange are compiled kernels whose output extent is a symbol the graph's inputs
+bind (what a shape computed from a dynamic axis becomes); prefix_slice's bound is checked per run.
+Both are OPAQUE: the symbol is a te.var of their own compute, so they are never fused with kernels
+whose dimensions name the same symbol.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import te
 from ..errors import ShapeError, TesseraError
 from ..ir import TensorType
 from ._common import normalize_axis
@@ -173,3 +179,77 @@ def _nms_host(arrays, attrs):
 
 
 __all__ = ["nonzero", "unique", "non_max_suppression"]
+
+
+# ---------------------------------------------------------------------------------------------
+# extents named by a symbol of the graph's inputs (a shape computed from a dynamic axis)
+# ---------------------------------------------------------------------------------------------
+def _symbol(op: str, name) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TesseraError(f"{op}: an extent must name a symbol (an identifier), got {name!r}")
+    return name
+
+
+prefix_slice = register_op(
+    "prefix_slice", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axes": REQUIRED, "extents": REQUIRED},
+    doc="data[..., :S, ...]: the first S entries of each of `axes` (static extents), S the symbols of "
+        "`extents` (bound by the graph's inputs at run time, at most the axis extent: checked per run). "
+        "What ONNX Slice(x, 0, Shape(y)[k]) is when y has a dynamic axis.")
+
+
+def _prefix_axes(t: TensorType, attrs) -> dict:
+    axes = [normalize_axis("prefix_slice", a, t.ndim) for a in attrs["axes"]]
+    names = [_symbol("prefix_slice", s) for s in attrs["extents"]]
+    if len(axes) != len(names) or len(set(axes)) != len(axes):
+        raise ShapeError(f"prefix_slice: axes {list(attrs['axes'])} and extents {list(attrs['extents'])} must pair up "
+                         f"one distinct axis with one symbol")
+    for a in axes:
+        if not isinstance(t.shape[a], int):
+            raise ShapeError(f"prefix_slice: axis {a} of {t} must have a static extent")
+    return dict(zip(axes, names))
+
+
+@prefix_slice.def_infer
+def _prefix_slice_infer(types, attrs):
+    (t,) = types
+    cut = _prefix_axes(t, attrs)
+    return [TensorType(tuple(cut.get(d, s) for d, s in enumerate(t.shape)), t.dtype)]
+
+
+@prefix_slice.def_bounds
+def _prefix_slice_bounds(types, attrs):
+    (t,) = types
+    return {s: t.shape[a] for a, s in _prefix_axes(t, attrs).items()}
+
+
+@prefix_slice.def_compute
+def _prefix_slice_compute(tensors, attrs):
+    (x,) = tensors
+    axes = {normalize_axis("prefix_slice", a, len(x.shape)): s for a, s in zip(attrs["axes"], attrs["extents"])}
+    shape = [te.var(axes[d], "int64") if d in axes else x.shape[d] for d in range(len(x.shape))]
+
+    def body(*idx):
+        # the extent is checked against the axis before the call; the min keeps every read inside
+        return x[tuple(te.min(i, x.shape[d] - 1) if d in axes else i for d, i in enumerate(idx))]
+
+    return [te.compute(shape, body, name="prefix_slice")]
+
+
+arange = register_op(
+    "arange", inputs=(), pattern=OpPattern.OPAQUE, attrs={"extent": REQUIRED, "dtype": "int64"},
+    doc="[0, 1, ..., S - 1] for the symbol S of `extent` (bound by the graph's inputs at run time): "
+        "ONNX Range(0, Shape(x)[k], 1) when x has a dynamic axis.")
+
+
+@arange.def_infer
+def _arange_infer(types, attrs):
+    return [TensorType((_symbol("arange", attrs["extent"]),), attrs["dtype"])]
+
+
+@arange.def_compute
+def _arange_compute(tensors, attrs):
+    n = te.var(attrs["extent"], "int64")
+    return [te.compute((n,), lambda i: i.astype(attrs["dtype"]), name="arange")]
+
+
+__all__ += ["prefix_slice", "arange"]

@@ -78,6 +78,7 @@ class OpDef:
     compute: Callable | None = None
     schedule: Callable | None = None
     host: Callable | None = None
+    bounds: Callable | None = None
     doc: str = ""
     _extra: dict = field(default_factory=dict, repr=False)
 
@@ -95,6 +96,12 @@ class OpDef:
 
     def def_schedule(self, fn):
         self.schedule = fn
+        return fn
+
+    def def_bounds(self, fn):
+        """Register fn(types, attrs) -> {symbol: largest allowed value}: limits on the symbols an
+        output extent names, which the executor checks per run (prefix_slice: at most the axis)."""
+        self.bounds = fn
         return fn
 
     def def_host(self, fn):

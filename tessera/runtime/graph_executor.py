@@ -131,7 +131,7 @@ class GraphExecutor(Executor):
             spec = st.spec
             shapes = spec.static_out_shapes
             if shapes is None or env is not None:
-                shapes = spec.output_shapes([x.shape for x in ins])
+                shapes = spec.output_shapes([x.shape for x in ins], env)
                 if env is not None:
                     _check_symbols(st, shapes, env)
             outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]

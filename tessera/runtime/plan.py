@@ -74,25 +74,31 @@ class KernelSpec:
     on the host and returns its outputs, whose extents depend on the values (the executor binds the
     symbols of its output types from them)."""
 
-    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes", "host")
+    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes", "host", "bounds")
 
-    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None, host: bool = False):
+    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None, host: bool = False, bounds=None):
         self.op = str(op)
         self.host = bool(host)
+        self.bounds = {str(k): int(v) for k, v in (bounds or {}).items()}
         self.in_vars = tuple(tuple((int(d), str(v)) for d, v in dims) for dims in in_vars)
         self.out_shapes, self.shape_fn = out_shapes, shape_fn
         static = out_shapes is not None and all(isinstance(d, int) for s in out_shapes for d in s)
         self.static_out_shapes = [tuple(s) for s in out_shapes] if static else None
 
-    def output_shapes(self, in_shapes) -> list:
-        """Output shapes (tuples of ints) for inputs of these actual shapes."""
+    def output_shapes(self, in_shapes, symbols=None) -> list:
+        """Output shapes (tuples of ints) for inputs of these actual shapes; `symbols`: the values the
+        graph's inputs bind (for an output extent no input of the kernel names)."""
         if self.static_out_shapes is not None:
             return self.static_out_shapes
         if self.shape_fn is not None:
             return self.shape_fn(in_shapes)
         if self.host:
             raise ShapeError(f"kernel {self.op}: its output extents are known only after it runs")
-        env = {}
+        env = dict(symbols) if symbols else {}
+        for name, most in self.bounds.items():
+            if name in env and env[name] > most:
+                raise ShapeError(f"kernel {self.op}: {name} = {env[name]} at run time, but it cuts an axis of "
+                                 f"extent {most}")
         for dims, shape in zip(self.in_vars, in_shapes):
             for d, name in dims:
                 env.setdefault(name, int(shape[d]))
@@ -104,8 +110,11 @@ class KernelSpec:
                                f"values): a model with it cannot be written into a library")
         if self.out_shapes is None:
             raise TesseraError(f"kernel {name} ({self.op}): its output extents cannot be written into a library")
-        return {"op": self.op, "in_vars": [[[d, v] for d, v in dims] for dims in self.in_vars],
-                "out_shapes": self.out_shapes}
+        out = {"op": self.op, "in_vars": [[[d, v] for d, v in dims] for dims in self.in_vars],
+               "out_shapes": self.out_shapes}
+        if self.bounds:
+            out["bounds"] = dict(self.bounds)
+        return out
 
 
 class Step:
@@ -246,7 +255,8 @@ def _from_document(doc, constants, where) -> Plan:
         ins = [use(i) for i in n["inputs"]]
         outs = [define(o) for o in n["outputs"]]
         steps.append(Step(n["name"], n["op"], n["kernel"], ins, outs))
-    kernels = {name: KernelSpec(k["op"], k["in_vars"], k["out_shapes"]) for name, k in doc["kernels"].items()}
+    kernels = {name: KernelSpec(k["op"], k["in_vars"], k["out_shapes"], bounds=k.get("bounds"))
+               for name, k in doc["kernels"].items()}
     outputs = [use(i) for i in doc["outputs"]]
     in_names, out_names = public_names(doc, where)
     memory = None

@@ -200,11 +200,43 @@ def _slice_v1(ctx):
 
 @converter("Slice", since=10)
 def _slice_v10(ctx):
+    if not ctx.is_const(2):
+        cut = _symbolic_prefix(ctx)
+        if cut is not None:
+            return cut
     starts, ends = _ints(ctx.const_input(1)), _ints(ctx.const_input(2))
     axes = _ints(ctx.const_input(3)) if ctx.has_input(3) else None
     steps = _ints(ctx.const_input(4)) if ctx.has_input(4) else None
     return ctx.op("strided_slice", ctx.input(0), begin=tuple(starts), end=tuple(ends),
                   strides=None if steps is None else tuple(steps), axes=None if axes is None else tuple(axes))
+
+
+def _symbolic_prefix(ctx):
+    """Slice(x, 0, ends) whose ends hold symbols of the graph's inputs (ends from Shape of a tensor with a
+    dynamic axis): the axes cut to a symbol become a prefix_slice, the rest a strided_slice; None when
+    the slice is not of that form (the constant path then explains why)."""
+    try:
+        ends = ctx.shape_input(2)
+        starts = _ints(ctx.const_input(1))
+        axes = _ints(ctx.const_input(3)) if ctx.has_input(3) else list(range(len(ends)))
+        steps = _ints(ctx.const_input(4)) if ctx.has_input(4) else [1] * len(ends)
+    except Exception:  # noqa: BLE001 - not this form: the caller's constant path reports it
+        return None
+    x = ctx.input(0)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        return None
+    sym = [(a, e) for s, e, a, st in zip(starts, ends, axes, steps) if isinstance(e, str)]
+    if any(s != 0 or st != 1 for s, e, a, st in zip(starts, ends, axes, steps) if isinstance(e, str)):
+        return None
+    ndim = _ndim(x)
+    sym_axes = [normalize_axis("Slice", a, ndim) for a, _ in sym]
+    if any(not isinstance(x.type.shape[a], int) for a in sym_axes):
+        return None
+    rest = [(s, e, a, st) for s, e, a, st in zip(starts, ends, axes, steps) if not isinstance(e, str)]
+    if rest:
+        x = ctx.op("strided_slice", x, begin=tuple(r[0] for r in rest), end=tuple(r[1] for r in rest),
+                   strides=tuple(r[3] for r in rest), axes=tuple(r[2] for r in rest))
+    return ctx.op("prefix_slice", x, axes=tuple(sym_axes), extents=tuple(e for _, e in sym))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +360,15 @@ def _trilu(ctx):
 
 @converter("Range", since=11)
 def _range(ctx):
-    """A constant: start, limit and delta must be known."""
+    """A constant when start, limit and delta are known; Range(0, S, 1) with S a symbol of the graph's
+    inputs (Shape of a tensor with a dynamic axis) is an arange of extent S."""
+    if ctx.is_const(0) and ctx.is_const(2) and not ctx.is_const(1):
+        sym = ctx.sym_input(1)
+        lim = sym.reshape(-1)[0] if sym is not None and sym.size == 1 else None
+        s0, d0 = (np.asarray(ctx.const_input(i)) for i in (0, 2))
+        if isinstance(lim, str) and s0.size == 1 and d0.size == 1 and s0.reshape(-1)[0] == 0 \
+                and d0.reshape(-1)[0] == 1:
+            return ctx.op("arange", extent=lim, dtype=str(ctx.input_type(0).dtype))
     start, limit, delta = (np.asarray(ctx.const_input(i)) for i in range(3))
     dtype = start.dtype
     s, l, d = (_scalar(ctx, a, n) for a, n in ((start, "start"), (limit, "limit"), (delta, "delta")))
