@@ -201,6 +201,19 @@ def test_use_tensor_intrin_tensorizes_gemm_with_the_targets_kernels(isa_target):
     check(func, lambda a, b: a @ b, sample_candidate(func, sch, target, 0), target=target)
 
 
+def test_use_tensor_intrin_tensorizes_an_unpacked_gemm_with_the_widest_kernels(isa_target):
+    from tessera.tir.schedule.examples.gemm import plain_gemm_program
+
+    target = f"{isa_target} -num-threads=2"
+    func = plain_gemm_program(64, 64, 64)
+    used = [n for s in spaces_with(func, UseTensorIntrin, target=target) for n in _intrins(s)]
+    wide = "avx512" if Target(target).has_feature("avx512f") else "avx2"
+    assert any(n.startswith(f"x86_{wide}_fma_gemm_") for n in used)
+    sch = next(s for s in spaces_with(func, UseTensorIntrin, target=target)
+               if any(n.startswith(f"x86_{wide}") for n in _intrins(s)))
+    check(func, lambda a, b: a @ b, sample_candidate(func, sch, target, 0), target=target)
+
+
 def test_use_tensor_intrin_int8_gemm(isa_target):
     target = f"{isa_target} -num-threads=2"
     if not Target(target).has_feature("avx2"):
