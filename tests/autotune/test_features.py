@@ -232,7 +232,8 @@ def test_every_column_is_documented():
     patterns = {re.sub(r"buf\d+\.", "buf<s>.", re.sub(r"\.L\d+", ".L<k>", n)) for n in NAMES}
     missing = sorted(p for p in patterns if f"`{p}`" not in doc)
     assert not missing, f"columns not documented in docs/autotune_features.md: {missing}"
-    assert f"{LEVELS}" in doc and f"{BUFFER_SLOTS}" in doc
+    assert f"(n_stores, {NUM_FEATURES})" in doc
+    assert f"k = 0..{LEVELS - 1} ({LEVELS} levels)" in doc and f"s = 0..{BUFFER_SLOTS - 1} ({BUFFER_SLOTS} slots)" in doc
 
 
 def test_auto_unroll_annotation_and_unrolled_loops():
