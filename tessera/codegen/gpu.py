@@ -65,7 +65,7 @@ class _Uses(Visitor):
 
     def __init__(self):
         super().__init__()
-        self.buffers, self.allocated, self.vars, self.defined = {}, set(), {}, set()
+        self.buffers, self.allocated, self.vars = {}, set(), {}
 
     def visit_BufferLoad(self, n):
         self.buffers.setdefault(n.buffer, None)
@@ -78,18 +78,6 @@ class _Uses(Visitor):
     def visit_Allocate(self, s):
         self.allocated.add(s.buffer)
         self.generic_visit(s)
-
-    def visit_For(self, s):
-        self.defined.add(s.loop_var)
-        self.generic_visit(s)
-
-    def visit_LetStmt(self, s):
-        self.defined.add(s.var)
-        self.generic_visit(s)
-
-    def visit_Let(self, e):
-        self.defined.add(e.var)
-        self.generic_visit(e)
 
     def visit_Var(self, v):
         self.vars.setdefault(v, None)
@@ -233,7 +221,7 @@ def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params, target):
     gen = gen_cls(helpers)
     gen.target = target
     gen.func_name = f"{func.name} (kernel {cname})"
-    args, sig, order = [], [], []
+    args, order = [], []
     for buf in uses.buffers:
         if buf in uses.allocated:
             continue
@@ -241,12 +229,10 @@ def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params, target):
         if where is None:
             raise TesseraError(f"{func.name}: kernel {cname} uses buffer {buf.name!r}, which is neither a parameter, "
                                f"a workspace nor allocated in the kernel")
-        order.append((where, buf))
+        order.append((tuple(where), buf))
     order.sort(key=lambda x: (x[0][0] != "param", x[0][1]))
-    order = [(tuple(w), b) for w, b in order]
     named = {}
     for where, buf in order:
-        where = tuple(where)
         if where in named:   # a parameter and its flat buffer
             gen.buffer_names[buf] = named[where]
             continue
@@ -259,8 +245,8 @@ def _render_kernel(func, cname, body, gen_cls, helpers, pbuf, params, target):
         args.append(["param", params.index(p)])
     gen.stmt(body)
     stored, sig = set(), []
-    for where in dict.fromkeys(tuple(w) for w, _ in order):
-        bufs = [b for w, b in order if tuple(w) == where]
+    for where in dict.fromkeys(w for w, _ in order):
+        bufs = [b for w, b in order if w == where]
         const = not any(b in gen.stored for b in bufs)
         if not const:
             stored.add(where)
