@@ -19,6 +19,8 @@ The rewriting is traced after an EnterPostproc instruction, so a candidate's tra
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from ..errors import TesseraError
 from ..ir import (
     BlockRealize,
@@ -29,6 +31,7 @@ from ..ir import (
     IntImm,
     SeqStmt,
     Stmt,
+    structural_hash,
 )
 from ..tir.schedule.analysis import loop_iter_type
 from ..tir.schedule.state import child_realizes
@@ -254,16 +257,29 @@ class VerifyParallelVectorize(Postproc):
 
 
 class VerifyLowers(Postproc):
-    """See the module docstring."""
+    """See the module docstring. Verdicts are remembered by the program's structural hash (a search
+    meets the same candidate again: mutations that undo each other, a space's common points)."""
 
     name = "VerifyLowers"
+    CACHE_SIZE = 4096
+
+    def __init__(self, ctx: SpaceContext):
+        super().__init__(ctx)
+        self._seen: OrderedDict = OrderedDict()
 
     def apply(self, sch) -> bool:
-        try:
-            lower(sch.mod, self.ctx.target)
-        except TesseraError:
-            return False
-        return True
+        key = structural_hash(sch.mod)
+        ok = self._seen.get(key)
+        if ok is None:
+            try:
+                lower(sch.mod, self.ctx.target)
+                ok = True
+            except TesseraError:
+                ok = False
+            self._seen[key] = ok
+            if len(self._seen) > self.CACHE_SIZE:
+                self._seen.popitem(last=False)
+        return ok
 
 
 def default_postprocs(ctx: SpaceContext, verify_lowering: bool = True) -> list:
