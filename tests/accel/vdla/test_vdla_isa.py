@@ -38,7 +38,7 @@ def _insn_strategy(cls):
 any_insn = st.one_of(*[_insn_strategy(c) for c in (Load, Store, Gemm, Alu, Finish)])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(any_insn)
 def test_every_field_round_trips(insn):
     word = encode(insn)
