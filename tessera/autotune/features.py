@@ -41,6 +41,7 @@ LEVELS = 8          # loop levels described one by one, innermost first
 BUFFER_SLOTS = 5    # buffers described per store, the most bytes first
 CACHE_LINE = 64     # bytes
 KINDS = ("serial", "parallel", "vectorized", "unrolled")
+GPU_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 ACCESS_REGION = "tsr.access_region"
 FEATURE_VERSION = 1
 
@@ -68,12 +69,14 @@ def _columns():
              ("unroll.num", True), ("unroll.prod", True), ("unroll.max_step", True),
              ("parallel.num", True), ("parallel.extent", True), ("parallel.balance", False),
              ("parallel.outermost", False)]
+    cols += [(f"gpu.{t}", True) for t in GPU_TAGS]
     cols += [(f"compute.{c}", True) for c in COMPUTE]
     cols += [("store.dtype_bytes", True), ("store.readwrite", False), ("store.constant", False),
              ("store.guards", True), ("store.tensorized", False), ("store.buffers", True),
              ("row.bytes", True), ("row.unique_bytes", True), ("row.unique_lines", True)]
     cols += [(f"intensity.L{k}", True) for k in range(LEVELS)] + [("intensity.total", True)]
-    cols += [("alloc.allocated", False), ("alloc.bytes", True), ("alloc.outer_prod", True)]
+    cols += [("alloc.allocated", False), ("alloc.bytes", True), ("alloc.outer_prod", True),
+             ("alloc.local", False), ("alloc.shared", False)]
     for s in range(BUFFER_SLOTS):
         cols += [(f"buf{s}.{n}", n in _BUF_LOG) for n in _BUF]
     return cols
@@ -97,6 +100,7 @@ _I_AI = _INDEX["intensity.L0"]
 _I_ALLOC = _INDEX["alloc.allocated"]
 _I_BUF = _INDEX["buf0.access.read"]
 _NB = len(_BUF)
+_GPU = {t: _INDEX[f"gpu.{t}"] for t in GPU_TAGS}
 
 
 def feature_names() -> list:
@@ -471,6 +475,7 @@ class _Walker:
         self.vector_bits = target.vector_bits
         self.threads = max(1, target.num_threads)
         self.loops = []      # (var, extent, kind, auto_unroll_max_step)
+        self.tags = []       # the thread tag of each loop in self.loops (None: not thread-bound)
         self.allocs = {}     # buffer -> loop depth of its Allocate
         self.lets = {}       # let var -> affine form
         self.ranges = {}     # loop var -> (min, extent)
@@ -501,8 +506,10 @@ class _Walker:
                 step = int(v) if isinstance(v, (int, float)) else 0
             self.ranges[s.loop_var] = (mn, max(ext, 0))
             self.loops.append((s.loop_var, max(ext, 0), kind, step))
+            self.tags.append(getattr(s.thread_binding, "thread_tag", None) if s.kind == "thread_binding" else None)
             self.stmt(s.body)
             self.loops.pop()
+            self.tags.pop()
         elif t is BufferStore:
             self.store(s)
         elif t is IfThenElse:
@@ -715,6 +722,10 @@ class _Walker:
             chunks = -(-par_ext // self.threads)
             f[a + 9] = par_ext / (chunks * self.threads)
         f[a + 10] = 1.0 if n and loops[0][2] == "parallel" else 0.0
+        for (_, ext, _, _), tag in zip(loops, self.tags):
+            col = _GPU.get(tag)
+            if col is not None:
+                f[col] = f[col] * ext if f[col] else ext
         # compute (totals over all executions)
         flops_once = _flops(counts) if not tensorized else counts[_C["intrin.flops"]]
         for i, c in enumerate(counts):
@@ -822,6 +833,8 @@ class _Walker:
             for _, ext, _, _ in loops[:alloc_depth]:
                 outer *= ext
             f[_I_ALLOC + 2] = outer
+            f[_I_ALLOC + 3] = 1.0 if out_buf.scope == "local" else 0.0
+            f[_I_ALLOC + 4] = 1.0 if out_buf.scope.startswith("shared") else 0.0
         self.rows.append(f)
 
 

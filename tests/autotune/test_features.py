@@ -247,3 +247,24 @@ def test_auto_unroll_annotation_and_unrolled_loops():
     assert col(rows, "unroll.max_step") == near(16)
     assert col(rows, "unroll.num") == near(1) and col(rows, "unroll.prod") == near(4)
     assert col(rows, "loop.L0.unrolled") == 1.0
+
+
+def test_thread_bindings_and_allocation_scopes():
+    sch = tir.Schedule(gemm(64, 64, 64))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 16])
+    j0, j1 = sch.split(j, [None, 32])
+    sch.reorder(i0, j0, i1, j1, k)
+    cw = sch.cache_write(c, 0, "local")
+    sch.reverse_compute_at(cw, j1)
+    sch.bind(i0, "blockIdx.x")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(j1, "threadIdx.x")
+    rows = extract_features(sch, TARGET)
+    update = max(range(rows.shape[0]), key=lambda r: col(rows, "compute.flops", r))
+    assert col(rows, "gpu.blockIdx.x", update) == near(4) and col(rows, "gpu.blockIdx.y", update) == near(2)
+    assert col(rows, "gpu.threadIdx.x", update) == near(32) and col(rows, "gpu.threadIdx.y", update) == near(0)
+    assert col(rows, "alloc.local", update) == 1.0 and col(rows, "alloc.shared", update) == 0.0
+    # a CPU program has no thread bindings
+    assert not any(col(extract_features(gemm(8, 8, 8), TARGET), f"gpu.{t}") for t in ("blockIdx.x", "threadIdx.x"))
