@@ -14,7 +14,8 @@ def __getattr__(name):
     # heavier sub-packages load on first use so `import tessera` stays fast
     import importlib
 
-    if name in ("te", "tir", "arith", "codegen", "runtime", "graph", "ops", "frontend", "zoo"):
+    if name in ("te", "tir", "arith", "codegen", "runtime", "graph", "ops", "frontend", "zoo", "autotune", "backend",
+                "accel"):
         return importlib.import_module(f".{name}", __name__)
     if name == "nd":
         return importlib.import_module(".runtime.nd", __name__)

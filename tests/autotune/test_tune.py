@@ -1,0 +1,91 @@
+"""tune_tir: candidates measured once each, records in the database, resume, apply_best by target."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import autotune, te
+from tessera.autotune.search import AnnealingSearch, EvolutionarySearch
+from tessera.errors import TesseraError
+from tessera.ir import structural_equal
+
+# small searches: the default population sizes are for real tuning, not an 8-trial test
+SMALL = {"random": "random", "evolutionary": partial(EvolutionarySearch, population=16, generations=2),
+         "annealing": partial(AnnealingSearch, parallel=8, steps=6)}
+
+TARGET = "c -num-threads=2"
+
+
+def _matmul_relu(M=32, N=32, K=32):
+    A = te.placeholder((M, K), name="A")
+    B = te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((M, N), lambda i, j: te.max(C[i, j], 0.0), name="D")
+    return te.create_prim_func([A, B, D])
+
+
+def _check(sch, M=32, N=32, K=32):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((M, K), dtype=np.float32)
+    b = rng.standard_normal((K, N), dtype=np.float32)
+    d = np.zeros((M, N), np.float32)
+    tessera.build(sch, target=TARGET)(a, b, d)
+    np.testing.assert_allclose(d, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy,model", [("random", "random"), ("evolutionary", "xgb"), ("annealing", "xgb")])
+def test_tune_tir_measures_distinct_candidates_and_keeps_the_best(tmp_path, strategy, model):
+    func = _matmul_relu()
+    db = autotune.Database(tmp_path / "db.jsonl")
+    res = autotune.tune_tir(func, target=TARGET, max_trials=8, database=db, strategy=SMALL[strategy], cost_model=model,
+                            seed=1, batch_size=4)
+    assert res.trials == 8
+    recs = list(db.records())
+    assert len(recs) == 8
+    # every measured candidate is a different program
+    keys = set()
+    for r in recs:
+        sch = tessera.tir.Schedule(func)
+        tessera.tir.schedule.Trace.apply_json_to_schedule(r.trace, sch)
+        keys.add(tessera.ir.structural_hash(sch.mod))
+    assert len(keys) == 8
+    good = [r for r in recs if r.error is None]
+    assert res.run_secs == pytest.approx(min(float(np.mean(r.run_secs)) for r in good))
+    _check(res.schedule)
+    assert res.history[-1][0] == 8
+
+
+def test_tune_tir_resumes_from_the_database(tmp_path):
+    func = _matmul_relu()
+    path = tmp_path / "db.jsonl"
+    autotune.tune_tir(func, target=TARGET, max_trials=4, database=path, strategy="random", cost_model="random",
+                      seed=2, batch_size=4)
+    res = autotune.tune_tir(func, target=TARGET, max_trials=7, database=path, strategy=SMALL["evolutionary"],
+                            cost_model="xgb", seed=3, batch_size=4)
+    assert res.trials == 7
+    assert len(list(autotune.Database(path).records())) == 7
+
+
+def test_apply_best_uses_only_records_of_the_same_target(tmp_path):
+    func = _matmul_relu()
+    db = autotune.Database(tmp_path / "db.jsonl")
+    res = autotune.tune_tir(func, target=TARGET, max_trials=3, database=db, strategy="random", cost_model="random",
+                            seed=4, batch_size=3)
+    best = autotune.apply_best(func, db, TARGET)
+    assert structural_equal(best.mod, res.schedule.mod)
+    assert autotune.apply_best(func, db, "c -num-threads=1") is None
+    assert autotune.apply_best(func, db, "c -mcpu=haswell -num-threads=2") is None
+
+
+def test_tune_tir_refuses_bad_arguments():
+    func = _matmul_relu()
+    with pytest.raises(TesseraError, match="strategy"):
+        autotune.tune_tir(func, target=TARGET, max_trials=1, strategy="greedy")
+    with pytest.raises(TesseraError, match="cost model"):
+        autotune.tune_tir(func, target=TARGET, max_trials=1, cost_model="gbm")
+    with pytest.raises(TesseraError, match="max_trials"):
+        autotune.tune_tir(func, target=TARGET, max_trials=-1)
+    with pytest.raises(TesseraError, match="PrimFunc"):
+        autotune.tune_tir("gemm", target=TARGET, max_trials=1)
