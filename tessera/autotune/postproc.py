@@ -33,6 +33,7 @@ from ..ir import (
     Stmt,
     structural_hash,
 )
+from ..target import Target
 from ..tir.schedule.analysis import loop_iter_type
 from ..tir.schedule.state import child_realizes
 from ..tir.transform import lower
@@ -290,12 +291,30 @@ def default_postprocs(ctx: SpaceContext, verify_lowering: bool = True) -> list:
     return out
 
 
+_PREPARED: dict = {}  # Target (or id of a SpaceContext) -> (SpaceContext, default postprocessors)
+
+
+def prepared(target) -> tuple:
+    """(SpaceContext, default postprocessors) of a target (its text, a Target or a SpaceContext),
+    built once: the postprocessors keep state worth sharing (VerifyLowers' verdicts)."""
+    if isinstance(target, SpaceContext):
+        hit = _PREPARED.get(id(target))
+        if hit is None or hit[0] is not target:
+            hit = _PREPARED[id(target)] = (target, default_postprocs(target))
+        return hit
+    t = Target(target)
+    hit = _PREPARED.get(t)
+    if hit is None:
+        ctx = SpaceContext(t)
+        hit = _PREPARED[t] = (ctx, default_postprocs(ctx))
+    return hit
+
+
 def postprocess(sch, target, postprocs=None) -> bool:
-    """Run the postprocessors on sch (changing it, traced after EnterPostproc); False when one of
-    them rejects the candidate."""
-    ctx = target if isinstance(target, SpaceContext) else SpaceContext(target)
+    """Run the postprocessors (default: the target's, see prepared) on sch, changing it (traced
+    after EnterPostproc); False when one of them rejects the candidate."""
     sch.enter_postproc()
-    for p in (default_postprocs(ctx) if postprocs is None else postprocs):
+    for p in (prepared(target)[1] if postprocs is None else postprocs):
         try:
             if not p.apply(sch):
                 return False

@@ -19,9 +19,8 @@ import numpy as np
 
 from ..errors import TesseraError
 from ..ir import IRModule, PrimFunc, structural_hash
-from ..target import Target
 from ..tir.schedule import Schedule, Trace
-from .postproc import default_postprocs
+from .postproc import postprocess, prepared
 from .rules import SpaceContext, default_rules
 from .rules.base import block_alive
 
@@ -34,25 +33,8 @@ def _as_func(func) -> PrimFunc:
     raise TesseraError(f"a search space is generated for one PrimFunc, got {type(func).__name__}")
 
 
-_CONTEXTS: dict = {}  # Target -> (SpaceContext, default postprocessors): built once per target
-
-
 def _context(target) -> SpaceContext:
-    return _prepared(target)[0]
-
-
-def _prepared(target):
-    if isinstance(target, SpaceContext):
-        hit = _CONTEXTS.get(id(target))
-        if hit is None or hit[0] is not target:
-            hit = _CONTEXTS[id(target)] = (target, default_postprocs(target))
-        return hit
-    t = Target(target)
-    hit = _CONTEXTS.get(t)
-    if hit is None:
-        ctx = SpaceContext(t)
-        hit = _CONTEXTS[t] = (ctx, default_postprocs(ctx))
-    return hit
+    return prepared(target)[0]
 
 
 def generate_design_space(func, target, rules=None) -> list:
@@ -116,20 +98,12 @@ def _fresh(inst, inputs, attrs, decision):
 
 
 def _replay(func, trace, target, seed, provider, postprocs):
-    _, default = _prepared(target)
     sch = Schedule(_as_func(func), seed=seed)
     try:
         trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=provider)
     except TesseraError:
         return None
-    sch.enter_postproc()
-    for p in (default if postprocs is None else postprocs):
-        try:
-            if not p.apply(sch):
-                return None
-        except TesseraError:
-            return None
-    return sch
+    return sch if postprocess(sch, target, postprocs) else None
 
 
 def sample_candidate(func, design, target, rng_or_seed=None, postprocs=None):
