@@ -89,3 +89,19 @@ def test_tune_tir_refuses_bad_arguments():
         autotune.tune_tir(func, target=TARGET, max_trials=-1)
     with pytest.raises(TesseraError, match="PrimFunc"):
         autotune.tune_tir("gemm", target=TARGET, max_trials=1)
+
+
+def test_a_candidate_slower_than_the_cutoff_is_checked_but_not_timed_further():
+    from tessera.autotune.measure.runner import measure
+
+    func = _matmul_relu()
+    task = autotune.TuneTask(func, TARGET)
+    rng = np.random.default_rng(0)
+    schs = [s for s in (task.space.sample(rng) for _ in range(6)) if s is not None][:2]
+    cands = [autotune.MeasureCandidate(task.workload, s.trace.as_json()) for s in schs]
+    runner = autotune.LocalRunner(number=2, repeat=3, min_repeat_ms=0)
+    full = measure(cands, TARGET, runner=runner)
+    cut = measure(cands, TARGET, runner=runner, cutoff_secs=1e-12)
+    for f, c in zip(full, cut):
+        assert f.error_kind is None and c.error_kind is None
+        assert len(f.run_secs) == 3 and len(c.run_secs) == 1

@@ -14,7 +14,9 @@ does not apply; with warmup=False the checked call stands for the timer's warm-u
 call fewer per candidate, timed by the same loop in check.py's C timer). A candidate that kills the worker (a segfault) is a "crash", one that runs past
 `timeout` seconds is killed and is a "timeout"; the worker is restarted and the next candidate
 measured. The reference outputs are computed once per workload (`ref_timeout` bounds that) and
-kept on disk.
+kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time so far) a candidate
+whose checked call alone takes longer is not timed further: that call's time is its record, and a
+hopeless candidate costs one call instead of the timer's rounds.
 """
 from __future__ import annotations
 
@@ -98,14 +100,14 @@ class LocalRunner:
         w.sent_keys.add(key)
         w.prepared.add(key)
 
-    def run_one(self, cand: MeasureCandidate, br: BuildResult, target: str) -> MeasureResult:
+    def run_one(self, cand: MeasureCandidate, br: BuildResult, target: str, cutoff_secs=None) -> MeasureResult:
         if not br.ok:
             return MeasureResult((), br.error_kind, br.error_msg, br.build_secs, br.compile_secs)
         self._prepare(cand, target)
         req = {"op": "run", "key": cand.workload.key, "path": br.path, "func_name": br.func_name,
                "target": target, "number": self.number, "repeat": self.repeat,
                "min_repeat_ms": self.min_repeat_ms, "flush": self.flush_cache, "check": self.check,
-               "warmup": self.warmup}
+               "warmup": self.warmup, "cutoff_secs": cutoff_secs}
         t0 = time.perf_counter()
         try:
             ans = self._worker.call(req, self.timeout)
@@ -122,14 +124,17 @@ class LocalRunner:
             return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall, kernel)
         return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall, kernel)
 
-    def run(self, candidates, build_results, target) -> list:
-        """One MeasureResult per candidate, in order; failed builds pass their error through."""
+    def run(self, candidates, build_results, target, cutoff_secs=None) -> list:
+        """One MeasureResult per candidate, in order; failed builds pass their error through.
+        cutoff_secs: see the module docstring (None: every candidate is timed in full)."""
+        if cutoff_secs is not None and not (isinstance(cutoff_secs, (int, float)) and cutoff_secs > 0):
+            raise TesseraError(f"LocalRunner.run: cutoff_secs must be > 0 seconds or None, got {cutoff_secs!r}")
         candidates, build_results = list(candidates), list(build_results)
         if len(candidates) != len(build_results):
             raise TesseraError(f"LocalRunner.run: {len(candidates)} candidates but {len(build_results)} build results")
         target = str(Target(target))
         with self._lock:
-            return [self.run_one(c, b, target) for c, b in zip(candidates, build_results)]
+            return [self.run_one(c, b, target, cutoff_secs) for c, b in zip(candidates, build_results)]
 
     def close(self):
         """Stop the worker process (it starts again on the next run)."""
@@ -156,16 +161,20 @@ def _default(kind):
     return obj
 
 
-def measure(candidates, target, builder=None, runner=None) -> list:
+def measure(candidates, target, builder=None, runner=None, cutoff_secs=None) -> list:
     """Build and run candidates: one MeasureResult per candidate, in order. Defaults: a shared
     LocalBuilder and LocalRunner (their worker processes persist between calls). A runner that
-    builds where it measures (DaskRunner) is given the candidates directly."""
+    builds where it measures (DaskRunner) is given the candidates directly. cutoff_secs goes to a
+    LocalRunner (module docstring)."""
     candidates = list(candidates)
     runner = runner if runner is not None else _default("runner")
     if getattr(runner, "builds_remotely", False):
         return runner.measure(candidates, target)
     builder = builder if builder is not None else _default("builder")
-    return runner.run(candidates, builder.build(candidates, target), target)
+    built = builder.build(candidates, target)
+    if cutoff_secs is not None and isinstance(runner, LocalRunner):
+        return runner.run(candidates, built, target, cutoff_secs=cutoff_secs)
+    return runner.run(candidates, built, target)
 
 
 __all__ = ["LocalRunner", "measure"]
