@@ -40,7 +40,7 @@ def row_sum(m=37, n=19, threads=16):
     return sch, [a, np.zeros(m, "float32")], {1: a.sum(1)}
 
 
-def gemm_shared(m=16, n=24, k=16, tile=8, vector=False):
+def gemm_shared(m=8, n=16, k=16, tile=8, vector=False):
     """C = A @ B with A and B tiles fetched into shared memory by all threads of a block."""
     A = te.placeholder((m, k), name="A")
     B = te.placeholder((k, n), name="B")
@@ -72,7 +72,7 @@ def gemm_shared(m=16, n=24, k=16, tile=8, vector=False):
     return sch, [a, b, np.zeros((m, n), "float32")], {2: a @ b}
 
 
-def gemm_local_acc(m=16, n=16, k=16, tile=8):
+def gemm_local_acc(m=8, n=16, k=16, tile=8):
     """gemm_shared with the accumulator in registers ("local" cache_write) written back per thread."""
     sch, args, want = gemm_shared(m, n, k, tile)
     c = sch.get_block("C")
@@ -154,7 +154,7 @@ def row_sum_tree(m=5, n=70, threads=32, op="sum"):
 CASES.update({"row_sum_tree": row_sum_tree, "row_max_tree": lambda: row_sum_tree(m=3, n=100, threads=24, op="max")})
 
 
-def gemm_tiled(m=20, n=18, k=10, batch=0):
+def gemm_tiled(m=18, n=10, k=10, batch=0):
     """ops.gpu.schedule_gemm_gpu (register tiles, shared A/B tiles, float4 copies, unrolled) on ragged
     sizes, with an optional batch dimension bound to blockIdx.z."""
     from tessera.ops.gpu import schedule_gemm_gpu
