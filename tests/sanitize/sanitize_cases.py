@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 SANITIZE_TARGET = "c -sanitize=address,undefined"
@@ -117,6 +118,8 @@ def elemwise_cases():
     cases.append(OpCase("clip", [f32(*shape)], {"a_min": -0.5, "a_max": 0.7}))
     cases.append(OpCase("cast", [f32(*shape, lo=-100, hi=100)], {"dtype": "int8"}))
     cases.append(OpCase("cast", [f32(*shape)], {"dtype": "float16"}))
+    cases.append(OpCase("cast", [f32(*shape, lo=-600, hi=600)], {"dtype": "float8_e4m3fn"}, tag="float8"))
+    cases.append(OpCase("cast", [f32(*shape, lo=-8, hi=8).astype(ml_dtypes.int4)], {"dtype": "float32"}, tag="int4"))
     cases.append(OpCase("reinterpret", [f32(*shape)], {"dtype": "int32"}))
     cases.append(OpCase("nn.prelu", [f32(2, 5, 3, 7), f32(5, 1, 1)]))
     return cases
@@ -331,6 +334,10 @@ def misc_cases():
                     {"axis": 1, "block_size": 3, "out_dtype": "int8"}, tag="blocked"))
     c.append(OpCase("qnn.dequantize", [i32(3, 4, 7, lo=-128, hi=127, dtype=np.int8), f32(4, lo=0.5, hi=2),
                                        i32(4, lo=-5, hi=5, dtype=np.int8)], {"axis": 1}))
+    c.append(OpCase("qnn.quantize", [f32(3, 5, lo=-1e5, hi=1e5), f32(5, lo=0.5, hi=2)],
+                    {"axis": 1, "out_dtype": "float8_e5m2", "saturate": False}, tag="float8"))
+    c.append(OpCase("qnn.dequantize", [f32(3, 5, lo=-2, hi=2).astype(ml_dtypes.uint2), f32(5, lo=0.5, hi=2)],
+                    {"axis": 1}, tag="uint2"))
     c.append(OpCase("qnn.dynamic_quantize", [f32(5, 7)]))
     c.append(OpCase("qnn.requantize", [i32(4, 3, 5, lo=-10**6, hi=10**6), f32(4, 1, 1, lo=1e-4, hi=1e-2),
                                        np.array(3, np.int8)]))
