@@ -210,3 +210,39 @@ def test_unknown_device_is_refused():
 
 def test_nd_array_on_cpu_is_an_ndarray():
     assert isinstance(tessera.nd.array(np.zeros(2, "float32"), device="cpu"), tessera.nd.NDArray)
+
+
+def _kernel_of(body_of_tx, shared, param):
+    """A split function: one kernel of 8 threads, `shared` allocated at its top."""
+    from tessera.ir import Allocate, AttrStmt, For, IntImm, PrimFunc, StringImm, Var
+    from tessera.tir.schedule.loops import thread_iter_var
+    from tessera.tir.transform.split_host_device import KERNEL, LAUNCH
+    tx = Var("tx")
+    loop = For(tx, 0, 8, "thread_binding", body_of_tx(tx), thread_iter_var("threadIdx.x"))
+    launch = Call("int32", LAUNCH, [IntImm("int32", v) for v in (1, 1, 1, 8, 1, 1)])
+    return PrimFunc([param], AttrStmt(StringImm("k"), KERNEL, launch, Allocate(shared, loop)))
+
+
+def test_thread_sync_puts_the_barrier_between_a_shared_write_and_the_read_of_other_threads():
+    from tessera.ir import Buffer, BufferStore, SeqStmt
+    from tessera.tir.transform.thread_sync import thread_sync
+    S, A = Buffer((8,), "float32", "S", scope="shared"), Buffer((8,), "float32", "A")
+    func = _kernel_of(lambda tx: SeqStmt([BufferStore(S, A[tx], [tx]), BufferStore(A, S[7 - tx], [tx])]), S, A)
+    out = thread_sync(func)
+    assert _syncs(out) == 1
+    a = np.arange(8, dtype="float32")
+    run_gpu(out, [a])
+    np.testing.assert_array_equal(a, np.arange(8)[::-1])
+    with pytest.raises(RaceError):
+        run_gpu(func, [np.arange(8, dtype="float32")])
+
+
+def test_thread_sync_refuses_a_hazard_under_a_thread_dependent_condition():
+    from tessera.ir import Buffer, BufferStore, IfThenElse, SeqStmt
+    from tessera.tir.transform.thread_sync import thread_sync
+    S, A = Buffer((8,), "float32", "S", scope="shared"), Buffer((8,), "float32", "A")
+    func = _kernel_of(lambda tx: IfThenElse(tx < 4, SeqStmt([BufferStore(S, A[tx], [tx]),
+                                                            BufferStore(A, S[3 - tx], [tx])])), S, A)
+    with pytest.raises(BuildError, match="in kernel k, shared buffer S is written and read by different threads "
+                                         "under a thread-dependent condition"):
+        thread_sync(func)
