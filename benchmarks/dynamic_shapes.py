@@ -1,0 +1,108 @@
+"""Dynamic shapes: one compile of a model exported with dynamic batch and sequence axes, run at each
+sequence length, against a compile specialized to that length and ONNX Runtime, in the same run.
+
+    python benchmarks/dynamic_shapes.py [--models bert_base,gpt2_small] [--seq 16,64,128,384]
+                                        [--batch 1] [--layers 12] [--threads 2] [--json PATH]
+
+The models come from tessera.zoo with dynamic_shapes=True (every Reshape target, slice bound and
+position range computed from Shape, as an export with dynamic axes writes them); their inputs and
+outputs get the symbolic dimensions "batch" and "seq". The dynamic compile runs in the graph
+executor with kernels compiled for symbolic extents; the specialized one is from_onnx with
+shape_dict fixing (batch, seq), compiled with static shapes (the ahead-of-time entry). Every output
+is checked against ONNX Runtime's (max abs error printed). The ratio dynamic / specialized is the
+cost of compiling once (the issue's goal: within 1.15x).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import numpy as np  # noqa: E402
+from _common import parser, report  # noqa: E402
+from e2e import _ort_session, _time_interleaved  # noqa: E402
+
+
+def dynamic_axes(m):
+    """The model with dimensions 0 and 1 of every input and output named "batch" and "seq"."""
+    for vi in list(m.graph.input) + list(m.graph.output):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) >= 2:
+            dims[0].dim_param, dims[1].dim_param = "batch", "seq"
+    return m
+
+
+def dynamic_model(name: str, layers: int):
+    from tessera.zoo.transformer import bert_base, gpt2_small
+
+    make = {"bert_base": bert_base, "gpt2_small": gpt2_small}[name]
+    return dynamic_axes(make(batch="batch", n_layers=layers, dynamic_shapes=True))
+
+
+def feeds_for(name: str, batch: int, seq: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    if name == "bert_base":
+        mask = np.ones((batch, seq), np.int64)
+        mask[:, seq - seq // 4:] = 0          # padding at the end of each row
+        return {"input_ids": rng.integers(0, 30522, (batch, seq)).astype(np.int64), "attention_mask": mask,
+                "token_type_ids": (np.arange(seq)[None, :] >= seq // 2).astype(np.int64).repeat(batch, 0)}
+    return {"input_ids": rng.integers(0, 50257, (batch, seq)).astype(np.int64)}
+
+
+def max_error(got, want) -> float:
+    return max(float(np.max(np.abs(np.asarray(g, np.float64) - w))) for g, w in zip(got, want))
+
+
+def main(argv=None) -> int:
+    import tessera
+    from tessera.frontend import from_onnx
+
+    p = parser(__doc__)
+    p.add_argument("--models", default="bert_base,gpt2_small")
+    p.add_argument("--seq", default="16,64,128,384")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=9, help="timed calls per variant (default 9)")
+    args = p.parse_args(argv)
+    target = f"c -num-threads={args.threads}"
+    seqs = [int(s) for s in args.seq.split(",")]
+    rows = []
+    for name in args.models.split(","):
+        m = dynamic_model(name, args.layers)
+        t0 = time.perf_counter()
+        graph, params = from_onnx(m)
+        dyn = tessera.compile(graph, params, target=target)
+        dyn_compile = time.perf_counter() - t0
+        print(f"[{name}] one dynamic compile: {dyn_compile:.1f} s ({dyn.kind} executor)", file=sys.stderr, flush=True)
+        sess = _ort_session(m, args.threads)
+        for seq in seqs:
+            feeds = feeds_for(name, args.batch, seq)
+            t0 = time.perf_counter()
+            shapes = {k: v.shape for k, v in feeds.items()}
+            g2, p2 = from_onnx(m, shape_dict=shapes)
+            spec = tessera.compile(g2, p2, target=target)
+            spec_compile = time.perf_counter() - t0
+            want = sess.run(None, feeds)
+            err_dyn = max_error(dyn.run(feeds), want)
+            err_spec = max_error(spec.run(feeds), want)
+            t = _time_interleaved({"dynamic": lambda: dyn.run(feeds), "specialized": lambda: spec.run(feeds),
+                                   "onnxruntime": lambda: sess.run(None, feeds)},
+                                  warmup=1, repeat=args.repeat, budget=20.0)
+            rows.append({"model": name, "batch": args.batch, "seq": seq,
+                         "dynamic_ms": t["dynamic"][0] * 1e3, "specialized_ms": t["specialized"][0] * 1e3,
+                         "ort_ms": t["onnxruntime"][0] * 1e3,
+                         "dyn/spec": t["dynamic"][0] / t["specialized"][0],
+                         "dyn/ort": t["dynamic"][0] / t["onnxruntime"][0],
+                         "max_err_dyn": err_dyn, "max_err_spec": err_spec,
+                         "spec_compile_s": round(spec_compile, 1)})
+            print(f"[{name}] seq {seq}: dynamic {rows[-1]['dynamic_ms']:.2f} ms, specialized "
+                  f"{rows[-1]['specialized_ms']:.2f} ms, ratio {rows[-1]['dyn/spec']:.3f}", file=sys.stderr, flush=True)
+    report("dynamic_shapes", rows, args.json, extra={"threads": args.threads, "layers": args.layers})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
