@@ -3,13 +3,16 @@
 `extern "C" __global__ void NAME(const float* __restrict__ A, ...)`, blockIdx / threadIdx as
 CUDA spells them, `__shared__` arrays for "shared" buffers, local arrays (registers) for "local"
 ones and `__syncthreads()` for tvm_storage_sync. float16 is stored as `__half` and computed as
-float (the C-style base's numeric policy); bfloat16 is refused. Vector code goes lane by lane.
+float (the C-style base's numeric policy); bfloat16 is refused. A contiguous vector copy whose
+addresses are provably aligned is one float4 / int4 (float2 / int2) access (shared and local arrays
+are 16-byte aligned); other vector code goes lane by lane.
 """
 from __future__ import annotations
 
 import re
 
 from ..errors import TesseraError
+from ..ir import expr as E
 from ..ir.dtype import DataType
 from .c_base import P_ASSIGN, P_PRIMARY, P_UNARY, STORAGE_C, VALUE_C
 from .gpu import GPUCodeGen, render_gpu_module
@@ -31,6 +34,25 @@ _STORAGE = {DataType(k): v for k, v in STORAGE_C.items() if k != "bfloat16"}
 _STORAGE[DataType("float16")] = "__half"
 
 
+_VECTOR_COPY = {("float32", 4): "float4", ("float32", 2): "float2", ("int32", 4): "int4", ("int32", 2): "int2"}
+
+
+def _unit_ramp(e) -> bool:
+    return type(e) is E.Ramp and type(e.stride) is E.IntImm and e.stride.value == 1
+
+
+def _divisible(e, n: int) -> bool:
+    """Whether the integer expression e is provably a multiple of n (sums and products of terms)."""
+    t = type(e)
+    if t is E.IntImm:
+        return e.value % n == 0
+    if t is E.Add or t is E.Sub:
+        return _divisible(e.a, n) and _divisible(e.b, n)
+    if t is E.Mul:
+        return _divisible(e.a, n) or _divisible(e.b, n)
+    return False
+
+
 class CodeGenCUDA(GPUCodeGen):
     kernel_prefix = 'extern "C" __global__ '
     buffer_prefix = ""
@@ -40,10 +62,27 @@ class CodeGenCUDA(GPUCodeGen):
     thread_index = {t: t for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z",
                                    "threadIdx.x", "threadIdx.y", "threadIdx.z")}
     func_qualifier = "static __device__ __forceinline__"
+    array_attribute = " __attribute__((aligned(16)))"   # shared/local arrays: float4 copies may touch them
     backend_name = "CUDA"
     type_map = _VALUE
     storage_map = _STORAGE
     preamble = PREAMBLE
+
+    # -- vectors: float4 / int4 (and 2-lane) copies where both addresses are provably aligned --
+    def vector_store(self, s, name) -> bool:
+        idx, value = s.indices[0], s.value
+        vt = _VECTOR_COPY.get((str(value.dtype.element_of()), value.dtype.lanes))
+        if vt is None or not _unit_ramp(idx) or type(value) is not E.BufferLoad or len(value.indices) != 1 \
+                or not _unit_ramp(value.indices[0]) or value.buffer.dtype != value.dtype.element_of() \
+                or s.buffer.dtype != value.dtype.element_of():
+            return False
+        lanes = value.dtype.lanes
+        src_base = value.indices[0].base
+        if not (_divisible(idx.base, lanes) and _divisible(src_base, lanes)):
+            return False    # a misaligned vector access faults on the GPU: lane by lane instead
+        src = self.buffer_name(value.buffer, 1)
+        self.emit(f"*({vt}*)({name} + {self.text(idx.base)}) = *(const {vt}*)({src} + {self.text(src_base)});")
+        return True
 
     def check_intrin(self, name: str, needs: list):
         """A CUDA intrinsic names the oldest architecture it runs on (sm_70); the target's -arch
@@ -74,7 +113,6 @@ class CodeGenCUDA(GPUCodeGen):
 
     def store_value(self, buf_dtype, value) -> str:
         if buf_dtype == "float16":
-            from ..ir import expr as E
             if type(value) is E.Cast and value.value.dtype in (DataType("float32"), buf_dtype):
                 value = value.value
             return f"__float2half_rn({self.text(value, P_ASSIGN)})"

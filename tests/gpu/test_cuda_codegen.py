@@ -18,7 +18,7 @@ def test_cuda_source_uses_cuda_spellings():
     sch, _, _ = CASES["gemm_shared"]()
     src = tessera.backend.generate(sch, "cuda").text
     assert 'extern "C" __global__ void main_kernel(const float* __restrict__ A' in src
-    assert "__shared__ float A_shared[64];" in src
+    assert "__shared__ float A_shared[64] __attribute__((aligned(16)));" in src
     assert src.count("__syncthreads();") == 2
     assert "(int32_t)threadIdx.y" in src and "(int32_t)blockIdx.x" in src
 
@@ -82,3 +82,14 @@ def test_calling_without_a_gpu_says_so():
     mod = tessera.build(sch, "cuda")
     with pytest.raises(tessera.TesseraError, match="needs an NVIDIA GPU"):
         mod(*args)
+
+
+def test_aligned_vector_copies_are_float4_and_the_rest_lane_by_lane():
+    sch, _, _ = CASES["gemm_shared_float4"]()
+    src = tessera.backend.generate(sch, "cuda").text
+    assert src.count("*(float4*)(") == 2 and "__attribute__((aligned(16)))" in src
+    # K = 10: row starts of A are not multiples of 4 floats, so no float4 may touch them
+    from gpu_cases import gemm_shared
+    sch, _, _ = gemm_shared(m=8, n=16, k=10, tile=4, vector=True)
+    src = tessera.backend.generate(sch, "cuda").text
+    assert "*(const float4*)(A" not in src
