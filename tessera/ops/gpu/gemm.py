@@ -40,7 +40,9 @@ def schedule_gemm_gpu(sch, block, tile_m=64, tile_n=64, tile_k=8, thread_m=4, th
         sch.compute_at(cache, ko)
         fused = sch.fuse(*sch.get_loops(cache)[-2:])
         n = sch.get(fused).extent.value
-        vec = vector if n % (ty_n * tx_n * vector) == 0 else 1
+        vec = vector        # the widest vector copy (4, 2, 1 elements) that splits the tile evenly
+        while vec > 1 and n % (ty_n * tx_n * vec):
+            vec //= 2
         parts = sch.split(fused, [None, ty_n, tx_n, vec] if vec > 1 else [None, ty_n, tx_n])
         sch.bind(parts[1], "threadIdx.y")
         sch.bind(parts[2], "threadIdx.x")
