@@ -75,8 +75,8 @@ def _check_options(opt_level, executor, disabled_passes) -> None:
 
 
 class SpecializingExecutor:
-    """Runs a DeferredGraph: per distinct value of its value inputs (dtype, shape and bytes), the
-    graph built for that value and compiled with tessera.compile's options, made on first use and
+    """Runs a DeferredGraph: per distinct value of its value inputs (dtype, shape and bytes) and
+    shape of its shape inputs, the graph built for them and compiled with tessera.compile's options, made on first use and
     kept (the `max_specializations` most recently used); the other inputs run through it.
 
     exe(x, axes) / exe.run({...}) as any executor; `specializations` is how many are kept,
@@ -89,7 +89,8 @@ class SpecializingExecutor:
         self.deferred = deferred
         self.params = dict(params or {})
         self.options = options
-        self.value_inputs = tuple(deferred.value_inputs)      # grows when a build needs another
+        self.value_inputs = tuple(deferred.value_inputs)      # grow when a build needs another
+        self.shape_inputs = tuple(deferred.shape_inputs)
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self._np = [t.dtype.numpy() for t in deferred.input_types]
@@ -138,9 +139,9 @@ class SpecializingExecutor:
             out[n] = x
         return out
 
-    def _key(self, given: dict, names) -> tuple:
-        key = []
-        for n in names:
+    def _key(self, given: dict) -> tuple:
+        key = [(n, given[n].shape) for n in self.shape_inputs]
+        for n in self.value_inputs:
             x = given[n]
             key.append((n, x.dtype.str, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest()))
         return tuple(key)
@@ -152,7 +153,7 @@ class SpecializingExecutor:
         return self._specialization(given)
 
     def _specialization(self, given: dict):
-        key = self._key(given, self.value_inputs)
+        key = self._key(given)
         with self._lock:
             exe = self._cache.get(key)
             if exe is not None:
@@ -160,11 +161,14 @@ class SpecializingExecutor:
                 return exe
             frozen = {n: x for n, x in given.items() if n in self.value_inputs}
             frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
-            names, graph, params = self.deferred.specialize({**given, **frozen}, list(frozen))
+            names, shaped, graph, params = self.deferred.specialize({**given, **frozen}, list(frozen),
+                                                                    list(self.shape_inputs))
             extra = [n for n in names if n not in self.value_inputs and n not in self.params]
-            if extra:
+            more = [n for n in shaped if n not in self.shape_inputs]
+            if extra or more:
                 self.value_inputs = self.value_inputs + tuple(extra)
-                key = self._key(given, self.value_inputs)
+                self.shape_inputs = self.shape_inputs + tuple(more)
+                key = self._key(given)
             merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
             exe = compile(graph, merged, **self.options)
             self._cache[key] = exe

@@ -642,9 +642,11 @@ class _Converter:
             if data_dep is None:
                 shaped = sorted({self.input_of_value.get(x, x.name) for x in self._shape_dependencies(v)})
                 types = ", ".join(f"{n!r}: {self.env[n].type}" for n in shaped if n in self.env)
-                raise ctx._unsup(f"{label} must be a constant here, but it is computed "
+                err = ctx._unsup(f"{label} must be a constant here, but it is computed "
                                  f"from the symbolic shape of {types}; fix the shape with shape_dict="
-                                 f"{{{shaped[0]!r}: (...)}} (the CLI's --shape)") from None
+                                 f"{{{shaped[0]!r}: (...)}} (the CLI's --shape)")
+                err.needs_shape = tuple(shaped)
+                raise err from None
             blocker = data_dep
             onnx_in = self.input_of_value.get(blocker)
             if onnx_in is None:
@@ -960,10 +962,12 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     opset version. target: where constant subgraphs are evaluated.
 
     When a converter needs the value of a runtime input (axes, a shape, scales, a condition: the
-    value decides the graph's structure), the result is (tessera.graph.DeferredGraph, {}) with
-    specialize=True (the default): tessera.compile builds and compiles the graph per distinct value
-    of such inputs on first use. specialize=False refuses instead (UnsupportedOpError whose
-    `needs_constant` names the input, to freeze with const_inputs).
+    value decides the graph's structure), or a value computed from a dynamic axis that is not
+    tracked symbolically, the result is (tessera.graph.DeferredGraph, {}) with specialize=True (the
+    default): tessera.compile builds and compiles the graph per distinct value (or shape) of such
+    inputs on first use. specialize=False refuses instead (UnsupportedOpError whose
+    `needs_constant` names the input to freeze with const_inputs, or `needs_shape` the inputs to fix
+    with shape_dict).
 
     The graph's inputs and outputs keep the model's own names as their public names
     (graph.input_names / output_names: what the compiled model takes and reports); its Values get
@@ -974,26 +978,34 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     try:
         conv.run()
     except UnsupportedOpError as e:
+        runtime = set(conv.input_of_value.values())
         need = getattr(e, "needs_constant", None)
-        if not specialize or need is None or need not in conv.input_of_value.values():
-            raise
-        return _deferred(m, conv, need, str(e), shape_dict, const_inputs, opset, target), {}
+        shaped = getattr(e, "needs_shape", None) or ()
+        if specialize and need in runtime:
+            return _deferred(m, conv, [need], [], str(e), shape_dict, const_inputs, opset, target), {}
+        if specialize and shaped and set(shaped) <= runtime:
+            return _deferred(m, conv, [], list(shaped), str(e), shape_dict, const_inputs, opset, target), {}
+        raise
     return conv.finish()
 
 
-def _deferred(m, conv: "_Converter", need: str, reason: str, shape_dict, const_inputs, opset, target):
-    """The DeferredGraph of model m, whose conversion needs the value of runtime input `need`."""
+def _deferred(m, conv: "_Converter", values_needed, shapes_needed, reason: str, shape_dict, const_inputs, opset,
+              target):
+    """The DeferredGraph of model m, whose conversion needs the values of runtime inputs
+    `values_needed` or the shapes of `shapes_needed` (a value computed from a dynamic axis that
+    tessera does not track symbolically)."""
     from ..graph.deferred import DeferredGraph
 
     frozen = dict(const_inputs or {})
+    fixed = dict(shape_dict or {})
 
-    def build(values):
-        return from_onnx(m, shape_dict, {**frozen, **values}, opset, target, specialize=False)
+    def build(values, shapes):
+        return from_onnx(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)
 
     names = [conv.input_of_value[v] for v in conv.builder.inputs]
     types = [v.type for v in conv.builder.inputs]
-    return DeferredGraph(conv.builder.name, names, types, [vi.name for vi in m.graph.output], [need], build,
-                         reason)
+    return DeferredGraph(conv.builder.name, names, types, [vi.name for vi in m.graph.output], values_needed, build,
+                         reason, shapes_needed)
 
 
 def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:

@@ -145,3 +145,23 @@ def test_specializations_beyond_the_limit_drop_the_least_recently_used():
     for k in (0, 1, 2, 0):
         same_as_ort(exe, m, {"x": x, "k": np.array(k, np.int64)})
     assert exe.specializations == 2
+
+
+def test_a_value_computed_from_a_dynamic_axis_is_built_per_input_shape():
+    """Shape(x) * 2 (arithmetic the frontend does not track symbolically) decides ConstantOfShape's
+    shape: the graph is built per distinct shape of x."""
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Mul", ["s", "two"], ["s2"]),
+         helper.make_node("ConstantOfShape", ["s2"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TP.FLOAT, ["a", "b"])], [helper.make_empty_tensor_value_info("z")],
+        initializer=[helper.make_tensor("two", TP.INT64, [], [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedOpError, match="symbolic shape") as e:
+        from_onnx(m, specialize=False)
+    assert e.value.needs_shape == ("x",)
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and graph.shape_inputs == ("x",) and not graph.value_inputs
+    exe = tessera.compile(graph, params)
+    for shape in ((2, 3), (1, 5), (2, 3)):
+        (z,) = same_as_ort(exe, m, {"x": np.ones(shape, np.float32)})
+        assert z.shape == (2 * shape[0], 2 * shape[1])
+    assert exe.specializations == 2
