@@ -143,6 +143,11 @@ class CUDAFunction:
                 continue
             arr = x if isinstance(x, cp.ndarray) else None
             host = None if arr is not None else (x.numpy() if isinstance(x, NDArray) else x)
+            if arr is None and not isinstance(host, np.ndarray):
+                raise TesseraError(f"{self.name}: argument {p['name']} must be a numpy array, an NDArray or a cupy "
+                                   f"array, got {type(x).__name__}")
+            if arr is not None and not arr.flags.c_contiguous:
+                raise ShapeError(f"{self.name}: argument {p['name']} must be a C-contiguous cupy array")
             shape = tuple(p["shape"])
             got = (arr if arr is not None else host)
             if tuple(got.shape) != shape:
