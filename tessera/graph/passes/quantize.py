@@ -264,3 +264,91 @@ def quantize(graph: Graph, params=None, calibration=(), target="c") -> Graph:
     g = optimize(bind_params(graph, params), 1, target)
     stats = calibrate(g, calibration, target)
     return _Quantizer(g, stats).run()
+
+
+def _pow2_exponents(m: np.ndarray):
+    """k with m == 2**-k elementwise (0 <= k <= 31), or None when some m is no such power of two."""
+    m = np.asarray(m, np.float64)
+    if m.size == 0 or not (m > 0).all():
+        return None
+    k = -np.log2(m)
+    ki = np.rint(k)
+    if not np.array_equal(k, ki) or ki.min() < 0 or ki.max() > 31:
+        return None
+    return ki.astype(np.int32)
+
+
+def from_qlinear(graph: Graph, params=None, target="c") -> Graph:
+    """An ONNX QLinearConv model (int8, zero points 0, power-of-two requantization multipliers
+    x_scale * w_scale / y_scale) in the form `quantize` gives: ConvInteger becomes an int32 nn.conv2d
+    and `qnn.requantize` (+ the bias add before it) becomes add(bias + half step) -> right_shift ->
+    clip -> int8, which partition_for_vdla puts on VDLA. The shift rounds ties up where ONNX's
+    requantize rounds them to even (VTA's semantics). A QLinearConv whose multiplier is not a power of
+    two, or with nonzero zero points, stays as it is (on the CPU)."""
+    if not isinstance(graph, Graph):
+        raise QuantizeError(f"from_qlinear takes a tessera.graph.Graph, got {type(graph).__name__}")
+    g = optimize(bind_params(graph, params), 1, target)
+    const = dict(g.constants)
+    cons = g.consumers()
+    b = Builder(g.name)
+    vmap = {v: b.input(n, v.shape, str(v.dtype)) for v, n in zip(g.inputs, g.input_names)}
+
+    def val(v):
+        if v not in vmap:
+            vmap[v] = b.const(np.asarray(const[v]), v.name)
+        return vmap[v]
+
+    def zero(v):
+        return v in const and not np.asarray(const[v]).any()
+
+    def single(v, op):
+        c = [n for n, _ in cons.get(v, [])]
+        return c[0] if len(c) == 1 and c[0].op == op and v not in g.outputs else None
+
+    convs = {}      # conv_integer node -> (requantize node, bias add node or None, shift k)
+    for n in g.nodes:
+        if n.op != "nn.conv_integer" or str(n.inputs[0].dtype) != "int8" or n.inputs[1] not in const \
+                or str(n.inputs[1].dtype) != "int8" or not (zero(n.inputs[2]) and zero(n.inputs[3])):
+            continue
+        out, add = n.outputs[0], single(n.outputs[0], "add")
+        if add is not None:
+            other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
+            if other not in const or np.asarray(const[other]).dtype != np.int32:
+                continue
+            out = add.outputs[0]
+        rq = single(out, "qnn.requantize")
+        if rq is None or rq.inputs[1] not in const or not zero(rq.inputs[2]) or str(rq.outputs[0].dtype) != "int8":
+            continue
+        k = _pow2_exponents(const[rq.inputs[1]])
+        if k is not None:
+            convs[id(n)] = (rq, add, k)
+    skip = set()
+    for n in g.nodes:
+        if id(n) in skip:
+            continue
+        if id(n) in convs:
+            rq, add, k = convs[id(n)]
+            o = n.outputs[0].shape[1]
+            attrs = {key: n.attrs[key] for key in ("strides", "padding", "dilation", "groups")}
+            acc = b.node("nn.conv2d", [val(n.inputs[0]), val(n.inputs[1])], dict(attrs, out_dtype="int32"),
+                         name=f"{n.name}_q").outputs[0]
+            kk = np.broadcast_to(k.reshape(-1), (o,)).astype(np.int64)
+            bias = np.zeros(o, np.int64)
+            if add is not None:
+                other = add.inputs[1] if add.inputs[0] is n.outputs[0] else add.inputs[0]
+                bias = np.broadcast_to(np.asarray(const[other], np.int64).reshape(-1), (o,)).copy()
+                skip.add(id(add))
+            bias = np.clip(bias + np.where(kk > 0, 1 << np.maximum(kk - 1, 0), 0), -2**31, 2**31 - 1)
+            acc = b.op("add", acc, b.const(bias.astype(np.int32).reshape(1, o, 1, 1), f"{n.name}_bq"),
+                       name=f"{n.name}_bias")
+            acc = b.op("right_shift", acc, b.const(kk.astype(np.int32).reshape(1, o, 1, 1), f"{n.name}_shift"),
+                       name=f"{n.name}_shr")
+            acc = b.op("clip", acc, a_min=-128, a_max=127, name=f"{n.name}_clip")
+            vmap[rq.outputs[0]] = b.op("cast", acc, dtype="int8", name=f"{n.name}_i8")
+            skip.add(id(rq))
+            continue
+        new = b.node(n.op, [val(v) for v in n.inputs], dict(n.attrs), name=n.name)
+        vmap.update(zip(n.outputs, new.outputs))
+    b.output(*[val(v) for v in g.outputs])
+    out = b.finish()
+    return Graph(out.inputs, out.outputs, out.nodes, out.constants, g.name, g.input_names, g.output_names)
