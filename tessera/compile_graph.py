@@ -19,6 +19,7 @@ from .graph.deferred import DeferredGraph
 from .graph.ir import Graph
 from .graph.passes import optimize, passes_for
 from .runtime.inputs import check_input_names, gather_inputs, input_array
+from .runtime.plan import TensorSpec
 from .target import Target
 
 
@@ -106,6 +107,12 @@ class SpecializingExecutor:
     @property
     def output_names(self) -> list:
         return list(self.deferred.output_names)
+
+    @property
+    def inputs(self) -> list:
+        """The inputs' TensorSpecs (dtype, shape with symbol names), in input_names' order."""
+        return [TensorSpec(n, t.dtype, t.shape) for n, t in zip(self.deferred.input_names, self.deferred.input_types)
+                if n not in self.params]
 
     @property
     def specializations(self) -> int:
