@@ -20,6 +20,9 @@ Every scale is a power of two, so every rescaling is a shift:
   on dequantized inputs (int8 * 2**-a), as does a graph output.
 The graph is first bound to `params` and optimized at opt_level 1 (batch norm folded into the conv
 weights and a bias add). Calibration runs that float graph with its intermediates as outputs.
+
+`from_qlinear(graph, params)` brings an ONNX QLinearConv model with power-of-two multipliers into the
+same form (see its docstring).
 """
 from __future__ import annotations
 
