@@ -15,6 +15,7 @@ SMALL = {"random": "random", "evolutionary": partial(EvolutionarySearch, populat
          "annealing": partial(AnnealingSearch, parallel=8, steps=6)}
 
 TARGET = "c -num-threads=2"
+FAST = {"runner": autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=1)}  # one worker for the file, short timing
 
 
 def _matmul_relu(M=32, N=32, K=32):
@@ -39,40 +40,40 @@ def _check(sch, M=32, N=32, K=32):
 def test_tune_tir_measures_distinct_candidates_and_keeps_the_best(tmp_path, strategy, model):
     func = _matmul_relu()
     db = autotune.Database(tmp_path / "db.jsonl")
-    res = autotune.tune_tir(func, target=TARGET, max_trials=8, database=db, strategy=SMALL[strategy], cost_model=model,
-                            seed=1, batch_size=4)
-    assert res.trials == 8
+    res = autotune.tune_tir(func, target=TARGET, max_trials=6, database=db, strategy=SMALL[strategy], cost_model=model,
+                            seed=1, batch_size=3, **FAST)
+    assert res.trials == 6
     recs = list(db.records())
-    assert len(recs) == 8
+    assert len(recs) == 6
     # every measured candidate is a different program
     keys = set()
     for r in recs:
         sch = tessera.tir.Schedule(func)
         tessera.tir.schedule.Trace.apply_json_to_schedule(r.trace, sch)
         keys.add(tessera.ir.structural_hash(sch.mod))
-    assert len(keys) == 8
+    assert len(keys) == 6
     good = [r for r in recs if r.error is None]
     assert res.run_secs == pytest.approx(min(float(np.mean(r.run_secs)) for r in good))
     _check(res.schedule)
-    assert res.history[-1][0] == 8
+    assert res.history[-1][0] == 6
 
 
 def test_tune_tir_resumes_from_the_database(tmp_path):
     func = _matmul_relu()
     path = tmp_path / "db.jsonl"
-    autotune.tune_tir(func, target=TARGET, max_trials=4, database=path, strategy="random", cost_model="random",
-                      seed=2, batch_size=4)
-    res = autotune.tune_tir(func, target=TARGET, max_trials=7, database=path, strategy=SMALL["evolutionary"],
-                            cost_model="xgb", seed=3, batch_size=4)
-    assert res.trials == 7
-    assert len(list(autotune.Database(path).records())) == 7
+    autotune.tune_tir(func, target=TARGET, max_trials=3, database=path, strategy="random", cost_model="random",
+                      seed=2, batch_size=3, **FAST)
+    res = autotune.tune_tir(func, target=TARGET, max_trials=5, database=path, strategy=SMALL["evolutionary"],
+                            cost_model="xgb", seed=3, batch_size=3, **FAST)
+    assert res.trials == 5
+    assert len(list(autotune.Database(path).records())) == 5
 
 
 def test_apply_best_uses_only_records_of_the_same_target(tmp_path):
     func = _matmul_relu()
     db = autotune.Database(tmp_path / "db.jsonl")
     res = autotune.tune_tir(func, target=TARGET, max_trials=3, database=db, strategy="random", cost_model="random",
-                            seed=4, batch_size=3)
+                            seed=4, batch_size=3, **FAST)
     best = autotune.apply_best(func, db, TARGET)
     assert structural_equal(best.mod, res.schedule.mod)
     assert autotune.apply_best(func, db, "c -num-threads=1") is None
