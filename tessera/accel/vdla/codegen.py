@@ -403,6 +403,7 @@ class _Gen:
             addr = -(-(addr + n) // 256) * 256
         self.dram_top = addr
         self.env = {}
+        self.dram_read, self.dram_written = set(), set()
         self.base = {}          # allocated Buffer -> first SRAM row
         self.top = {s: 0 for s in SRAM_SCOPES}
         self.peak = {s: 0 for s in SRAM_SCOPES}
@@ -834,6 +835,7 @@ class _Gen:
                                f"{gbuf.name} (its innermost dimensions must be the accelerator's row)")
         drow = np.where(real.all(1), gr[:, 0] // L, -1)
         info = self.param_of[gbuf]
+        self.dram_read.add(info["name"])
         elem = self.cfg.elem_bytes(mem)
         if info["addr"] % elem:
             raise CodegenError(f"{gbuf.name} is not aligned to {elem}-byte rows")
@@ -855,6 +857,7 @@ class _Gen:
         if not ((fr % L == np.arange(L)[None]).all() and (fr // L == fr[:, :1] // L).all()):
             raise CodegenError(f"the store into {gbuf.name!r} does not write whole {L}-element rows")
         info = self.param_of[gbuf]
+        self.dram_written.add(info["name"])
         return K[rows_k], rid, ("store", srow[rows_k], fr[:, 0] // L, info["addr"] // self.cfg.elem_bytes("out"))
 
     # ---- instructions from one run of events ------------------------------------------------------
@@ -961,6 +964,10 @@ def generate(func: PrimFunc, cfg: VDLAConfig = DEFAULT_CONFIG, serial: bool = Fa
     """The Program of a lowered PrimFunc (see the module docstring)."""
     g = _Gen(func, cfg)
     g.run()
+    both = sorted(g.dram_read & g.dram_written)
+    if both:   # the load and store modules share no queue: DRAM is not ordered between them
+        raise CodegenError(f"function {func.name!r} both loads from and stores to {', '.join(both)}; VDLA does not "
+                           f"order DRAM accesses between its load and store modules (use separate tensors)")
     # micro-op kernels: each loaded into the uop buffer when first needed, kept while they fit
     blob, blob_off = [], {}
     resident, utop = {}, 0
