@@ -140,7 +140,7 @@ def tune_tir(func, target="c", max_trials: int = 1000, database=None, strategy="
                 break  # the space is exhausted
             mcs = [MeasureCandidate(task.workload, s.trace.as_json()) for s in cands]
             cutoff = None if best_secs is None or cutoff_factor is None else best_secs * cutoff_factor
-            results = measure(mcs, task.target, builder, runner, cutoff_secs=cutoff)
+            results = measure(mcs, task.target, builder, runner, cutoff_secs=cutoff, cutoff_factor=cutoff_factor)
             if database is not None:
                 database.commit([make_record(c, r, task.target) for c, r in zip(mcs, results)])
             model.update([search.features(s) for s in cands], results, [key] * len(cands))

@@ -14,7 +14,8 @@ does not apply; with warmup=False the checked call stands for the timer's warm-u
 call fewer per candidate, timed by the same loop in check.py's C timer). A candidate that kills the worker (a segfault) is a "crash", one that runs past
 `timeout` seconds is killed and is a "timeout"; the worker is restarted and the next candidate
 measured. The reference outputs are computed once per workload (`ref_timeout` bounds that) and
-kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time so far) a candidate
+kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time so far, and the
+multiple as cutoff_factor, so the cutoff also follows the best of the batch) a candidate
 whose checked call alone takes longer is not timed further: that call's time is its record, and a
 hopeless candidate costs one call instead of the timer's rounds.
 """
@@ -124,17 +125,26 @@ class LocalRunner:
             return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall, kernel)
         return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall, kernel)
 
-    def run(self, candidates, build_results, target, cutoff_secs=None) -> list:
+    def run(self, candidates, build_results, target, cutoff_secs=None, cutoff_factor=None) -> list:
         """One MeasureResult per candidate, in order; failed builds pass their error through.
-        cutoff_secs: see the module docstring (None: every candidate is timed in full)."""
-        if cutoff_secs is not None and not (isinstance(cutoff_secs, (int, float)) and cutoff_secs > 0):
-            raise TesseraError(f"LocalRunner.run: cutoff_secs must be > 0 seconds or None, got {cutoff_secs!r}")
+        cutoff_secs: see the module docstring (None: every candidate is timed in full); with
+        cutoff_factor the cutoff also falls to that multiple of the best time met in this batch."""
+        for label, v in (("cutoff_secs", cutoff_secs), ("cutoff_factor", cutoff_factor)):
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0):
+                raise TesseraError(f"LocalRunner.run: {label} must be > 0 or None, got {v!r}")
         candidates, build_results = list(candidates), list(build_results)
         if len(candidates) != len(build_results):
             raise TesseraError(f"LocalRunner.run: {len(candidates)} candidates but {len(build_results)} build results")
         target = str(Target(target))
+        out = []
         with self._lock:
-            return [self.run_one(c, b, target, cutoff_secs) for c, b in zip(candidates, build_results)]
+            for c, b in zip(candidates, build_results):
+                r = self.run_one(c, b, target, cutoff_secs)
+                out.append(r)
+                if cutoff_factor is not None and r.ok and r.run_secs:
+                    cut = r.mean_secs * cutoff_factor
+                    cutoff_secs = cut if cutoff_secs is None else min(cutoff_secs, cut)
+        return out
 
     def close(self):
         """Stop the worker process (it starts again on the next run)."""
@@ -161,19 +171,19 @@ def _default(kind):
     return obj
 
 
-def measure(candidates, target, builder=None, runner=None, cutoff_secs=None) -> list:
+def measure(candidates, target, builder=None, runner=None, cutoff_secs=None, cutoff_factor=None) -> list:
     """Build and run candidates: one MeasureResult per candidate, in order. Defaults: a shared
     LocalBuilder and LocalRunner (their worker processes persist between calls). A runner that
-    builds where it measures (DaskRunner) is given the candidates directly. cutoff_secs goes to a
-    LocalRunner (module docstring)."""
+    builds where it measures (DaskRunner) is given the candidates directly. cutoff_secs and
+    cutoff_factor go to a LocalRunner (LocalRunner.run)."""
     candidates = list(candidates)
     runner = runner if runner is not None else _default("runner")
     if getattr(runner, "builds_remotely", False):
         return runner.measure(candidates, target)
     builder = builder if builder is not None else _default("builder")
     built = builder.build(candidates, target)
-    if cutoff_secs is not None and isinstance(runner, LocalRunner):
-        return runner.run(candidates, built, target, cutoff_secs=cutoff_secs)
+    if (cutoff_secs is not None or cutoff_factor is not None) and isinstance(runner, LocalRunner):
+        return runner.run(candidates, built, target, cutoff_secs=cutoff_secs, cutoff_factor=cutoff_factor)
     return runner.run(candidates, built, target)
 
 
