@@ -641,6 +641,9 @@ class _Converter:
             data_dep = self._data_dependency(v)
             if data_dep is None:
                 shaped = sorted({self.input_of_value.get(x, x.name) for x in self._shape_dependencies(v)})
+                if not shaped:
+                    raise ctx._unsup(f"{label} must be a constant here, but it has a symbolic extent "
+                                     f"(a Range or Slice to a dynamic axis)") from None
                 types = ", ".join(f"{n!r}: {self.env[n].type}" for n in shaped if n in self.env)
                 err = ctx._unsup(f"{label} must be a constant here, but it is computed "
                                  f"from the symbolic shape of {types}; fix the shape with shape_dict="

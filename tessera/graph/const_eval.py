@@ -60,6 +60,9 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
                 consts[leaf.get(v, v)] = constants[v]
             elif v.producer is None:
                 raise NotConstantError(_blocked(wanted, v), v)
+        for o in n.outputs:
+            if not o.type.is_static:     # an extent the graph's inputs bind (arange, prefix_slice)
+                raise NotConstantError(o, o)
     if leaf:
         nodes, wanted = _cut_at(nodes, wanted, leaf)
     g = Graph([], wanted, nodes, consts, "const_eval")
