@@ -66,6 +66,15 @@ def usable() -> tuple:
     return _USABLE[0]
 
 
+def _builds(dev) -> bool:
+    """Whether a trivial kernel compiles for dev."""
+    try:
+        cl.Program(cl.Context([dev]), "__kernel void tsr_probe(__global int* a) { a[0] = 7; }").build()
+        return True
+    except cl.Error:
+        return False
+
+
 def _need_cl():
     if cl is None:
         raise TesseraError("the OpenCL runtime needs pyopencl and an OpenCL platform "
@@ -90,7 +99,9 @@ def context(device: str | None = None):
         if not devices:
             raise TesseraError("no OpenCL device" + (f" whose name contains {device!r}" if device else "")
                                + " was found")
-        dev = devices[0]
+        # the first device that can build a kernel: a machine may have two PoCLs (pip's and the
+        # distribution's), and one whose LLVM does not know the CPU builds nothing
+        dev = next((d for d in devices if _builds(d)), devices[0])
         ctx = cl.Context([dev])
         queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
         _STATE[key] = (ctx, queue, dev)
