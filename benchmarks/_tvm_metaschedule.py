@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import logging
 import os
 import subprocess
@@ -108,14 +109,15 @@ def tune_gemm_tvm(M: int, N: int, K: int, trials: int, threads: int, work_dir: s
     compile the best schedule, check it against numpy and time it with TVM's time evaluator.
 
     Returns {"gflops", "best_ms", "median_ms", "tune_wall_s", "trials", "valid_trials",
-    "tuning_best_ms", "import_s", "target", "threads", "tvm_version"}: best_ms is the fastest of
-    `repeat` timings (each at least min_repeat_ms long), gflops = 2*M*N*K / best_ms, tune_wall_s
-    the wall time of tune_tir alone (import_s, the one-off import of TVM's tensor intrinsics, and
-    the builder's start come before it), trials the number of candidates MetaSchedule measured
-    (its database's records, failed ones included; fewer than asked when its space runs out),
-    valid_trials those that ran, tuning_best_ms the best time the tuner itself saw. work_dir must
-    be empty or absent: MetaSchedule would otherwise resume from the records there. Its logs stay
-    in work_dir/logs; the console gets only warnings unless `verbose`. Raises TVMUnavailable
+    "tuning_best_ms", "import_s", "curve", "target", "threads", "tvm_version"}: best_ms is the
+    fastest of `repeat` timings (each at least min_repeat_ms long), gflops = 2*M*N*K / best_ms,
+    tune_wall_s the wall time of tune_tir alone (import_s, the one-off import of TVM's tensor
+    intrinsics, and the builder's start come before it), trials the number of candidates
+    MetaSchedule measured (its database's records, failed ones included; fewer than asked when its
+    space runs out), valid_trials those that ran, tuning_best_ms the best time the tuner itself
+    saw, curve the best GFLOPS it had seen after each trial. work_dir must be empty or absent:
+    MetaSchedule would otherwise resume from the records there. Its logs stay in work_dir/logs;
+    the console gets only warnings unless `verbose`. Raises TVMUnavailable (an ImportError too)
     where TVM cannot be used."""
     for name, v in (("M", M), ("N", N), ("K", K)):
         if not isinstance(v, int) or v < 1:
@@ -169,6 +171,8 @@ def tune_gemm_tvm(M: int, N: int, K: int, trials: int, threads: int, work_dir: s
                            f"(its logs are under {work / 'logs'})")
     tuning_best_ms = min(float(np.mean([float(s) for s in r.run_secs])) for r in ran) * 1e3
 
+    curve = _best_so_far_gflops(work / "database_tuning_record.json", 2.0 * M * N * K)
+
     sch = ms.tir_integration.compile_tir(database, func, target)
     if sch is None:
         raise TesseraError("tune_gemm_tvm: MetaSchedule's database holds no schedule for the GEMM")
@@ -192,7 +196,26 @@ def tune_gemm_tvm(M: int, N: int, K: int, trials: int, threads: int, work_dir: s
     return {"gflops": 2.0 * M * N * K / (best_ms * 1e-3) / 1e9, "best_ms": best_ms,
             "median_ms": median_ms, "tune_wall_s": tune_wall_s, "trials": len(records),
             "valid_trials": len(ran), "tuning_best_ms": tuning_best_ms, "import_s": import_s,
-            "target": target_cli(target), "threads": threads, "tvm_version": str(tvm.__version__)}
+            "curve": curve, "target": target_cli(target), "threads": threads, "tvm_version": str(tvm.__version__)}
+
+
+def _best_so_far_gflops(record_file: Path, flops: float) -> list[float] | None:
+    """Best GFLOPS after each trial, in the order MetaSchedule measured them: its JSON database
+    appends one line per trial, [workload index, [trace, run_secs, target, args_info]] (a failed
+    trial has run_secs 1e10). None, with a printed note, where the file is not in that form."""
+    best, curve = 0.0, []
+    try:
+        with open(record_file) as f:
+            for line in f:
+                if line.strip():
+                    secs = [float(x) for x in json.loads(line)[1][1]]
+                    best = max(best, flops / (sum(secs) / len(secs)) / 1e9)
+                    curve.append(round(best, 3))
+    except (OSError, ValueError, TypeError, IndexError, ZeroDivisionError) as e:
+        print(f"note: no TVM tuning curve ({record_file} is not MetaSchedule's JSON record file as "
+              f"0.27 writes it: {e!r})", file=sys.stderr)
+        return None
+    return curve
 
 
 def _loadavg() -> list[float] | None:
@@ -205,7 +228,6 @@ def _loadavg() -> list[float] | None:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
     import tempfile
 
     p = argparse.ArgumentParser(description="fp32 GEMM tuned by Apache TVM's MetaSchedule")
@@ -227,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
                             verbose=args.verbose)
     res = {"size": [n, n, n], "loadavg_before": load_before, "loadavg_after": _loadavg(), **res}
     for k, v in res.items():
+        if k == "curve" and v:
+            v = f"{len(v)} points, best GFLOPS after trial 1/8/32/all: " + " / ".join(
+                str(v[min(i, len(v)) - 1]) for i in (1, 8, 32, len(v)))
         print(f"{k:15s} {v:.4g}" if isinstance(v, float) else f"{k:15s} {v}")
     if args.json:
         Path(args.json).write_text(json.dumps({"benchmark": "tvm_metaschedule_gemm", **res}, indent=2))
