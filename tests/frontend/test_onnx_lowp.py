@@ -3,6 +3,7 @@ int2/uint2) through Cast, CastLike, QuantizeLinear and DequantizeLinear: onnx's 
 every input given at run time (as onnxruntime is fed), and models of our own against ONNX's reference
 evaluator (saturate on and off, per-axis and blocked scales, packed int4 initializers), every output
 compared bit for bit."""
+import functools
 import importlib.util
 import pathlib
 import re
@@ -23,14 +24,15 @@ _spec.loader.exec_module(conformance)
 
 _LOWP_NAME = r"(FLOAT8E4M3FNUZ|FLOAT8E4M3FN|FLOAT8E5M2FNUZ|FLOAT8E5M2|FLOAT4E2M1|U?INT4|U?INT2|e4m3fn|e5m2|float4e2m1|u?int4|u?int2)"
 _CASES = re.compile(rf"^test_(cast|castlike|quantizelinear|dequantizelinear)_.*{_LOWP_NAME}")
-# the default run: every QuantizeLinear / DequantizeLinear case and a sample of Cast / CastLike (the
-# C conversions of every pair of types are tested bit for bit in tests/codegen/test_lowp_casts.py)
-_QUICK = re.compile(r"^test_((de)?quantizelinear_.*|cast_no_saturate_FLOAT_to_FLOAT8.*|"
-                    r"cast_FLOAT_to_(FLOAT8E4M3FN|FLOAT4E2M1|INT4|UINT2)|cast_(INT2|FLOAT8E5M2FNUZ)_to_FLOAT|"
-                    r"castlike_FLOAT_to_FLOAT8E4M3FN)$")
+# the default run: a sample, one case or two per type (the C conversions of every pair of types are
+# tested bit for bit in tests/codegen/test_lowp_casts.py; the slow run takes every case)
+_QUICK = re.compile(r"^test_(quantizelinear_(e4m3fn|int4|float4e2m1|uint2)|dequantizelinear_(e5m2|int2|uint4)|"
+                    r"cast_no_saturate_FLOAT16_to_FLOAT8E4M3FNUZ|castlike_FLOAT_to_FLOAT8E5M2FNUZ)$")
 
 
+@functools.cache
 def _lowp_cases():
+    """The cases (generating onnx's cases takes seconds: once a process)."""
     return [c for c in conformance.collect(None) if _CASES.search(c.name) and "e8m0" not in c.name]
 
 
@@ -65,7 +67,7 @@ def test_the_lowp_node_cases_are_all_there():
     """onnx 1.23: 160 cases of these four ops in the nine types (tessera refused all of them before)."""
     cases = _lowp_cases()
     assert len(cases) >= 160
-    assert len([c for c in cases if _QUICK.search(c.name)]) >= 25
+    assert len([c for c in cases if _QUICK.search(c.name)]) == 9
 
 
 @pytest.mark.parametrize("case", [c for c in _lowp_cases() if _QUICK.search(c.name)], ids=lambda c: c.name)
