@@ -26,17 +26,8 @@ from ..ir import PrimFunc
 from ..tir.schedule import Schedule, Trace
 from ..tir.schedule.analysis import compute_locations
 from ..tir.schedule.handles import RV
+from ..tir.schedule.sampling import prime_factors
 from .rules.base import ANN_PARALLEL, ANN_UNROLL
-
-
-def _prime_factors(n: int) -> list:
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    return out + [n] if n > 1 else out
 
 
 def _uses(trace: Trace) -> dict:
@@ -133,7 +124,7 @@ class MutateTileSize(Mutator):
         n = len(d)
         moves = []
         for i in range(n):
-            for p in sorted(set(_prime_factors(d[i]))):
+            for p in sorted(set(prime_factors(d[i]))):
                 for j in range(n):
                     if j == i:
                         continue

@@ -30,7 +30,6 @@ from ..errors import ScheduleError, TesseraError
 from ..ir import PrimFunc
 from ..target import Target
 from ..tir import Schedule
-from ..tir.schedule import Trace
 from .task import Space, TuneTask, sampling_decisions
 
 _TEMPLATES: dict = {}

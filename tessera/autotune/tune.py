@@ -18,7 +18,7 @@ from ..ir import PrimFunc
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
-from .cost_model import CostModel, RandomModel, XGBModel
+from .cost_model import make_cost_model
 from .database import Database
 from .measure import MeasureCandidate, make_record
 from .measure.runner import measure
@@ -55,16 +55,6 @@ class TuneResult:
         return f"<TuneResult {self.task.name}: best {best} after {self.trials} trials ({self.errors} errors)>"
 
 
-def _cost_model(cost_model, seed) -> CostModel:
-    if isinstance(cost_model, CostModel):
-        return cost_model
-    if cost_model == "xgb":
-        return XGBModel(seed=seed)
-    if cost_model == "random":
-        return RandomModel(seed=seed)
-    raise TesseraError(f"unknown cost model {cost_model!r}; choose 'xgb', 'random' or pass a CostModel")
-
-
 def _mean(run_secs):
     return float(np.mean(run_secs)) if run_secs else None
 
@@ -98,7 +88,7 @@ def tune_tir(func, target="c", max_trials: int = 1000, database=None, strategy="
     if isinstance(database, (str, bytes)) or hasattr(database, "__fspath__"):
         database = Database(database)
     rng = np.random.default_rng(seed)
-    model = _cost_model(cost_model, None if seed is None else int(seed))
+    model = make_cost_model(cost_model, None if seed is None else int(seed))
     search = make_strategy(strategy, task, model, rng)
     target_s = str(task.target)
     key = task.workload.key
@@ -178,4 +168,4 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
     return sch
 
 
-__all__ = ["TuneResult", "tune_tir", "apply_best"]
+__all__ = ["TuneResult", "apply_best", "tune_tir"]

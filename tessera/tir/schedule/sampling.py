@@ -26,7 +26,9 @@ from .handles import ROOT_MARK, ExprRV, LocationMark, LoopRV
 from .schedule import primitive
 
 
-def _prime_factors(n: int) -> list:
+def prime_factors(n: int) -> list:
+    """The prime factors of n >= 1, smallest first, with repeats (sampling and the tuner's mutators split
+    tile extents by them)."""
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:
@@ -41,7 +43,7 @@ def _prime_factors(n: int) -> list:
 def _draw_tile(rng, extent: int, n: int) -> list:
     """n factors of extent: each prime factor goes to a uniformly drawn position."""
     result = [1] * n
-    for p in _prime_factors(extent):
+    for p in prime_factors(extent):
         result[int(rng.integers(n))] *= p
     return result
 
@@ -152,4 +154,4 @@ def sample_compute_location(self, block, decision=None):
     return self._new_loop_rv(fname, loc.loop_var), k
 
 
-__all__ = ["sample_perfect_tile", "sample_categorical", "sample_compute_location", "sample_tile_sizes"]
+__all__ = ["sample_categorical", "sample_compute_location", "sample_perfect_tile", "sample_tile_sizes"]
