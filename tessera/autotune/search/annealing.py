@@ -14,7 +14,7 @@ from .base import SearchStrategy
 class AnnealingSearch(SearchStrategy):
     name = "annealing"
 
-    def __init__(self, task, cost_model, rng, parallel: int = 32, steps: int = 40, early_stop: int = 12,
+    def __init__(self, task, cost_model, rng, parallel: int = 32, steps: int = 24, early_stop: int = 8,
                  temperature: tuple = (1.0, 0.0), eps_greedy: float = 0.05):
         super().__init__(task, cost_model, rng)
         self.parallel = parallel
