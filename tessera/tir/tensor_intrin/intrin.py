@@ -178,6 +178,14 @@ class TensorIntrin:
         return intrin
 
     @staticmethod
+    def unregister(name: str) -> None:
+        """Remove the intrinsic registered under name (a TesseraError when there is none): the
+        tuner's design-space rules try every registered intrinsic, so a temporary one must go."""
+        if name not in _REGISTRY:
+            raise TesseraError(f"unregister: no tensor intrinsic named {name!r}")
+        del _REGISTRY[name]
+
+    @staticmethod
     def list() -> list:
         """Names of the registered intrinsics, sorted."""
         return sorted(_REGISTRY)

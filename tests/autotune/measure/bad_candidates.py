@@ -37,6 +37,14 @@ def register():
         TensorIntrin.register(intrin_name(kind), gemm_desc(4, 8), gemm_impl(fn, 4, 8), override=True, c_source=src)
 
 
+def unregister():
+    """Remove the five intrinsics again: the design-space rules of later tests in this process
+    would otherwise tensorize onto them."""
+    for kind in BODIES:
+        if TensorIntrin.get(intrin_name(kind), allow_missing=True) is not None:
+            TensorIntrin.unregister(intrin_name(kind))
+
+
 def gemm_func(m=M, n=N, k=K):
     A = te.placeholder((m, k), name="A")
     B = te.placeholder((k, n), name="B")

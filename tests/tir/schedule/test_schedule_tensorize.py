@@ -38,6 +38,9 @@ def scalar_intrin():
     TensorIntrin.register("test_scalar_gemm_4x8_kmajor", gemm_desc(4, 8, a_kmajor=True),
                           gemm_impl("test_ukr_4x8", 4, 8, a_kmajor=True), override=True, c_source=SCALAR_SRC)
     yield
+    for name in ("test_scalar_gemm_4x8", "test_scalar_gemm_4x8_kmajor", "test_compact_4x8"):
+        if TensorIntrin.get(name, allow_missing=True) is not None:
+            TensorIntrin.unregister(name)  # later tests' design-space rules try every registered intrinsic
 
 
 def _gemm_prog(M=16, N=24, K=12, pack_b=0, pack_a=0):
@@ -253,6 +256,11 @@ def test_tensor_intrin_registry():
     with pytest.raises(TesseraError, match=r"feature 'avx 2!' is not a CPU feature name"):
         TensorIntrin.register("bad", gemm_desc(4, 8), gemm_impl("f", 4, 8), features=["avx 2!"])
     assert "bad" not in TensorIntrin.list()
+    TensorIntrin.register("test_gone_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8", 4, 8), c_source=SCALAR_SRC)
+    TensorIntrin.unregister("test_gone_4x8")
+    assert TensorIntrin.get("test_gone_4x8", allow_missing=True) is None
+    with pytest.raises(TesseraError, match="no tensor intrinsic named 'test_gone_4x8'"):
+        TensorIntrin.unregister("test_gone_4x8")
     assert it.missing_features("c -mcpu=skylake-avx512 -mattr=+avx512f") == []
     assert it.missing_features("c -mcpu=haswell") == ["avx512f"]
 
