@@ -505,12 +505,13 @@ class CodeGenC(CodeGenCBase):
             if elem == "float16":
                 load_lane, store_lane = "(float)p[{i}]", "(_Float16)v[k]"
             elif elem == "bfloat16":
-                self.bf16_helpers()
                 load_lane, store_lane = "tsr_bfloat16_to_float(p[{i}])", "tsr_float_to_bfloat16(v[k])"
         suffix = f"_by_{idx_dtype}" if idx_dtype is not None else ""
         name = f"tsr_v{kind}_{vdt}{suffix}"
         if name in self.helpers.functions:
             return name
+        if elem == "bfloat16" and kind in ("gather", "scatter"):
+            self.bf16_helpers()   # lane by lane through the scalar conversions (load/store convert vectors)
         if kind == "load":
             if elem == "float16":
                 h = self.vtype(DataType(f"float16x{lanes}"))

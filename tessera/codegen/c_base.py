@@ -505,6 +505,9 @@ class CodeGenCBase:
                 f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
                 f"  _Float16 h = (_Float16)x;\n  return (float)h;\n}}"))
         self.bf16_helpers()
+        self.helpers.require("tsr_round_bfloat16", (
+            f"{self.func_qualifier} float tsr_round_bfloat16(float f) {{\n"
+            f"  return tsr_bfloat16_to_float(tsr_float_to_bfloat16(f));\n}}"))
         return "tsr_round_bfloat16"
 
     def bf16_helpers(self):
@@ -519,9 +522,6 @@ class CodeGenCBase:
             f"  uint32_t u;\n  memcpy(&u, &f, sizeof(u));\n"
             f"  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);\n"
             f"  u += 0x7fffu + ((u >> 16) & 1u);\n  return (uint16_t)(u >> 16);\n}}"))
-        self.helpers.require("tsr_round_bfloat16", (
-            f"{q} float tsr_round_bfloat16(float f) {{\n"
-            f"  return tsr_bfloat16_to_float(tsr_float_to_bfloat16(f));\n}}"))
 
     # Signed int32/int64 arithmetic on tensor data wraps around on overflow (ONNX and numpy say so);
     # in C signed overflow is undefined (gcc -O3 may assume it never happens, UBSan reports it), so

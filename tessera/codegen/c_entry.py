@@ -238,8 +238,7 @@ class EntryWriter:
     def _half_from_double(self, loc, dt):
         if dt == "float16":
             return f"(float)(_Float16){loc}"
-        self.gen.bf16_helpers()
-        return f"tsr_round_bfloat16((float){loc})"
+        return f"{self.gen.round_helper('bfloat16')}((float){loc})"
 
     def _expr_check(self, check, bound):
         actual, x, status, i, qn, d, what = check
