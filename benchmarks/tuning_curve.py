@@ -96,7 +96,7 @@ def untuned_secs(func, target):
     """The program as written (no schedule), timed inside C: the floor a tuner starts from."""
     lib = tessera.build(func, target=target)
     args = [np.random.default_rng(1).standard_normal([int(d) for d in b.shape]).astype(str(b.dtype))
-            for b in func.buffer_map.values()]
+            for b in func.params]
     return min(lib.time_evaluator(number=1, repeat=3)(*args).results)
 
 
