@@ -122,6 +122,17 @@ class _Quantizer:
             return cons[0]
         return None
 
+    def _bias(self, out: Value, channels: int, used: set):
+        """`out` + a constant of `channels` values as its only use: (the add's output, the bias as
+        float64), the add joining `used`; else (out, None)."""
+        add = self._single(out, "add")
+        if add is not None:
+            other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
+            if other in self.const and np.asarray(self.const[other]).size == channels:
+                used.add(id(add))
+                return add.outputs[0], np.asarray(self.const[other], np.float64).reshape(-1)
+        return out, None
+
     def _requant(self, x32, shift, lo, name):
         """int32 x32 >> shift (array per channel or int), clip to [lo, 127], int8."""
         b = self.b
@@ -162,15 +173,7 @@ class _Quantizer:
     def conv(self, n) -> set:
         used = {id(n)}
         w = np.asarray(self.const[n.inputs[1]], np.float64)
-        out = n.outputs[0]
-        bias = None
-        add = self._single(out, "add")
-        if add is not None:
-            other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
-            if other in self.const and np.asarray(self.const[other]).size == w.shape[0]:
-                bias = np.asarray(self.const[other], np.float64).reshape(-1)
-                out = add.outputs[0]
-                used.add(id(add))
+        out, bias = self._bias(n.outputs[0], w.shape[0], used)
         relu = self._single(out, "nn.relu")
         if relu is not None:
             out = relu.outputs[0]
@@ -211,15 +214,7 @@ class _Quantizer:
         used = {id(n)}
         w = np.asarray(self.const[n.inputs[1]], np.float64)
         w = w.T if n.op == "nn.matmul" else w               # (out, in)
-        out = n.outputs[0]
-        bias = None
-        add = self._single(out, "add")
-        if add is not None:
-            other = add.inputs[1] if add.inputs[0] is out else add.inputs[0]
-            if other in self.const and np.asarray(self.const[other]).size == w.shape[0]:
-                bias = np.asarray(self.const[other], np.float64).reshape(-1)
-                out = add.outputs[0]
-                used.add(id(add))
+        out, bias = self._bias(n.outputs[0], w.shape[0], used)
         xq, ax = self.quant(n.inputs[0])
         bexp = np.array([_exponent(m) for m in np.abs(w).max(1)])
         wq = np.clip(np.rint(w * (2.0 ** bexp)[:, None]), -127, 127).astype(np.int8)
