@@ -18,8 +18,7 @@ from ..tir import Schedule
 from ..tir.schedule import Trace
 from .flops import flop_count
 from .mutators import default_mutators, mutate_any
-from .postproc import VerifyLowers, default_postprocs
-from .rules import SpaceContext
+from .postproc import VerifyLowers, postprocess, prepared
 from .space import generate_design_space, replay_trace, sample_candidate
 from .workload import Workload
 
@@ -51,36 +50,19 @@ class Space:
         return sch
 
     @property
-    def context(self) -> SpaceContext:
-        c = getattr(self, "_ctx", None)
-        if c is None:
-            c = self._ctx = SpaceContext(self.target)
-        return c
-
-    @property
     def postprocs(self) -> list:
-        """The postprocessors run on every sampled or mutated candidate (all but VerifyLowers)."""
-        p = getattr(self, "_postprocs", None)
-        if p is None:
-            p = self._postprocs = default_postprocs(self.context, verify_lowering=False)
-        return p
+        """The postprocessors run on every sampled or mutated candidate: the target's shared ones
+        (postproc.prepared) but VerifyLowers, which `verify` runs on those chosen to be built."""
+        return [p for p in prepared(self.target)[1] if not isinstance(p, VerifyLowers)]
 
     def finish(self, sch: Schedule):
         """sch when the (cheap) postprocessors accept it, else None."""
-        sch.enter_postproc()
-        for p in self.postprocs:
-            try:
-                if not p.apply(sch):
-                    return None
-            except TesseraError:
-                return None
-        return sch
+        return sch if postprocess(sch, self.target, self.postprocs) else None
 
     def verify(self, sch: Schedule) -> bool:
-        """Whether sch lowers through the target's pipeline (checked before it is built)."""
-        v = getattr(self, "_verify", None)
-        if v is None:
-            v = self._verify = VerifyLowers(self.context)
+        """Whether sch lowers through the target's pipeline (checked before it is built; the
+        verdicts are the target's shared VerifyLowers')."""
+        v = next(p for p in prepared(self.target)[1] if isinstance(p, VerifyLowers))
         try:
             return bool(v.apply(sch))
         except TesseraError:
