@@ -2,6 +2,8 @@
 candidate), and deduplication by the structural hash of the scheduled program."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..features import extract_features
@@ -22,13 +24,13 @@ class SearchStrategy:
         self.seen: set = set()          # keys of candidates proposed (measured or in flight)
         self.measured: list = []        # (seconds, schedule) of error-free measurements
         self._features: dict = {}       # key -> feature matrix
-        self._keys: dict = {}           # id(schedule) -> key
+        self._keys = weakref.WeakKeyDictionary()   # schedule -> key (by identity, while it lives)
 
     # candidates ---------------------------------------------------------------------------------
     def key(self, sch) -> str:
-        k = self._keys.get(id(sch))
+        k = self._keys.get(sch)
         if k is None:
-            k = self._keys[id(sch)] = candidate_key(sch)
+            k = self._keys[sch] = candidate_key(sch)
         return k
 
     def features(self, sch) -> np.ndarray:
@@ -97,7 +99,6 @@ class SearchStrategy:
         if len(self._features) > 20000:
             keep = {self.key(s) for _, s in self.measured}
             self._features = {k: v for k, v in self._features.items() if k in keep}
-            self._keys = {}
 
     def seed_measured(self, schs_secs: list) -> None:
         """Candidates measured before (a resumed database): seen, and parents for the search."""
