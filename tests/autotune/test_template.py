@@ -114,6 +114,8 @@ def test_template_task_tunes_into_the_database_and_applies(tmp_path):
     res = autotune.tune_tir(task, max_trials=6, database=db, strategy="random", cost_model="random", seed=0,
                             batch_size=3)
     assert res.trials == 6 and res.schedule is not None
+    with pytest.raises(TesseraError, match="disagrees"):
+        autotune.tune_tir(task, target="c -num-threads=1", max_trials=1)
     best = autotune.apply_best(task.func, db, task.target)
     assert structural_equal(best.mod, res.schedule.mod)
     _check(best, 32, 32, 16)
