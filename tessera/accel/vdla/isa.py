@@ -64,8 +64,8 @@ class Insn:
 
 
 @dataclass(frozen=True)
-class Load(Insn):
-    """2-D DMA from DRAM into SRAM `memory_type`, with zero padding (units: rows / elements)."""
+class _Mem(Insn):
+    """The fields of a 2-D DMA (the "mem" layout), shared by Load and Store."""
 
     memory_type: int = MEM_IDS["inp"]
     sram_base: int = 0
@@ -78,30 +78,26 @@ class Load(Insn):
     x_pad_0: int = 0
     x_pad_1: int = 0
 
+
+@dataclass(frozen=True)
+class Load(_Mem):
+    """2-D DMA from DRAM into SRAM `memory_type`, with zero padding (units: rows / elements)."""
+
     opcode = Opcode.LOAD
 
 
 @dataclass(frozen=True)
-class Store(Insn):
+class Store(_Mem):
     """2-D DMA from the out buffer to DRAM (no padding)."""
 
     memory_type: int = MEM_IDS["out"]
-    sram_base: int = 0
-    dram_base: int = 0
-    y_size: int = 0
-    x_size: int = 0
-    x_stride: int = 0
-    y_pad_0: int = 0
-    y_pad_1: int = 0
-    x_pad_0: int = 0
-    x_pad_1: int = 0
 
     opcode = Opcode.STORE
 
 
 @dataclass(frozen=True)
-class Gemm(Insn):
-    """acc[d] (+)= inp[s] . wgt[w]^T over a two-level loop around micro-ops uop_bgn..uop_end."""
+class _Loop(Insn):
+    """The two-level loop around micro-ops uop_bgn..uop_end, shared by Gemm and Alu."""
 
     reset_reg: bool = False
     uop_bgn: int = 0
@@ -112,6 +108,12 @@ class Gemm(Insn):
     dst_factor_in: int = 0
     src_factor_out: int = 0
     src_factor_in: int = 0
+
+
+@dataclass(frozen=True)
+class Gemm(_Loop):
+    """acc[d] (+)= inp[s] . wgt[w]^T over a two-level loop around micro-ops uop_bgn..uop_end."""
+
     wgt_factor_out: int = 0
     wgt_factor_in: int = 0
 
@@ -119,18 +121,9 @@ class Gemm(Insn):
 
 
 @dataclass(frozen=True)
-class Alu(Insn):
+class Alu(_Loop):
     """acc[d] = op(acc[d], imm or acc[s]) over the same loop structure as Gemm."""
 
-    reset_reg: bool = False
-    uop_bgn: int = 0
-    uop_end: int = 1
-    iter_out: int = 1
-    iter_in: int = 1
-    dst_factor_out: int = 0
-    dst_factor_in: int = 0
-    src_factor_out: int = 0
-    src_factor_in: int = 0
     alu_opcode: int = AluOp.ADD
     use_imm: bool = False
     imm: int = 0
