@@ -10,7 +10,6 @@ docs/autotune.md walks through the parts; docs/autotune_features.md documents th
 from .cost_model import CostModel, RandomModel, XGBModel
 from .database import Database, TuningRecord
 from .features import extract_features
-from .flops import flop_count
 from .measure import LocalBuilder, LocalRunner, MeasureCandidate, MeasureResult
 from .measure.dask import DaskRunner
 from .space import generate_design_space, sample_candidate
@@ -22,4 +21,4 @@ from .workload import Workload
 __all__ = ["tune_tir", "apply_best", "TuneResult", "TuneTask", "Space", "GeneratedSpace", "Database", "TuningRecord",
            "Workload", "LocalBuilder", "LocalRunner", "DaskRunner", "MeasureCandidate", "MeasureResult",
            "CostModel", "XGBModel", "RandomModel", "extract_features", "generate_design_space", "sample_candidate",
-           "template", "get_template", "Template", "ConfigSpace", "flop_count"]
+           "template", "get_template", "Template", "ConfigSpace"]

@@ -16,7 +16,6 @@ from ..ir import PrimFunc
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
-from .flops import flop_count
 from .mutators import default_mutators, mutate_any
 from .postproc import VerifyLowers, postprocess, prepared
 from .space import generate_design_space, replay_trace, sample_candidate
@@ -111,10 +110,7 @@ class TuneTask:
         self.space = space if space is not None else GeneratedSpace(func, self.target)
         self.workload = Workload(func)
         self.name = name or func.name
-        try:
-            self.flops = flop_count(func)
-        except TesseraError:
-            self.flops = 0
+        self.flops = self.workload.flops or 0   # operations of one run (0: symbolic extents)
 
     def __repr__(self):
         return f"<TuneTask {self.name} on {self.target}>"
