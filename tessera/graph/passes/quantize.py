@@ -42,6 +42,14 @@ class QuantizeError(TesseraError):
     """A graph or calibration the quantizer cannot use (names the value or input)."""
 
 
+def _rounding_bias(bias, shift) -> np.ndarray:
+    """An int32 bias (in the accumulator's scale) plus half of each channel's `shift` step, so that
+    the `>> shift` after it rounds to nearest; clipped to int32."""
+    shift = np.asarray(shift, np.int64)
+    half = np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)
+    return np.clip(np.asarray(bias, np.int64) + half, -2**31, 2**31 - 1).astype(np.int32)
+
+
 def _exponent(maxabs: float, limit: int = 127) -> int:
     """The largest a with maxabs * 2**a <= limit (0 for an all-zero tensor), within [-30, 30]."""
     if not maxabs > 0 or not math.isfinite(maxabs):
@@ -190,11 +198,9 @@ class _Quantizer:
         attrs["out_dtype"] = "int32"
         acc = b.node("nn.conv2d", [xq, b.const(wq, f"{n.name}_wq")], attrs, name=f"{n.name}_q").outputs[0]
         # the bias in the accumulator's scale, plus half of the shift's step: >> then rounds to nearest
-        bq = np.rint((bias if bias is not None else 0.0) * 2.0 ** (ax + bexp)).astype(np.int64)
-        bq = bq + np.where(shift > 0, 1 << np.maximum(shift.astype(np.int64) - 1, 0), 0)
+        bq = _rounding_bias(np.rint((bias if bias is not None else 0.0) * 2.0 ** (ax + bexp)), shift)
         if bias is not None or shift.any():
-            bq = np.clip(bq, -2**31, 2**31 - 1).astype(np.int32).reshape(1, o, 1, 1)
-            acc = b.op("add", acc, b.const(bq, f"{n.name}_bq"), name=f"{n.name}_bias")
+            acc = b.op("add", acc, b.const(bq.reshape(1, o, 1, 1), f"{n.name}_bq"), name=f"{n.name}_bias")
         y = self._requant(acc, shift.reshape(1, o, 1, 1), 0 if relu is not None else -128, n.name)
         self.qv[out] = (y, ay)
         return used
@@ -336,8 +342,7 @@ def from_qlinear(graph: Graph, params=None, target="c") -> Graph:
                 other = add.inputs[1] if add.inputs[0] is n.outputs[0] else add.inputs[0]
                 bias = np.broadcast_to(np.asarray(const[other], np.int64).reshape(-1), (o,)).copy()
                 skip.add(id(add))
-            bias = np.clip(bias + np.where(kk > 0, 1 << np.maximum(kk - 1, 0), 0), -2**31, 2**31 - 1)
-            acc = b.op("add", acc, b.const(bias.astype(np.int32).reshape(1, o, 1, 1), f"{n.name}_bq"),
+            acc = b.op("add", acc, b.const(_rounding_bias(bias, kk).reshape(1, o, 1, 1), f"{n.name}_bq"),
                        name=f"{n.name}_bias")
             acc = b.op("right_shift", acc, b.const(kk.astype(np.int32).reshape(1, o, 1, 1), f"{n.name}_shift"),
                        name=f"{n.name}_shr")
