@@ -14,7 +14,7 @@ import os
 from ..accel.vdla.codegen import generate as vdla_generate
 from ..accel.vdla.config import DEFAULT_CONFIG
 from ..accel.vdla.module import VDLAModule
-from ..runtime.compiler import cache_dir
+from ..runtime.compiler import _write_atomic as write_atomic, cache_dir
 from ..target import Target
 from ..tir.transform import (compact_buffer_allocation, flatten_buffer, lower_blocks, plan_buffer_allocation,
                              simplify)
@@ -49,10 +49,7 @@ class VDLABackend(Backend):
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"{source.name_hint}-{key[:20]}.json")
         if not os.path.isfile(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(source.text)
-            os.replace(tmp, path)
+            write_atomic(path, source.text, 0o644)
         return path
 
     def load(self, path: str) -> VDLAModule:
