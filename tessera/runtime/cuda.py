@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
+from .gpu import GPUModuleBase
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
 
@@ -193,7 +194,7 @@ class CUDAFunction:
         return BenchmarkResult(results)
 
 
-class CUDAModule:
+class CUDAModule(GPUModuleBase):
     """A built CUDA artifact: source, cubin and ptxas report; callable where a GPU is present."""
 
     def __init__(self, path: str):
@@ -217,34 +218,6 @@ class CUDAModule:
         if self._raw is None:
             self._raw = self.cupy().RawModule(path=self.cubin)
         return self._raw.get_function(name)
-
-    @property
-    def entry_name(self):
-        return next(iter(self.functions))
-
-    def function_names(self) -> list:
-        return list(self.functions)
-
-    def __call__(self, *args):
-        if len(self.functions) != 1:
-            raise TesseraError(f"this module has {len(self.functions)} functions; call get_function(name)")
-        return next(iter(self.functions.values()))(*args)
-
-    def get_function(self, name: str) -> CUDAFunction:
-        f = self.functions.get(name)
-        if f is None:
-            raise TesseraError(f"the module has no function {name!r} (it has {', '.join(self.functions)})")
-        return f
-
-    def get_source(self, fmt: str = "cu") -> str:
-        return self.source
-
-    def time_evaluator(self, func_name: str = "main", number: int = 10, repeat: int = 3, min_repeat_ms: int = 0):
-        f = self.functions.get(func_name) or next(iter(self.functions.values()))
-
-        def evaluator(*args) -> BenchmarkResult:
-            return f.time(args, number, repeat, min_repeat_ms)
-        return evaluator
 
 
 __all__ = ["CUDAModule", "CUDAFunction", "array", "available", "compile_cuda", "empty", "from_dlpack", "nvcc_path",

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
 from ..target import Target
+from .gpu import GPUModuleBase
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
 
@@ -324,7 +325,7 @@ def _check_limits(fname, k, kern, dev):
                            f"shared tiles")
 
 
-class OpenCLModule:
+class OpenCLModule(GPUModuleBase):
     """A built OpenCL artifact: call it like a C Module (numpy arrays, NDArrays, DeviceArrays)."""
 
     def __init__(self, path: str):
@@ -340,38 +341,6 @@ class OpenCLModule:
         self.ctx, self.queue, self.device = context(device)
         self.program = build_program(self.source, device, path)
         self.functions = {m["name"]: OpenCLFunction(self, m) for m in doc["functions"]}
-
-    @property
-    def entry_name(self):
-        return next(iter(self.functions))
-
-    def function_names(self) -> list:
-        return list(self.functions)
-
-    def __call__(self, *args):
-        if len(self.functions) != 1:
-            raise TesseraError(f"this module has {len(self.functions)} functions; call get_function(name)")
-        return next(iter(self.functions.values()))(*args)
-
-    def get_function(self, name: str) -> OpenCLFunction:
-        f = self.functions.get(name)
-        if f is None:
-            raise TesseraError(f"the module has no function {name!r} (it has {', '.join(self.functions)})")
-        return f
-
-    def __contains__(self, name):
-        return name in self.functions
-
-    def get_source(self, fmt: str = "cl") -> str:
-        return self.source
-
-    def time_evaluator(self, func_name: str = "main", number: int = 10, repeat: int = 3, min_repeat_ms: int = 0):
-        f = self.get_function(func_name) if func_name in self.functions or len(self.functions) != 1 \
-            else next(iter(self.functions.values()))
-
-        def evaluator(*args) -> BenchmarkResult:
-            return f.time(args, number, repeat, min_repeat_ms)
-        return evaluator
 
     def __repr__(self):
         return f"<tessera.OpenCLModule {', '.join(self.functions)} on {self.device.name.strip()!r}>"
