@@ -28,6 +28,7 @@ from ..builder import Builder
 from ..compiler import compile_graph, graph_executor
 from ..ir import Graph, Value
 from . import optimize
+from .quantize import single_consumer
 
 
 @dataclass
@@ -79,13 +80,6 @@ def _const(g: Graph, v: Value):
     return np.asarray(g.constants[v]) if v in g.constants else None
 
 
-def _single_consumer(cons, v, op, outputs):
-    c = [n for n, _ in cons.get(v, [])]
-    if len(c) == 1 and c[0].op == op and v not in outputs:
-        return c[0]
-    return None
-
-
 def _match_conv(g: Graph, n, cons, outputs):
     """(nodes of the chain, Conv2DShape, packed weight, bias, shift, relu, output value) or None."""
     if n.op != "nn.conv2d" or str(n.inputs[0].dtype) != "int8" or str(n.outputs[0].dtype) != "int32":
@@ -97,13 +91,13 @@ def _match_conv(g: Graph, n, cons, outputs):
     if dil != (1, 1) or strides[0] != strides[1] or len(set(pad)) != 1:
         return None
     chain = [n]
-    add = _single_consumer(cons, n.outputs[0], "add", outputs)
+    add = single_consumer(cons, n.outputs[0], "add", outputs)
     if add is None:
         return None
     bias = _const(g, add.inputs[1])
-    shr = _single_consumer(cons, add.outputs[0], "right_shift", outputs)
-    clip = _single_consumer(cons, shr.outputs[0], "clip", outputs) if shr is not None else None
-    cast = _single_consumer(cons, clip.outputs[0], "cast", outputs) if clip is not None else None
+    shr = single_consumer(cons, add.outputs[0], "right_shift", outputs)
+    clip = single_consumer(cons, shr.outputs[0], "clip", outputs) if shr is not None else None
+    cast = single_consumer(cons, clip.outputs[0], "cast", outputs) if clip is not None else None
     if bias is None or shr is None or clip is None or cast is None or str(cast.outputs[0].dtype) != "int8":
         return None
     shift = _const(g, shr.inputs[1])

@@ -42,6 +42,13 @@ class QuantizeError(TesseraError):
     """A graph or calibration the quantizer cannot use (names the value or input)."""
 
 
+def single_consumer(consumers: dict, v: Value, op: str, outputs):
+    """The one consumer of v (in `consumers`, Graph.consumers()) when it is an `op` node and v is
+    not among the graph's `outputs`, else None."""
+    c = [n for n, _ in consumers.get(v, [])]
+    return c[0] if len(c) == 1 and c[0].op == op and v not in outputs else None
+
+
 def _rounding_bias(bias, shift) -> np.ndarray:
     """An int32 bias (in the accumulator's scale) plus half of each channel's `shift` step, so that
     the `>> shift` after it rounds to nearest; clipped to int32."""
@@ -124,11 +131,7 @@ class _Quantizer:
         return self.qv[v]
 
     def _single(self, v: Value, op: str):
-        """The one consumer of v when it is an `op` node and v is no graph output, else None."""
-        cons = [c for c, _ in self.consumers.get(v, [])]
-        if len(cons) == 1 and cons[0].op == op and v not in self.outputs:
-            return cons[0]
-        return None
+        return single_consumer(self.consumers, v, op, self.outputs)
 
     def _bias(self, out: Value, channels: int, used: set):
         """`out` + a constant of `channels` values as its only use: (the add's output, the bias as
@@ -306,8 +309,7 @@ def from_qlinear(graph: Graph, params=None, target="c") -> Graph:
         return v in const and not np.asarray(const[v]).any()
 
     def single(v, op):
-        c = [n for n, _ in cons.get(v, [])]
-        return c[0] if len(c) == 1 and c[0].op == op and v not in g.outputs else None
+        return single_consumer(cons, v, op, g.outputs)
 
     convs = {}      # conv_integer node -> (requantize node, bias add node or None, shift k)
     for n in g.nodes:
