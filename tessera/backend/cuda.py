@@ -9,24 +9,18 @@ import tempfile
 
 from ..codegen.cuda import render
 from ..runtime import cuda as rt
-from ..target import Target
-from .base import Backend, register_backend
-from .gpu import GPUSource, artifact_path, check_launch_limits, gpu_passes, gpu_source
+from .base import register_backend
+from .gpu import GPUBackend, GPUSource, artifact_path, check_launch_limits
 
 DEFAULT_ARCH = "sm_90"
 MAX_THREADS = 1024            # threads per block on every architecture since sm_20
 MAX_STATIC_SHARED = 48 * 1024  # bytes of static __shared__ memory per block
 
 
-class CUDABackend(Backend):
+class CUDABackend(GPUBackend):
     kind = "cuda"
 
-    def passes(self, target: Target) -> list:
-        return gpu_passes(target)
-
-    def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:
-        text, metas = render(lowered, target)
-        return gpu_source(text, metas, target, name_hint)
+    renderer = staticmethod(render)
 
     def compile(self, source: GPUSource) -> str:
         target = source.target

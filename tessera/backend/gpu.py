@@ -14,7 +14,7 @@ from ..tir.transform import pipeline
 from ..tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
 from ..tir.transform.split_host_device import split_host_device
 from ..tir.transform.thread_sync import thread_sync
-from .base import KernelInfo, Source
+from .base import Backend, KernelInfo, Source
 
 
 @dataclass(frozen=True)
@@ -25,17 +25,22 @@ class GPUSource(Source):
     meta: tuple = ()
 
 
-def gpu_passes(target: Target) -> list:
-    """lower_cross_thread_reduction, tir.transform's pipeline for target, then split_host_device
-    and thread_sync."""
-    return ([("lower_cross_thread_reduction", lower_cross_thread_reduction)] + pipeline(target)
-            + [("split_host_device", split_host_device), ("thread_sync", thread_sync)])
+class GPUBackend(Backend):
+    """What the OpenCL and CUDA backends share: the passes (lower_cross_thread_reduction,
+    tir.transform's pipeline for the target, then split_host_device and thread_sync) and rendering
+    through the subclass's `renderer` (codegen.opencl.render or codegen.cuda.render) into a GPUSource."""
 
+    renderer = None   # (lowered, target) -> (text, per-function metadata)
 
-def gpu_source(text: str, metas: list, target: Target, name_hint: str) -> GPUSource:
-    infos = tuple(KernelInfo(m["name"], m["name"], "", ",".join(k["name"] for k in m["kernels"]),
-                             tuple(m["params"]), (), False, ()) for m in metas)
-    return GPUSource(text, infos, target, name_hint, tuple(metas))
+    def passes(self, target: Target) -> list:
+        return ([("lower_cross_thread_reduction", lower_cross_thread_reduction)] + pipeline(target)
+                + [("split_host_device", split_host_device), ("thread_sync", thread_sync)])
+
+    def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:
+        text, metas = type(self).renderer(lowered, target)
+        infos = tuple(KernelInfo(m["name"], m["name"], "", ",".join(k["name"] for k in m["kernels"]),
+                                 tuple(m["params"]), (), False, ()) for m in metas)
+        return GPUSource(text, infos, target, name_hint, tuple(metas))
 
 
 def artifact_path(kind: str, source: GPUSource, ext: str, extra: str = "") -> str:

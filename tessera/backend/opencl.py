@@ -8,20 +8,14 @@ import tempfile
 
 from ..codegen.opencl import render
 from ..runtime import opencl as rt
-from ..target import Target
-from .base import Backend, register_backend
-from .gpu import GPUSource, artifact_path, check_launch_limits, gpu_passes, gpu_source
+from .base import register_backend
+from .gpu import GPUBackend, GPUSource, artifact_path, check_launch_limits
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(GPUBackend):
     kind = "opencl"
 
-    def passes(self, target: Target) -> list:
-        return gpu_passes(target)
-
-    def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:
-        text, metas = render(lowered, target)
-        return gpu_source(text, metas, target, name_hint)
+    renderer = staticmethod(render)
 
     def compile(self, source: GPUSource) -> str:
         limit = source.target.attrs.get("max-threads-per-block")
