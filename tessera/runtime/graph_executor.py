@@ -115,30 +115,24 @@ class GraphExecutor(Executor):
         empty = np.empty
         for st in self._steps:
             ins = [vals[s] for s in st.ins]
-            if st.host:
+            if st.host:                     # a host step returns its outputs (shapes known only now)
                 try:
                     outs = st.fn(*ins)
                 except TesseraError as e:
                     raise node_error(st, e) from None
                 _check_symbols(st, [o.shape for o in outs], env)
-                if timer is not None:
-                    timer(st, ins, outs)
-                for s, o in zip(st.outs, outs):
-                    vals[s] = o
-                for s in st.free:
-                    vals[s] = None
-                continue
-            spec = st.spec
-            shapes = spec.static_out_shapes
-            if shapes is None or env is not None:
-                shapes = spec.output_shapes([x.shape for x in ins], env)
-                if env is not None:
-                    _check_symbols(st, shapes, env)
-            outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]
-            try:
-                st.fn(*ins, *outs)
-            except TesseraError as e:
-                raise node_error(st, e) from None
+            else:                           # a kernel writes into outputs allocated here
+                spec = st.spec
+                shapes = spec.static_out_shapes
+                if shapes is None or env is not None:
+                    shapes = spec.output_shapes([x.shape for x in ins], env)
+                    if env is not None:
+                        _check_symbols(st, shapes, env)
+                outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]
+                try:
+                    st.fn(*ins, *outs)
+                except TesseraError as e:
+                    raise node_error(st, e) from None
             if timer is not None:
                 timer(st, ins, outs)
             for s, o in zip(st.outs, outs):
