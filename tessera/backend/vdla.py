@@ -14,7 +14,7 @@ import os
 from ..accel.vdla.codegen import generate as vdla_generate
 from ..accel.vdla.config import DEFAULT_CONFIG
 from ..accel.vdla.module import VDLAModule
-from ..runtime.compiler import _write_atomic as write_atomic, cache_dir
+from ..runtime.compiler import cache_dir, write_atomic
 from ..target import Target
 from ..tir.transform import (compact_buffer_allocation, flatten_buffer, lower_blocks, plan_buffer_allocation,
                              simplify)

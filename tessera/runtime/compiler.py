@@ -35,8 +35,11 @@ def cache_dir() -> str:
     return os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
 
 
-def _write_atomic(path: str, data: str, mode: int):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".c")
+def write_atomic(path: str, data: str, mode: int = 0o644):
+    """Write text to path through a temporary file and a rename: a reader never sees half a file,
+    and a failed write leaves nothing behind (the kernel cache's sources, the vdla backend's
+    modules)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=os.path.splitext(path)[1])
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(data)
@@ -71,7 +74,7 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
 
     os.makedirs(sub, exist_ok=True)
     c_path = os.path.join(sub, key + ".c")
-    _write_atomic(c_path, source, 0o644)
+    write_atomic(c_path, source, 0o644)
     unit = '#line 1 "' + c_path.replace("\\", "\\\\").replace('"', '\\"') + '"\n' + source
     if not _HAS_SOURCE.search(source):
         unit += "\n\n__attribute__((used)) const char tessera_source[] =\n" + c_string(source, lines=True) + ";\n"
