@@ -41,29 +41,12 @@ def thread_tag(loop) -> str | None:
 
 def split_host_device(func: PrimFunc) -> PrimFunc:
     """`func` with each kernel marked by a tsr.device_kernel attribute carrying its launch shape."""
-    if _is_split(func.body):
+    if kernels_of(func):   # already split
         return func
     count = _count_kernels(func.body)
     names = iter([f"{func.name}_kernel"] if count == 1 else [f"{func.name}_kernel{i}" for i in range(count)])
     body = _host(func, func.body, names)
     return func.with_body(body)
-
-
-def _is_split(stmt) -> bool:
-    found = []
-
-    class _V(Visitor):
-        def visit_AttrStmt(self, s):
-            if s.attr_key == KERNEL:
-                found.append(s)
-            else:
-                self.generic_visit(s)
-
-        def visit_PrimExpr(self, e):
-            return None
-
-    _V().visit(stmt)
-    return bool(found)
 
 
 def _count_kernels(stmt) -> int:
