@@ -93,9 +93,8 @@ CASES = {
 }
 
 
-def softmax(m=6, n=37):
-    """Row softmax as four kernels (max, exp, sum, divide), intermediates in global workspaces."""
-    from tessera.ops.gpu import auto_bind
+def _softmax(m, n):
+    """Row softmax as four stages (max, exp, sum, divide): its Schedule, arguments and expected output."""
     A = te.placeholder((m, n), name="A")
     k1 = te.reduce_axis((0, n), name="k1")
     mx = te.compute((m,), lambda i: te.max(A[i, k1], axis=k1), name="row_max")
@@ -103,10 +102,16 @@ def softmax(m=6, n=37):
     k2 = te.reduce_axis((0, n), name="k2")
     s = te.compute((m,), lambda i: te.sum(e[i, k2], axis=k2), name="row_sum")
     out = te.compute((m, n), lambda i, j: e[i, j] / s[i], name="softmax")
-    sch = auto_bind(tir.Schedule(te.create_prim_func([A, out])), 32)
     a = _rand(m, n)
     z = np.exp(a - a.max(1, keepdims=True))
-    return sch, [a, np.zeros((m, n), "float32")], {1: z / z.sum(1, keepdims=True)}
+    return tir.Schedule(te.create_prim_func([A, out])), [a, np.zeros((m, n), "float32")], {1: z / z.sum(1, keepdims=True)}
+
+
+def softmax(m=6, n=37):
+    """Row softmax as four kernels (max, exp, sum, divide), intermediates in global workspaces."""
+    from tessera.ops.gpu import auto_bind
+    sch, args, expected = _softmax(m, n)
+    return auto_bind(sch, 32), args, expected
 
 
 def conv2d(n=1, c=3, h=9, w=7, f=4, kh=3, kw=3, pad=1):
@@ -179,17 +184,8 @@ def softmax_default(m=3, n=300):
     """Row softmax under ops.gpu.schedule_gpu_default: the max and sum rows reduced by a block of
     threads each (shared-memory trees), the elementwise parts one thread per element."""
     from tessera.ops.gpu import schedule_gpu_default
-    A = te.placeholder((m, n), name="A")
-    k1 = te.reduce_axis((0, n), name="k1")
-    mx = te.compute((m,), lambda i: te.max(A[i, k1], axis=k1), name="row_max")
-    e = te.compute((m, n), lambda i, j: te.exp(A[i, j] - mx[i]), name="expo")
-    k2 = te.reduce_axis((0, n), name="k2")
-    s = te.compute((m,), lambda i: te.sum(e[i, k2], axis=k2), name="row_sum")
-    out = te.compute((m, n), lambda i, j: e[i, j] / s[i], name="softmax")
-    sch = schedule_gpu_default(tir.Schedule(te.create_prim_func([A, out])), "opencl")
-    a = _rand(m, n)
-    z = np.exp(a - a.max(1, keepdims=True))
-    return sch, [a, np.zeros((m, n), "float32")], {1: z / z.sum(1, keepdims=True)}
+    sch, args, expected = _softmax(m, n)
+    return schedule_gpu_default(sch, "opencl"), args, expected
 
 
 CASES.update({"softmax_default": softmax_default})
