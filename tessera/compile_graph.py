@@ -18,7 +18,7 @@ from .graph.const_eval import bind_params
 from .graph.deferred import DeferredGraph
 from .graph.ir import Graph
 from .graph.passes import optimize, passes_for
-from .runtime.inputs import check_input_names, gather_inputs, input_array
+from .runtime.inputs import check_input_names, gather_inputs, input_array, named_inputs
 from .runtime.plan import TensorSpec
 from .target import Target
 
@@ -189,12 +189,7 @@ class SpecializingExecutor:
 
     def run(self, inputs=None, **kwargs) -> list:
         """Run on a dict {input name: array}; a list of numpy arrays in the model's output order."""
-        given = dict(inputs or {})
-        for k, v in kwargs.items():
-            if k in given:
-                raise TesseraError(f"input {k!r} is given twice")
-            given[k] = v
-        return self._run_given(self._given((), given))
+        return self._run_given(self._given((), named_inputs(inputs, kwargs)))
 
     def __call__(self, *args, **kwargs):
         outs = self._run_given(self._given(args, kwargs))

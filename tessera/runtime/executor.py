@@ -24,7 +24,7 @@ import tempfile
 
 from ..errors import ShapeError, TesseraError
 from ..target import Target
-from .inputs import check_input_names, gather_inputs, input_array
+from .inputs import check_input_names, gather_inputs, input_array, named_inputs
 from .plan import Plan
 
 
@@ -131,12 +131,7 @@ class Executor:
 
     def run(self, inputs=None, **kwargs) -> list:
         """Run on a dict {input name: array}; a list of numpy arrays in the graph's output order."""
-        given = dict(inputs or {})
-        for k, v in kwargs.items():
-            if k in given:
-                raise TesseraError(f"input {k!r} is given twice")
-            given[k] = v
-        return self._run(self._from_dict(given))
+        return self._run(self._from_dict(named_inputs(inputs, kwargs)))
 
     def __call__(self, *args, **kwargs):
         """exe(x) / exe(x, y) / exe(x=..., y=...): one output -> an array, several -> a tuple."""

@@ -26,6 +26,16 @@ def gather_inputs(graph: str, names: list, args, kwargs) -> dict:
     return given
 
 
+def named_inputs(inputs, kwargs) -> dict:
+    """{input name: value} from run()'s dict and keyword arguments (a name given in both refused)."""
+    given = dict(inputs or {})
+    for k, v in kwargs.items():
+        if k in given:
+            raise TesseraError(f"input {k!r} is given twice")
+        given[k] = v
+    return given
+
+
 def check_input_names(graph: str, names: list, given: dict, takes: list, internal: list | None = None) -> None:
     """Every input given, nothing else; `takes` describes the inputs ("name: type") for the error.
 
@@ -70,4 +80,4 @@ def dtype_name(d: np.dtype) -> str:
         return str(d)
 
 
-__all__ = ["gather_inputs", "check_input_names", "input_array", "dtype_name"]
+__all__ = ["gather_inputs", "named_inputs", "check_input_names", "input_array", "dtype_name"]
