@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
-from .gpu import GPUModuleBase
+from .gpu import GPUModuleBase, timed_repeats
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
 
@@ -177,21 +177,22 @@ class CUDAFunction:
             host[...] = cp.asnumpy(arr)
 
     def time(self, args, number=10, repeat=3, min_repeat_ms=0) -> BenchmarkResult:
-        """Seconds per call, one figure per repeat, from CUDA events around `number` launches."""
+        """Seconds per call, one figure per repeat, from CUDA events around `number` launches (more where
+        a repeat would take less than min_repeat_ms)."""
         check_timing(number, repeat, min_repeat_ms)
         cp = self.module.cupy()
         dev, work, _ = self._args(cp, args)
         self._launch(dev, work)
-        results = []
-        for _ in range(repeat):
+
+        def measure(n):
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record()
-            for _ in range(number):
+            for _ in range(n):
                 self._launch(dev, work)
             end.record()
             end.synchronize()
-            results.append(cp.cuda.get_elapsed_time(start, end) * 1e-3 / number)
-        return BenchmarkResult(results)
+            return cp.cuda.get_elapsed_time(start, end) * 1e-3
+        return timed_repeats(measure, number, repeat, min_repeat_ms)
 
 
 class CUDAModule(GPUModuleBase):

@@ -45,3 +45,19 @@ class GPUModuleBase:
         def evaluator(*args) -> BenchmarkResult:
             return f.time(args, number, repeat, min_repeat_ms)
         return evaluator
+
+
+def timed_repeats(measure, number: int, repeat: int, min_repeat_ms: int) -> BenchmarkResult:
+    """The C timer loop's rule (codegen.c_entry) for device timers: `repeat` measurements of `number`
+    calls each, a measurement shorter than min_repeat_ms growing `number` and taken again.
+    `measure(n)` is the device seconds of n calls (the warm-up is the caller's)."""
+    n, results = int(number), []
+    for _ in range(repeat):
+        while True:
+            elapsed = measure(n)
+            if min_repeat_ms <= 0 or elapsed * 1e3 >= min_repeat_ms or n >= 1 << 40:
+                break
+            grow = -(-min_repeat_ms // (elapsed * 1e3)) if elapsed > 0 else 1e9
+            n *= int(min(max(grow, 2), 1e9))
+        results.append(elapsed / n)
+    return BenchmarkResult(results)

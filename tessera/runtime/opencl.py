@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
 from ..target import Target
-from .gpu import GPUModuleBase
+from .gpu import GPUModuleBase, timed_repeats
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
 
@@ -288,20 +288,21 @@ class OpenCLFunction:
 
     def time(self, args, number=10, repeat=3, min_repeat_ms=0) -> BenchmarkResult:
         """Seconds per call, one figure per repeat: device time from the first kernel's start to
-        the last one's end (OpenCL profiling events), averaged over `number` calls."""
+        the last one's end (OpenCL profiling events), averaged over `number` calls (more where a
+        repeat would take less than min_repeat_ms)."""
         check_timing(number, repeat, min_repeat_ms)
         bufs, work, _ = self._device_args(args)
         self._launch(bufs, work)
         self.module.queue.finish()
-        results = []
-        for _ in range(repeat):
+
+        def measure(n):
             total = 0
-            for _ in range(number):
+            for _ in range(n):
                 ev = self._launch(bufs, work)
                 ev[-1].wait()
                 total += ev[-1].profile.end - ev[0].profile.start
-            results.append(total / number * 1e-9)
-        return BenchmarkResult(results)
+            return total * 1e-9
+        return timed_repeats(measure, number, repeat, min_repeat_ms)
 
 
 def _check_limits(fname, k, kern, dev):

@@ -246,3 +246,20 @@ def test_thread_sync_refuses_a_hazard_under_a_thread_dependent_condition():
     with pytest.raises(BuildError, match="in kernel k, shared buffer S is written and read by different threads "
                                          "under a thread-dependent condition"):
         thread_sync(func)
+
+
+def test_device_timing_grows_number_until_a_repeat_lasts_min_repeat_ms():
+    """The GPU runtimes' min_repeat_ms follows the C timer loop: `number` grows until a measurement
+    lasts that long, and each figure is seconds per call."""
+    from tessera.runtime.gpu import timed_repeats
+    calls = []
+
+    def measure(n):            # a fake device: 1 ms per call
+        calls.append(n)
+        return n * 1e-3
+    res = timed_repeats(measure, number=2, repeat=3, min_repeat_ms=10)
+    assert calls[0] == 2 and all(n * 1e-3 >= 10e-3 for n in calls[1:])
+    assert len(res.results) == 3 and all(abs(r - 1e-3) < 1e-12 for r in res.results)
+    calls.clear()
+    timed_repeats(measure, number=2, repeat=2, min_repeat_ms=0)
+    assert calls == [2, 2]

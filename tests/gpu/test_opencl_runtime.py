@@ -98,3 +98,19 @@ def test_too_much_local_memory_for_the_device_names_the_kernel():
     with pytest.raises(tessera.TesseraError, match=f"kernel main_kernel declares {4 * k * 4} bytes of shared "
                                                    f"\\(__local\\) memory; the OpenCL device .* has {local}"):
         tessera.build(sch, target="opencl")
+
+
+def test_time_evaluator_honours_min_repeat_ms():
+    sch, args, _ = CASES["elementwise"]()
+    mod = tessera.build(sch, target="opencl")
+    f = mod.get_function(mod.entry_name)
+    ran = []
+    measure = f._launch
+
+    def counting(*a):
+        ran.append(1)
+        return measure(*a)
+    f._launch = counting
+    res = mod.time_evaluator(number=1, repeat=1, min_repeat_ms=20)(*args)
+    assert len(res.results) == 1 and res.results[0] > 0
+    assert len(ran) > 2       # the warm-up and more than the one call `number` asked for
