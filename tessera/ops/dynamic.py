@@ -29,11 +29,6 @@ def _extent(op: str, attrs) -> str:
     return name
 
 
-def _numel(op: str, t: TensorType, fallback: str):
-    """The element count of t: an int when static, else the symbol `fallback`."""
-    return t.numel() if t.is_static else fallback
-
-
 # ---------------------------------------------------------------------------------------------
 nonzero = register_op("nonzero", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"extent": REQUIRED},
                       doc="the indices of the nonzero elements, int64[ndim, extent] in row-major order "
@@ -68,7 +63,7 @@ def _unique_infer(types, attrs):
     n = _extent("unique", attrs)
     if attrs["axis"] is None:
         values = TensorType((n,), data.dtype)
-        total = _numel("unique", data, f"{n}_in")
+        total = data.numel() if data.is_static else f"{n}_in"    # flattened: a symbol when not static
     else:
         axis = normalize_axis("unique", attrs["axis"], data.ndim)
         values = TensorType(tuple(n if d == axis else s for d, s in enumerate(data.shape)), data.dtype)
