@@ -50,13 +50,49 @@ class _Required:
 REQUIRED = _Required()
 
 
+class Knobs:
+    """The tunable decisions of a default schedule while the tuner explores it: each `choose` is a
+    sample_categorical of the schedule (so its trace records and replays the choice), taking the
+    next of `decisions` (candidate indices, in call order) where given and valid, else drawn from
+    the schedule's random state. `names` lists the knobs chosen, in order."""
+
+    def __init__(self, decisions=None):
+        self.decisions = list(decisions) if decisions is not None else None
+        self.names: list = []
+
+    def choose(self, sch, name: str, candidates, default):
+        cands = _knob_candidates(name, candidates, default)
+        k = len(self.names)
+        self.names.append(name)
+        if len(cands) == 1:
+            return cands[0]
+        d = self.decisions[k] if self.decisions is not None and k < len(self.decisions) else None
+        if d is not None and not (isinstance(d, int) and 0 <= d < len(cands)):
+            d = None
+        probs = [1.0 / len(cands)] * len(cands)
+        rv = sch.sample_categorical(list(range(len(cands))), probs, decision=d)
+        return cands[int(sch.get(rv))]
+
+
+def _knob_candidates(name, candidates, default) -> list:
+    """candidates without repeats, default first (added when missing)."""
+    out = [default]
+    for c in candidates:
+        if c not in out:
+            out.append(c)
+    if not isinstance(name, str) or not name:
+        raise TesseraError(f"a schedule knob is named by a non-empty string, got {name!r}")
+    return out
+
+
 @dataclass
 class ScheduleContext:
     """What a default schedule gets besides the Schedule: which block is the op's, and for what.
 
     block: name of the op's output block (the anchor); epilogue: names of blocks fused after it
     (elementwise consumers the schedule should place, e.g. reverse_compute_at into its tile loop);
-    the input/output types and attrs of the op; the Target.
+    the input/output types and attrs of the op; the Target. knobs: None for the hand-written
+    default schedule; a Knobs while the tuner explores the schedule's decisions (`choose`).
     """
 
     block: str
@@ -65,6 +101,15 @@ class ScheduleContext:
     input_types: tuple = ()
     output_types: tuple = ()
     epilogue: tuple = ()
+    knobs: Knobs | None = None
+
+    def choose(self, sch, name: str, candidates, default):
+        """A tunable decision of the schedule: `default` (the hand-written choice) unless the tuner
+        is exploring the schedule, when it is one of candidates + [default], recorded in the trace
+        (so the default schedule is always a point of the schedule's space)."""
+        if self.knobs is None:
+            return default
+        return self.knobs.choose(sch, name, candidates, default)
 
 
 @dataclass
