@@ -48,6 +48,32 @@ _TRACE_SEP = ',"trace":'
 _MAX_WARNINGS = 20
 
 
+# x86-64 micro-architecture levels (the psABI's), highest first: the features each needs
+_X86_LEVELS = (
+    ("x86-64-v4", ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")),
+    ("x86-64-v3", ("avx2", "fma", "bmi1", "bmi2", "f16c", "movbe")),
+    ("x86-64-v2", ("sse4_2", "popcnt", "ssse3")),
+)
+
+
+def record_target(target) -> str:
+    """The target text records are kept and looked up under: the target's own text, except that a C
+    target for the host CPU (-mcpu=native, the default) is named by the x86-64 level its features
+    reach and its thread count, e.g. "c -mcpu=x86-64-v4 -num-threads=2": records tuned on one
+    AVX-512 machine apply on another, never on an AVX2-only one (x86-64-v3), and a schedule tuned
+    for 2 threads is not applied to 16."""
+    t = Target(target)
+    if t.kind != "c" or t.mcpu != "native":
+        return str(t)
+    feats = t.features
+    level = next((name for name, need in _X86_LEVELS if all(f in feats for f in need)), None)
+    if level is None:
+        return str(t)
+    parts = ["c", f"-mcpu={level}", f"-num-threads={t.num_threads}"]
+    parts += [f"-{k}={v}" for k, v in t.attrs.items()]
+    return " ".join(parts)
+
+
 class TuningRecord:
     """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
     (one per repeat; empty on error), error (None or {"kind": one of ERROR_KINDS, "msg": str}),
@@ -382,4 +408,4 @@ class Database:
         return f"Database({self.path!r}: {len(self._workloads)} workloads, {len(self._records)} records)"
 
 
-__all__ = ["Database", "TuningRecord", "ERROR_KINDS"]
+__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "record_target"]

@@ -19,7 +19,7 @@ from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
 from .cost_model import make_cost_model
-from .database import Database
+from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
 from .measure.runner import measure
 from .progress import TuneProgress
@@ -72,6 +72,131 @@ def _mean(run_secs):
     return float(np.mean(run_secs)) if run_secs else None
 
 
+class TaskTuner:
+    """One task's search, advanced a round at a time: tune_tir runs one to its end, tune_graph's
+    task scheduler interleaves many (sharing one cost model, runner and database).
+
+    start() resumes from the database's records of the task; measure(schedules) measures given
+    schedules (the task's default, say); round(n) measures the strategy's next n proposals.
+    trials / errors / best_secs / best_trace / history keep the state; exhausted: the space gave
+    nothing new."""
+
+    def __init__(self, task: TuneTask, model, rng, strategy="evolutionary", database=None, runner=None,
+                 builder=None, cutoff_factor: float | None = 8.0):
+        self.task = task
+        self.model = model
+        self.search = make_strategy(strategy, task, model, rng)
+        self.database = database
+        self.runner = runner if runner is not None else _tuning_runner()
+        self.builder = builder
+        self.cutoff_factor = cutoff_factor
+        self.target_key = record_target(task.target)
+        self.trials = self.errors = 0
+        self.best_secs, self.best_trace = None, None
+        self.history: list = []            # (trials, seconds since start(), best seconds)
+        self.exhausted = False
+        self._t0 = time.perf_counter()
+
+    def start(self) -> None:
+        """Commit the workload and take over the database's records of the task (resume)."""
+        self._t0 = time.perf_counter()
+        if self.database is None:
+            return
+        task, search = self.task, self.search
+        key = task.workload.key
+        self.database.commit_workload(task.func)
+        prior = list(self.database.records(workload_key=key, target=self.target_key))
+        if not prior:
+            return
+        seeds, feats, results = [], [], []
+        for rec in prior:
+            sch = task.space.replay(rec.trace)
+            self.trials += 1
+            if rec.error is not None:
+                self.errors += 1
+            if sch is None:
+                continue
+            secs = _mean(rec.run_secs) if rec.error is None else None
+            seeds.append((secs, sch))
+            feats.append(search.features(sch))
+            results.append(rec)
+            if secs is not None and (self.best_secs is None or secs < self.best_secs):
+                self.best_secs, self.best_trace = secs, sch.trace
+        search.seed_measured(seeds)
+        if feats:
+            self.model.update(feats, results, [key] * len(feats))
+        self.history.append((self.trials, 0.0, self.best_secs))
+
+    def round(self, n: int) -> int:
+        """Measure up to n new candidates of the strategy; the number measured (0: exhausted)."""
+        cands = self.search.propose(n)
+        if not cands:
+            self.exhausted = True
+            return 0
+        return self._run(cands)
+
+    def measure(self, cands: list) -> int:
+        """Measure these schedules of the task (the task's default, say); one measured or proposed
+        before is left out. The number measured."""
+        fresh, keys = [], set()
+        for s in cands:
+            k = self.search.key(s)
+            if k not in self.search.seen and k not in keys:
+                keys.add(k)
+                fresh.append(s)
+        self.search.seen.update(keys)
+        return self._run(fresh) if fresh else 0
+
+    def _run(self, fresh: list) -> int:
+        """Build, check and time `fresh`; records to the database, results to the cost model and
+        the strategy, the best kept."""
+        task, search = self.task, self.search
+        mcs = [MeasureCandidate(task.workload, s.trace.as_json()) for s in fresh]
+        best = self.best_secs
+        cutoff = None if best is None or self.cutoff_factor is None else best * self.cutoff_factor
+        results = measure(mcs, task.target, self.builder, self.runner, cutoff_secs=cutoff,
+                          cutoff_factor=self.cutoff_factor)
+        if self.database is not None:
+            self.database.commit([make_record(c, r, self.target_key) for c, r in zip(mcs, results)])
+        key = task.workload.key
+        self.model.update([search.features(s) for s in fresh], results, [key] * len(fresh))
+        search.notify(fresh, results)
+        for s, r in zip(fresh, results):
+            self.trials += 1
+            if r.error_kind is not None:
+                self.errors += 1
+                continue
+            secs = _mean(r.run_secs)
+            if secs is not None and (self.best_secs is None or secs < self.best_secs):
+                self.best_secs, self.best_trace = secs, s.trace
+        self.history.append((self.trials, time.perf_counter() - self._t0, self.best_secs))
+        return len(fresh)
+
+    def result(self) -> "TuneResult":
+        best_sch = None
+        if self.best_trace is not None:
+            best_sch = Schedule(self.task.func)
+            self.best_trace.apply_to_schedule(best_sch)
+        return TuneResult(self.task, best_sch, self.best_trace, self.best_secs, self.trials, self.errors,
+                          time.perf_counter() - self._t0, self.history)
+
+
+def check_trials(where: str, max_trials, batch_size) -> None:
+    if not isinstance(max_trials, (int, np.integer)) or isinstance(max_trials, bool) or max_trials < 0:
+        raise TesseraError(f"{where}: max_trials must be an int >= 0, got {max_trials!r}")
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise TesseraError(f"{where}: batch_size must be an int >= 1, got {batch_size!r}")
+
+
+def open_database(database):
+    """A Database from a Database, a path, or None (no records kept)."""
+    if isinstance(database, (str, bytes)) or hasattr(database, "__fspath__"):
+        return Database(database)
+    if database is not None and not isinstance(database, Database):
+        raise TesseraError(f"database must be an autotune.Database, a path or None, got {type(database).__name__}")
+    return database
+
+
 def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy="evolutionary",
              cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 32,
              time_budget: float | None = None, progress=None, cutoff_factor: float | None = 8.0) -> TuneResult:
@@ -96,77 +221,21 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
         task = TuneTask(func, "c" if target is None else target)
     else:
         raise TesseraError(f"tune_tir takes a PrimFunc or a TuneTask, got {type(func).__name__}")
-    if not isinstance(max_trials, (int, np.integer)) or isinstance(max_trials, bool) or max_trials < 0:
-        raise TesseraError(f"tune_tir: max_trials must be an int >= 0, got {max_trials!r}")
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise TesseraError(f"tune_tir: batch_size must be an int >= 1, got {batch_size!r}")
-    if isinstance(database, (str, bytes)) or hasattr(database, "__fspath__"):
-        database = Database(database)
+    check_trials("tune_tir", max_trials, batch_size)
+    database = open_database(database)
     rng = np.random.default_rng(seed)
-    runner = runner if runner is not None else _tuning_runner()
     model = make_cost_model(cost_model, None if seed is None else int(seed))
-    search = make_strategy(strategy, task, model, rng)
-    target_s = str(task.target)
-    key = task.workload.key
-
-    t0 = time.perf_counter()
-    trials = errors = 0
-    best_secs, best_trace = None, None
-    history = []
-    if database is not None:
-        database.commit_workload(task.func)
-        prior = list(database.records(workload_key=key, target=target_s))
-        if prior:
-            seeds, feats, results = [], [], []
-            for rec in prior:
-                sch = task.space.replay(rec.trace)
-                trials += 1
-                if rec.error is not None:
-                    errors += 1
-                if sch is None:
-                    continue
-                secs = _mean(rec.run_secs) if rec.error is None else None
-                seeds.append((secs, sch))
-                feats.append(search.features(sch))
-                results.append(rec)
-                if secs is not None and (best_secs is None or secs < best_secs):
-                    best_secs, best_trace = secs, sch.trace
-            search.seed_measured(seeds)
-            if feats:
-                model.update(feats, results, [key] * len(feats))
-            history.append((trials, 0.0, best_secs))
-
+    tuner = TaskTuner(task, model, rng, strategy, database, runner, builder, cutoff_factor)
+    tuner.start()
     with TuneProgress(task.name, max_trials, task.flops, progress) as bar:
-        bar.update(trials, best_secs, errors)
-        while trials < max_trials:
-            if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+        bar.update(tuner.trials, tuner.best_secs, tuner.errors)
+        while tuner.trials < max_trials:
+            if time_budget is not None and time.perf_counter() - tuner._t0 >= time_budget:
                 break
-            cands = search.propose(min(batch_size, max_trials - trials))
-            if not cands:
+            if not tuner.round(min(batch_size, max_trials - tuner.trials)):
                 break  # the space is exhausted
-            mcs = [MeasureCandidate(task.workload, s.trace.as_json()) for s in cands]
-            cutoff = None if best_secs is None or cutoff_factor is None else best_secs * cutoff_factor
-            results = measure(mcs, task.target, builder, runner, cutoff_secs=cutoff, cutoff_factor=cutoff_factor)
-            if database is not None:
-                database.commit([make_record(c, r, task.target) for c, r in zip(mcs, results)])
-            model.update([search.features(s) for s in cands], results, [key] * len(cands))
-            search.notify(cands, results)
-            for s, r in zip(cands, results):
-                trials += 1
-                if r.error_kind is not None:
-                    errors += 1
-                    continue
-                secs = _mean(r.run_secs)
-                if secs is not None and (best_secs is None or secs < best_secs):
-                    best_secs, best_trace = secs, s.trace
-            history.append((trials, time.perf_counter() - t0, best_secs))
-            bar.update(trials, best_secs, errors)
-
-    best_sch = None
-    if best_trace is not None:
-        best_sch = Schedule(task.func)
-        best_trace.apply_to_schedule(best_sch)
-    return TuneResult(task, best_sch, best_trace, best_secs, trials, errors, time.perf_counter() - t0, history)
+            bar.update(tuner.trials, tuner.best_secs, tuner.errors)
+    return tuner.result()
 
 
 def apply_best(func: PrimFunc, database, target) -> Schedule | None:
@@ -176,7 +245,7 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
         database = Database(database)
     if not isinstance(func, PrimFunc):
         raise TesseraError(f"apply_best takes a PrimFunc, got {type(func).__name__}")
-    top = database.get_top_k(Workload(func).key, str(Target(target)), 1)
+    top = database.get_top_k(Workload(func).key, record_target(target), 1)
     if not top:
         return None
     sch = Schedule(func)
@@ -184,4 +253,4 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
     return sch
 
 
-__all__ = ["TuneResult", "apply_best", "tune_tir"]
+__all__ = ["TuneResult", "TaskTuner", "apply_best", "tune_tir", "open_database"]

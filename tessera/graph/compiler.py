@@ -64,14 +64,15 @@ def memory_layout(memory_plan, slot_of: dict) -> MemoryLayout:
 
 
 def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: str = "greedy",
-                  build_kernels: bool = True) -> CompiledGraph:
+                  build_kernels: bool = True, schedules=None) -> CompiledGraph:
     """Prepare every node's kernel (cached), compile them (in parallel) and make the Plan (see the
     module docstring).
 
     memory_plan: plan the arena when the shapes are static (False for a graph run once, such as
     constant evaluation: its single run takes the general path). build_kernels: False leaves the
     kernels prepared but not compiled on their own (the ahead-of-time module compiles them in one
-    translation unit; graph_executor builds them when it needs them)."""
+    translation unit; graph_executor builds them when it needs them). schedules: tuned schedules
+    to use where they have a record (autotune.ApplyHistoryBest; see kernels.get_kernels)."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"the graph compiler takes a tessera.graph.Graph, got {type(graph).__name__}")
     target = Target(target)
@@ -86,7 +87,7 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     inputs = [define(v) for v in graph.inputs]
     constants = {define(v): arr for v, arr in graph.constants.items()}
     built = get_kernels([(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs], n.name)
-                         for n in graph.nodes], target, compile=build_kernels)
+                         for n in graph.nodes], target, compile=build_kernels, schedules=schedules)
     name_of: dict = {}          # id(kernel) -> its name in the plan
     kernels: dict = {}
     specs: dict = {}

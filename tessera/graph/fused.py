@@ -115,9 +115,16 @@ class FusedKernel:
         out = self.function.body.outputs[0].producer
         return nodes.index(out), "injective"
 
-    def schedule(self, sch, func, outs, target, warn_level=5):
+    @staticmethod
+    def program(func):
+        """The PrimFunc the fused kernel's schedule works on (func with unit dimensions read through
+        their loop variables); a tuning record's trace replays on it."""
+        return _unit_dims_as_vars(func)
+
+    def schedule(self, sch, func, outs, target, warn_level=5, knobs=None):
         """Inline, then the anchor's schedule (see the module docstring). Returns the Schedule to
-        build: `sch`, or the inlined-only copy when the anchor's schedule failed."""
+        build: `sch`, or the inlined-only copy when the anchor's schedule failed. knobs: the
+        anchor schedule's tunable decisions (ops.registry.Knobs) while the tuner explores them."""
         blocks = _blocks_of_ops(func, outs)                 # id(te ComputeOp) -> block name
         unit = _unit_dims_as_vars(func)
         if unit is not func:
@@ -155,11 +162,14 @@ class FusedKernel:
             return sch
         ctx = ScheduleContext(block=anchor_block, attrs=anchor.attrs, target=target,
                               input_types=tuple(v.type for v in anchor.inputs),
-                              output_types=tuple(v.type for v in anchor.outputs), epilogue=tuple(epilogue))
+                              output_types=tuple(v.type for v in anchor.outputs), epilogue=tuple(epilogue),
+                              knobs=knobs)
         before = sch.copy()
         try:
             opdef.schedule(sch, ctx)
         except TesseraError as e:
+            if knobs is not None:
+                raise       # a knob setting the schedule refuses: no candidate, not a silent fall-back
             warnings.warn(f"{self.where}: the default schedule of its anchor {anchor.op} failed ({e}); using the "
                           f"inlined, unscheduled kernel", stacklevel=warn_level)
             return before

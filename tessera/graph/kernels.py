@@ -27,7 +27,7 @@ from ..ops.gpu import schedule_gpu_default
 from ..ops.registry import ScheduleContext, get_op
 from ..target import Target
 from ..te.tensor import PlaceholderOp
-from ..tir.schedule import Schedule
+from ..tir.schedule import Schedule, Trace
 from .ir import FUSED_OP, attr_key
 
 
@@ -48,7 +48,8 @@ class Kernel:
     """
 
     __slots__ = ("op", "node", "target", "input_types", "output_types", "in_vars", "out_shape_exprs",
-                 "static_out_shapes", "scheduled", "prim", "func", "source", "lowered", "_module", "_fn", "_lock")
+                 "static_out_shapes", "scheduled", "tuned", "prim", "func", "source", "lowered", "_module", "_fn",
+                 "_lock")
 
     def __init__(self, prep, target):
         self.op, self.node, self.target = prep.op, prep.node, target
@@ -59,6 +60,7 @@ class Kernel:
         self.in_vars = prep.in_vars           # per input: tuple of (dim, var name) for symbolic dims
         self.out_shape_exprs = prep.out_exprs
         self.scheduled = prep.scheduled
+        self.tuned = prep.tuned               # scheduled by a tuning record (else the default schedule)
         static = all(isinstance(d, int) for s in self.out_shape_exprs for d in s)
         self.static_out_shapes = [tuple(s) for s in self.out_shape_exprs] if static else None
         self._module = self._fn = None
@@ -102,7 +104,7 @@ class Kernel:
     def unschedule(self) -> None:
         """Replace the scheduled program by the unscheduled one (its lowered program and source too)."""
         self.source, self.lowered = _generate(self.func, self.target, identifier(self.op))
-        self.scheduled, self.prim = False, self.func
+        self.scheduled, self.tuned, self.prim = False, False, self.func
 
     def output_shapes(self, in_shapes) -> list:
         """Output shapes (tuples of ints) for inputs of these actual shapes."""
@@ -145,6 +147,7 @@ class HostKernel:
     host = True
     compiled = True
     scheduled = False
+    tuned = False
 
     def __init__(self, op, attrs, input_types, output_types, target, node=None):
         self.op, self.node, self.target = op, node, target
@@ -200,9 +203,18 @@ def kernel_cache_info() -> dict:
 
 
 def clear_kernel_cache() -> None:
-    """Forget the in-process kernels (the on-disk library cache stays)."""
+    """Forget the in-process kernels and programs (the on-disk library cache stays)."""
     with _KERNEL_LOCK:
         _KERNELS.clear()
+        _PROGRAMS.clear()
+
+
+def trace_key(trace) -> str:
+    """A short digest of a trace's JSON (part of a tuned kernel's cache key)."""
+    import hashlib
+    import json
+
+    return hashlib.blake2b(json.dumps(trace, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
 def _kernel_key(op, attrs, input_types, output_types, target):
@@ -226,21 +238,33 @@ def build_jobs() -> int:
     return n if n > 0 else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def get_kernels(requests, target="c", compile: bool = True) -> list:  # noqa: A002
+def get_kernels(requests, target="c", compile: bool = True, schedules=None) -> list:  # noqa: A002
     """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
     prepared (computed, scheduled, lowered, rendered) one after the other; with `compile` the C
     compiler then builds the ones not built yet, several in parallel (compile_kernels). Without it
     the kernels are prepared only (the ahead-of-time module compiles their lowered programs in one
-    translation unit; a kernel still builds itself when its `fn` is first used)."""
+    translation unit; a kernel still builds itself when its `fn` is first used).
+
+    schedules: where tuned schedules come from (autotune.ApplyHistoryBest, or anything with
+    `lookup(func, target) -> trace JSON or None`): a kernel whose program has a record is scheduled
+    by the record's trace instead of the default schedule (and cached under that trace)."""
     target = Target(target)
     out: list = [None] * len(requests)
     for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
         key = _kernel_key(op, attrs, in_types, out_types, target)
+        if op != FUSED_OP and get_op(op, node).host is not None:
+            k = _KERNELS.get(key) or HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
+            out[i] = k
+            continue
+        trace = None
+        if schedules is not None:
+            prog = get_program(op, attrs, in_types, out_types, target, node)
+            trace = schedules.lookup(prog.func, target)
+            if trace is not None:
+                key = key + (trace_key(trace),)
         k = _KERNELS.get(key)
-        if k is None and op != FUSED_OP and get_op(op, node).host is not None:
-            k = HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
         if k is None:
-            k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node), target)
+            k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node, trace), target)
             with _KERNEL_LOCK:
                 k = _KERNELS.setdefault(key, k)
         out[i] = k
@@ -297,7 +321,7 @@ def _where(op, node):
 class _Prepared:
     """A kernel whose C source is generated but not compiled yet."""
 
-    __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "prim",
+    __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "tuned", "prim",
                  "func", "source", "lowered", "name_hint")
 
 
@@ -315,8 +339,45 @@ def _generate(obj, target, name=None):
     return source, (lowered[0] if len(lowered) == 1 else None)
 
 
-def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _Prepared:
-    """The op's kernel before building: te compute, PrimFunc and schedule (one per op/attrs/types/target)."""
+class KernelProgram:
+    """A graph kernel before its schedule is chosen: `func`, the unscheduled PrimFunc (what a tuning
+    record's trace replays on, keyed by its structural hash), and `schedule(knobs=None)`, its
+    default schedule (the op's, a fused group's by its anchor, the GPU default), None when it has
+    none. knobs: an ops.registry.Knobs while the tuner explores the default schedule's decisions."""
+
+    __slots__ = ("op", "node", "where", "kernel_name", "func", "outs", "in_vars", "out_exprs", "target", "what",
+                 "_apply")
+
+    def schedule(self, knobs=None):
+        """The default schedule of func (a tir.Schedule; with knobs, its decisions sampled or set),
+        or None where the kernel has no default schedule. Raises the TesseraError of a schedule that
+        fails."""
+        if self._apply is None:
+            return None
+        return self._apply(Schedule(self.func) if knobs is None else Schedule(self.func, seed=knobs.seed), knobs)
+
+    def __repr__(self):
+        return f"<KernelProgram {self.where} on {self.target}>"
+
+
+_PROGRAMS: dict = {}
+
+
+def get_program(op, attrs, input_types, output_types, target="c", node=None) -> KernelProgram:
+    """The KernelProgram of this signature (cached in process like the kernels)."""
+    target = Target(target)
+    key = _kernel_key(op, attrs, input_types, output_types, target)
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        prog = kernel_program(op, attrs, tuple(input_types), tuple(output_types), target, node)
+        with _KERNEL_LOCK:
+            prog = _PROGRAMS.setdefault(key, prog)
+    return prog
+
+
+def kernel_program(op_name, attrs, input_types, output_types, target, node) -> KernelProgram:
+    """The op's (or fused group's) te compute as a PrimFunc, with its default schedule (see KernelProgram)."""
+    target = Target(target)
     where = _where(op_name, node)
     fused = None
     if op_name == FUSED_OP:
@@ -392,39 +453,64 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node) -> _
                 dims.append(e)
         out_exprs.append(tuple(dims))
     func = te.create_prim_func(placeholders + outs, name=identifier(kernel_name))
-    scheduled, sched_obj, source = False, func, None
-    apply = None
+    apply, what = None, None
     if target.kind in GPU_KINDS:
         what = "the default GPU schedule"   # ops and fused groups alike (ops/gpu)
 
-        def apply(sch):
+        def apply(sch, knobs):
             return schedule_gpu_default(sch, target)
     elif fused is not None:
         what = "scheduling the fused kernel"
+        func = fused.program(func)
 
-        def apply(sch):
-            return fused.schedule(sch, func, outs, target)   # the Schedule to build (maybe a new one)
+        def apply(sch, knobs):
+            return fused.schedule(sch, func, outs, target, knobs=knobs)   # the Schedule to build (maybe a new one)
     elif opdef.schedule is not None:
         what = "the default schedule"
-        ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
-                              input_types=input_types, output_types=output_types)
 
-        def apply(sch):
+        def apply(sch, knobs):
+            ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
+                                  input_types=input_types, output_types=output_types, knobs=knobs)
             opdef.schedule(sch, ctx)
             return sch
-    if apply is not None:
+    p = KernelProgram()
+    p.op, p.node, p.where, p.kernel_name, p.target, p.what = op_name, node, where, kernel_name, target, what
+    p.func, p.outs, p.in_vars, p.out_exprs, p._apply = func, outs, tuple(in_vars), out_exprs, apply
+    return p
+
+
+def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trace=None) -> _Prepared:
+    """The op's kernel before building: te compute, PrimFunc and schedule (one per op/attrs/types/target).
+    trace: a tuning record's trace (JSON) to schedule it by instead of the default schedule; one that
+    no longer applies is warned about and the default used."""
+    target = Target(target)
+    prog = get_program(op_name, attrs, input_types, output_types, target, node)
+    func, name = prog.func, identifier(prog.kernel_name)
+    scheduled = tuned = False
+    sched_obj, source, lowered = func, None, None
+    if trace is not None:
         try:
-            sch = apply(Schedule(func))
-            source, lowered = _generate(sch, target, identifier(kernel_name))
+            sch = Schedule(func)
+            Trace.apply_json_to_schedule(trace, sch)
+            source, lowered = _generate(sch, target, name)
+            sched_obj, scheduled, tuned = sch, True, True
+        except TesseraError as e:
+            warnings.warn(f"{prog.where}: its tuning record does not apply ({e}); using the default schedule",
+                          stacklevel=4)
+    if source is None and prog.what is not None:
+        try:
+            sch = prog.schedule()
+            source, lowered = _generate(sch, target, name)
             sched_obj, scheduled = sch, True
         except TesseraError as e:
-            warnings.warn(f"{where}: {what} failed ({e}); using the unscheduled kernel", stacklevel=4)
+            warnings.warn(f"{prog.where}: {prog.what} failed ({e}); using the unscheduled kernel", stacklevel=4)
             sched_obj, source = func, None
     if source is None:
-        source, lowered = _generate(func, target, identifier(kernel_name))
+        source, lowered = _generate(func, target, name)
     p = _Prepared()
-    p.op, p.node, p.input_types, p.output_types = kernel_name, node, input_types, output_types
-    p.in_vars, p.out_exprs, p.scheduled, p.prim, p.func = tuple(in_vars), out_exprs, scheduled, sched_obj, func
+    p.op, p.node, p.input_types, p.output_types = prog.kernel_name, node, input_types, output_types
+    p.in_vars, p.out_exprs, p.scheduled, p.tuned, p.prim, p.func = prog.in_vars, prog.out_exprs, scheduled, tuned, \
+        sched_obj, func
     p.source, p.lowered, p.name_hint = source, lowered, source.name_hint
     return p
 
@@ -465,4 +551,4 @@ def anchor_block_name(func, out_tensor) -> str:
     return found[-1] if found else out_tensor.op.name
 
 
-__all__ = ["Kernel", "get_kernel", "get_kernels", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
+__all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]

@@ -54,10 +54,12 @@ class Knobs:
     """The tunable decisions of a default schedule while the tuner explores it: each `choose` is a
     sample_categorical of the schedule (so its trace records and replays the choice), taking the
     next of `decisions` (candidate indices, in call order) where given and valid, else drawn from
-    the schedule's random state. `names` lists the knobs chosen, in order."""
+    the schedule's random state (seed: the schedule's seed, for whoever makes it). `names` lists
+    the knobs chosen, in order."""
 
-    def __init__(self, decisions=None):
+    def __init__(self, decisions=None, seed=None):
         self.decisions = list(decisions) if decisions is not None else None
+        self.seed = seed
         self.names: list = []
 
     def choose(self, sch, name: str, candidates, default):
