@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import logging
 import threading
 
 import numpy as np
 
+from .autotune.apply_history import ApplyHistoryBest
 from .errors import ShapeError, TesseraError
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
@@ -24,10 +26,11 @@ from .target import Target
 
 
 EXECUTORS = ("auto", "graph", "aot")
+_LOG = logging.getLogger("tessera")
 
 
 def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),  # noqa: A001
-            executor: str = "auto"):
+            executor: str = "auto", database=None):
     """Compile `graph` for `target`; returns an executor (`exe(x)`, `exe.run({...})`, `exe.profile()`).
 
     executor: "auto" (default): with static shapes (after the optimizations: bound by `params` or the
@@ -46,11 +49,19 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     out (TVM's PassContext(disabled_pass=...)), e.g. ["fuse_ops"] for the fusion ablation.
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
     (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
+
+    database: tuning records (autotune.tune_graph's; a path, an autotune.Database or a list of them):
+    each kernel with a record for this target (its workload, the target's CPU level and thread count)
+    is built with the fastest record's schedule, the rest with the default schedules. Records
+    shipped with tessera (tuned zoo models) are searched after them; database=False uses none, not
+    even those. `exe.tuning` says which kernels are tuned (one line; also logged at INFO on the
+    "tessera" logger), and `exe.profile()` marks their nodes.
     """
     if isinstance(graph, DeferredGraph):
         _check_options(opt_level, executor, disabled_passes)
         return SpecializingExecutor(graph, params, dict(target=target, opt_level=opt_level,
-                                                        disabled_passes=tuple(disabled_passes), executor=executor))
+                                                        disabled_passes=tuple(disabled_passes), executor=executor,
+                                                        database=database))
     if not isinstance(graph, Graph):
         raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder or "
                            f"tessera.frontend.from_onnx), got {type(graph).__name__}")
@@ -60,10 +71,16 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     g = optimize(g, opt_level, target, disabled_passes)
     if executor == "auto":
         executor = "aot" if target.is_cpu and static_problem(g) is None else "graph"
-    compiled = compile_graph(g, target, build_kernels=executor == "graph")
-    if executor == "aot":
-        return build_aot(compiled, opt_level=opt_level)
-    return graph_executor(compiled, opt_level)
+    schedules = None if database is False else ApplyHistoryBest(database, builtin=True)
+    compiled = compile_graph(g, target, build_kernels=executor == "graph", schedules=schedules)
+    exe = build_aot(compiled, opt_level=opt_level) if executor == "aot" else graph_executor(compiled, opt_level)
+    if schedules is not None:
+        exe.tuning = schedules.summary(compiled.kernels.values())
+        if database is not None or any(getattr(k, "tuned", False) for k in compiled.kernels.values()):
+            _LOG.info("tessera.compile(%s): %s", g.name, exe.tuning)
+    else:
+        exe.tuning = "no tuning records used (database=False)"
+    return exe
 
 
 def _check_options(opt_level, executor, disabled_passes) -> None:

@@ -401,6 +401,24 @@ class Database:
             out.extend(self._readable([r]))
         return out
 
+    def has_target(self, target) -> bool:
+        """Whether the file holds any record for target (its text as records keep it)."""
+        t = str(Target(target))
+        return any(tk == t for _, tk in self._by_key)
+
+    def export_best(self, path, k: int = 1) -> "Database":
+        """A new database at path with each (workload, target)'s k fastest error-free records (and
+        their workloads): a small file to ship or share. path must not exist yet."""
+        if os.path.exists(os.fspath(path)):
+            raise TesseraError(f"export_best: {os.fspath(path)} exists; give a new file")
+        out = Database(path)
+        for (key, target) in list(self._by_key):
+            top = self.get_top_k(key, target, k)
+            if top:
+                out.commit_workload(self._workloads[key])
+                out.commit(top)
+        return out
+
     def __len__(self):
         return len(self._records)
 

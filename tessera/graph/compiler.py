@@ -125,11 +125,12 @@ def kernel_spec(k, bounds=None) -> KernelSpec:
     if getattr(k, "host", False):
         return KernelSpec(k.op, [], None, host=True)
     in_vars = [[(d, v.name if hasattr(v, "name") else v) for d, v in dims] for dims in k.in_vars]
+    tuned = bool(getattr(k, "tuned", False))
     try:
         shapes = [[expr_json(e) for e in shape] for shape in k.out_shape_exprs]
     except TesseraError:
-        return KernelSpec(k.op, in_vars, None, k.output_shapes, bounds=bounds)
-    return KernelSpec(k.op, in_vars, shapes, bounds=bounds)
+        return KernelSpec(k.op, in_vars, None, k.output_shapes, bounds=bounds, tuned=tuned)
+    return KernelSpec(k.op, in_vars, shapes, bounds=bounds, tuned=tuned)
 
 
 def expr_json(e):

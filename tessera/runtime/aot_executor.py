@@ -212,7 +212,8 @@ class AotExecutor(Executor):
         med = np.median(per_round, axis=0)
         values = self.plan.values
         rows = [ProfileRow(self.plan.kernels[st.kernel].op, st.name, [tuple(values[s].shape) for s in st.ins],
-                           [tuple(values[s].shape) for s in st.outs], float(med[i])) for i, st in enumerate(steps)]
+                           [tuple(values[s].shape) for s in st.outs], float(med[i]), self.plan.kernels[st.kernel].tuned)
+                for i, st in enumerate(steps)]
         # the parts outside the kernels: medians of each round's own differences (medians do not add)
         in_entry = float(np.median(per_round[:, n] - per_round[:, :n].sum(axis=1)))
         around = float(np.median(np.array(walls) * 1e3 - per_round[:, n]))

@@ -192,7 +192,7 @@ class GraphExecutor(Executor):
             else:
                 ms = st.fn.time((*ins, *outs), number, repeat).median * 1e3
             rows.append(ProfileRow(st.spec.op, st.node.name, [tuple(x.shape) for x in ins],
-                                   [tuple(o.shape) for o in outs], ms))
+                                   [tuple(o.shape) for o in outs], ms, st.spec.tuned))
 
         self.execute(arrays)              # warm-up: thread pools started, caches filled
         self.execute(arrays, timer)

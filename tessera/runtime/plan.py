@@ -72,13 +72,16 @@ class KernelSpec:
     shape_fn: for a plan made in this process whose extents JSON cannot describe, the function
     computing them (such a plan runs, but cannot be written into a library). host: the kernel runs
     on the host and returns its outputs, whose extents depend on the values (the executor binds the
-    symbols of its output types from them)."""
+    symbols of its output types from them). tuned: the kernel is scheduled by a tuning record (the
+    profile marks it)."""
 
-    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes", "host", "bounds")
+    __slots__ = ("op", "in_vars", "out_shapes", "shape_fn", "static_out_shapes", "host", "bounds", "tuned")
 
-    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None, host: bool = False, bounds=None):
+    def __init__(self, op: str, in_vars, out_shapes, shape_fn=None, host: bool = False, bounds=None,
+                 tuned: bool = False):
         self.op = str(op)
         self.host = bool(host)
+        self.tuned = bool(tuned)
         self.bounds = {str(k): int(v) for k, v in (bounds or {}).items()}
         self.in_vars = tuple(tuple((int(d), str(v)) for d, v in dims) for dims in in_vars)
         self.out_shapes, self.shape_fn = out_shapes, shape_fn
@@ -114,6 +117,8 @@ class KernelSpec:
                "out_shapes": self.out_shapes}
         if self.bounds:
             out["bounds"] = dict(self.bounds)
+        if self.tuned:
+            out["tuned"] = True
         return out
 
 
@@ -255,7 +260,8 @@ def _from_document(doc, constants, where) -> Plan:
         ins = [use(i) for i in n["inputs"]]
         outs = [define(o) for o in n["outputs"]]
         steps.append(Step(n["name"], n["op"], n["kernel"], ins, outs))
-    kernels = {name: KernelSpec(k["op"], k["in_vars"], k["out_shapes"], bounds=k.get("bounds"))
+    kernels = {name: KernelSpec(k["op"], k["in_vars"], k["out_shapes"], bounds=k.get("bounds"),
+                                tuned=k.get("tuned") is True)
                for name, k in doc["kernels"].items()}
     outputs = [use(i) for i in doc["outputs"]]
     in_names, out_names = public_names(doc, where)

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 
 class ProfileRow:
-    __slots__ = ("op", "node", "input_shapes", "output_shapes", "ms")
+    """One node's time; tuned: its kernel runs a schedule from a tuning record (marked "*" in the table)."""
 
-    def __init__(self, op, node, input_shapes, output_shapes, ms):
+    __slots__ = ("op", "node", "input_shapes", "output_shapes", "ms", "tuned")
+
+    def __init__(self, op, node, input_shapes, output_shapes, ms, tuned: bool = False):
         self.op, self.node, self.input_shapes, self.output_shapes, self.ms = op, node, input_shapes, output_shapes, ms
+        self.tuned = bool(tuned)
 
     def as_dict(self) -> dict:
         return {"op": self.op, "node": self.node, "input_shapes": self.input_shapes,
-                "output_shapes": self.output_shapes, "ms": self.ms}
+                "output_shapes": self.output_shapes, "ms": self.ms, "tuned": self.tuned}
 
 
 class ProfileReport:
@@ -55,7 +58,7 @@ class ProfileReport:
         for r in self.rows:
             shapes = ", ".join(_fmt_shape(s) for s in r.input_shapes) + " -> " + \
                 ", ".join(_fmt_shape(s) for s in r.output_shapes)
-            cells.append((r.op, r.node, shapes, _ms(r.ms), f"{100 * r.ms / total:.1f}"))
+            cells.append((r.op + (" *" if r.tuned else ""), r.node, shapes, _ms(r.ms), f"{100 * r.ms / total:.1f}"))
         cells.append(("total", "", f"{len(self.rows)} nodes", _ms(self.total_ms), f"{100 * self.total_ms / total:.1f}"))
         tail = []
         if self.call_ms is not None:
@@ -77,6 +80,9 @@ class ProfileReport:
         lines.extend(fmt(c) for c in cells[:body])
         lines.append("  ".join("-" * w for w in widths))
         lines.extend(fmt(c) for c in cells[body:])
+        tuned = sum(1 for r in self.rows if r.tuned)
+        if tuned:
+            lines.append(f"* tuned schedule (a tuning record): {tuned} of {len(self.rows)} nodes")
         return "\n".join(lines)
 
     __repr__ = __str__

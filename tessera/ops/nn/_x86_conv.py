@@ -240,4 +240,16 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
     return name
 
 
+def _make_from_name(m) -> None:
+    """Register the intrinsic a name of intrin_name's form spells (TensorIntrin.register_family)."""
+    isa = "avx2" if m.group(1) == "avx2_fma" else "avx512"
+    rows, ow, v, lanes, cb, sh, sw, dh, dw = (int(g) for g in m.groups()[1:])
+    if lanes == lanes_of(isa) and 1 <= v <= MAX_V:
+        conv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows)
+
+
+TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)_d(\d+)x(\d+)",
+                             _make_from_name)
+
+
 __all__ = ["conv_row_intrin", "isa_of", "lanes_of", "row_tile", "intrin_name", "c_source"]

@@ -34,9 +34,7 @@ from ...ir import expr as E
 from .. import _schedule as S
 from ..registry import OpPattern, register_op
 from . import _util as U
-from ._x86_conv import isa_of, lanes_of
-from ._x86_conv import conv_row_intrin
-from ._x86_conv import row_tiles
+from ._x86_conv import MAX_V, conv_row_intrin, isa_of, lanes_of, row_tiles
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
@@ -368,8 +366,11 @@ def _kernel_isa(sch, block, target):
     return None
 
 
-def _tensorized(sch, block, target, epilogue, strides, dilation):
-    """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply."""
+def _tensorized(sch, block, ctx, epilogue, strides, dilation):
+    """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply.
+    Its knobs (ctx.choose; the defaults are the hand choices): output blocks a call (V), output rows
+    a call, and whether the block groups or the row groups are the outer parallel loop."""
+    target = ctx.target
     isa = _kernel_isa(sch, block, target)
     if isa is None:
         return False
@@ -384,19 +385,26 @@ def _tensorized(sch, block, target, epilogue, strides, dilation):
     owe, ohe, khe, kwe = _extent(sch, ow), _extent(sch, oh), _extent(sch, kh), _extent(sch, kw)
     if owe is None or ohe is None or khe is None or kwe is None:
         return False
-    v = _group(chunks, owe, khe * kwe)
+    v = ctx.choose(sch, "conv.oc_blocks", [c for c in range(1, MAX_V + 1) if chunks % c == 0],
+                   _group(chunks, owe, khe * kwe))
     batch = _extent(sch, n) or S.thread_count(target)
-    rows = _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target))
+    per_row = sum(c for _, c in row_tiles(isa, v, owe))
+    rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 64],
+                      _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target)))
+    rows_outer = ctx.choose(sch, "conv.rows_outer", [True], False)
     name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows)
     work = 2 * chunks * ib * ohe * owe * (_extent(sch, icc) or 1) * 64
     oco, oci = sch.split(oc, [None, v])
     oho, ohi = sch.split(oh, [None, rows])
-    sch.reorder(n, oco, oho, oci, ohi, ow, ob, icc, kh, kw, ici)
+    if rows_outer:
+        sch.reorder(n, oho, oco, oci, ohi, ow, ob, icc, kh, kw, ici)
+    else:
+        sch.reorder(n, oco, oho, oci, ohi, ow, ob, icc, kh, kw, ici)
     init = sch.decompose_reduction(block, oci)
     sch.vectorize(sch.get_loops(init)[-1])
-    _place_epilogue(sch, epilogue, oho, target)    # while the conv block still writes points
+    _place_epilogue(sch, epilogue, oco if rows_outer else oho, target)    # while the conv block still writes points
     sch.tensorize(oci, name)
-    _parallel_outer(sch, [n, oco, oho], target, work)
+    _parallel_outer(sch, [n, oho, oco] if rows_outer else [n, oco, oho], target, work)
     return True
 
 
@@ -458,14 +466,18 @@ def schedule_conv2d_nchwc(sch, ctx):
         epi = tuple(e for e in ctx.epilogue if e != name)
         if out != name and _get_block(sch, out) is not None:
             epi = (out,) + epi      # the cast stage of a narrow float output
-        try:
-            trial = sch.copy()
-            ok = _tensorized(trial, trial.get_block(name), ctx.target, epi, strides, dilation)
-        except (ScheduleError, TesseraError):
-            ok = False
-        if ok:
-            _tensorized(sch, block, ctx.target, epi, strides, dilation)
+        if ctx.knobs is not None:
+            # tuning: the knobs are sampled once, on sch itself (a refusal makes no candidate)
+            ok = _tensorized(sch, block, ctx, epi, strides, dilation)
         else:
+            try:
+                trial = sch.copy()
+                ok = _tensorized(trial, trial.get_block(name), ctx, epi, strides, dilation)
+            except (ScheduleError, TesseraError):
+                ok = False
+            if ok:
+                _tensorized(sch, block, ctx, epi, strides, dilation)
+        if not ok:
             try:
                 trial = sch.copy()
                 _loop_schedule(trial, trial.get_block(name), ctx.target, epi)

@@ -27,6 +27,8 @@ from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var, Visitor
 from ...ir.functor import collect_vars
 from ...target import Target, canon_feature
 
+_FAMILIES: list = []   # (compiled pattern, make(match)) of TensorIntrin.register_family
+_MAKING: set = set()   # names whose family is registering them now
 _REGISTRY: dict = {}
 
 
@@ -165,9 +167,29 @@ class TensorIntrin:
         return intrin
 
     @staticmethod
+    def register_family(pattern: str, make) -> None:
+        """Intrinsics made on first use: a name that `pattern` (a regular expression) matches in
+        full, asked for while unregistered, is registered by `make(match)` (a parameterized
+        micro-kernel whose name spells its parameters, so a tuning record naming any of them
+        replays in a fresh process)."""
+        _FAMILIES.append((re.compile(pattern), make))
+
+    @staticmethod
     def get(name: str, allow_missing: bool = False) -> "TensorIntrin | None":
-        """The intrinsic registered under name (None when missing and allow_missing)."""
+        """The intrinsic registered under name, or made by its family (register_family); None when
+        missing and allow_missing."""
         intrin = _REGISTRY.get(name)
+        if intrin is None and isinstance(name, str) and name not in _MAKING:
+            for pattern, make in _FAMILIES:
+                m = pattern.fullmatch(name)
+                if m is not None:
+                    _MAKING.add(name)      # make() registers through register(), which may ask get() first
+                    try:
+                        make(m)
+                    finally:
+                        _MAKING.discard(name)
+                    intrin = _REGISTRY.get(name)
+                    break
         if intrin is None and not allow_missing:
             import difflib
 

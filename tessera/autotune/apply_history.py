@@ -1,0 +1,100 @@
+"""Compile with tuning records: the fastest record of each kernel's workload for the target.
+
+    exe = tessera.compile(graph, params, target, database="tune.jsonl")   # uses ApplyHistoryBest
+
+ApplyHistoryBest (AutoTVM's name) answers the graph compiler's `lookup(func, target)` with the trace
+of the fastest error-free record of func's workload under the target's record key (record_target:
+records of another CPU level or thread count never apply), searching its databases in order (the
+user's, then the records shipped with tessera for the zoo models, `builtin_databases`). It keeps
+which kernels it found records for, for the compile summary and the profile's marks.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..errors import TesseraError
+from ..target import Target
+from .database import Database, record_target
+from .workload import workload_key
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "records"
+
+
+def builtin_databases(target) -> list:
+    """The record files shipped with tessera (tessera/autotune/records/*.jsonl) that hold records for
+    target's record key, as Databases (opened read-only in effect: nothing writes to them)."""
+    key = record_target(target)
+    out = []
+    if os.environ.get("TESSERA_NO_BUILTIN_RECORDS"):
+        return out
+    for path in sorted(BUILTIN_DIR.glob("*.jsonl")):
+        db = _open_builtin(path)
+        if db is not None and db.has_target(key):
+            out.append(db)
+    return out
+
+
+_BUILTIN: dict = {}
+
+
+def _open_builtin(path):
+    db = _BUILTIN.get(path)
+    if db is None:
+        db = _BUILTIN[path] = Database(path)
+    return db
+
+
+class ApplyHistoryBest:
+    """The tuned schedules of one or more databases for tessera.compile (see the module docstring).
+
+    databases: a Database, a path, or a list of them, searched in order; builtin: also search the
+    records shipped with tessera after them."""
+
+    def __init__(self, databases=(), builtin: bool = True):
+        if databases is None:
+            databases = []
+        elif isinstance(databases, (list, tuple)):
+            databases = list(databases)
+        else:
+            databases = [databases]
+        self.databases = []
+        for d in databases:
+            if isinstance(d, (str, bytes)) or hasattr(d, "__fspath__"):
+                if not Path(os.fsdecode(d)).exists():
+                    raise TesseraError(f"tuning database {os.fsdecode(d)!r} does not exist (tune a model with "
+                                       f"`tessera tune model.onnx --db {os.fsdecode(d)}` or autotune.tune_graph)")
+                d = Database(d)
+            if not isinstance(d, Database):
+                raise TesseraError(f"database must be an autotune.Database or a path, got {type(d).__name__}")
+            self.databases.append(d)
+        self.builtin = builtin
+        self.used: dict = {}       # workload key -> (record's mean seconds, where it came from)
+        self.missed: set = set()   # workload keys without a record
+
+    def _sources(self, target) -> list:
+        return self.databases + (builtin_databases(target) if self.builtin else [])
+
+    def lookup(self, func, target):
+        """The trace JSON of the fastest error-free record of func's workload for target, or None."""
+        key = workload_key(func)
+        tk = record_target(Target(target))
+        for db in self._sources(target):
+            top = db.get_top_k(key, tk, 1)
+            if top:
+                self.used[key] = (top[0].mean_secs, str(db.path))
+                return top[0].trace
+        self.missed.add(key)
+        return None
+
+    def summary(self, kernels) -> str:
+        """One line: how many of the compiled kernels use tuned schedules, and from where."""
+        kernels = [k for k in kernels if not getattr(k, "host", False)]
+        tuned = sum(1 for k in kernels if getattr(k, "tuned", False))
+        where = sorted({src for _, src in self.used.values()})
+        names = ", ".join(Path(w).name for w in where) or "none"
+        return (f"tuned schedules for {tuned} of {len(kernels)} kernels (records: {names}); "
+                f"the other {len(kernels) - tuned} use the default schedules")
+
+
+__all__ = ["ApplyHistoryBest", "builtin_databases", "BUILTIN_DIR"]

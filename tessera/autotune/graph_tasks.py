@@ -1,0 +1,145 @@
+"""Tuning tasks of a whole model: the deduplicated kernels of its optimized graph.
+
+    tasks = autotune.extract_tasks(graph, params, target="c -num-threads=2")
+    for t in tasks: print(t.name, t.weight, t.flops)
+
+A task is one kernel program (a fused group after fuse_ops / alter_layout, or a lone op) keyed by
+the structural hash of its unscheduled PrimFunc; its weight is how many nodes of the graph run it.
+Its space (KernelSpace) is the kernel's default schedule with the decisions the op exposes as knobs
+(ops' ScheduleContext.choose) left open: the hand-written schedule is the point with every knob at
+its default, so tuning can only keep or beat it. A kernel whose default schedule has no knobs is
+searched over the design spaces the rules generate (space.generate_design_space); its default is
+still measured first (tune_graph), so it stays a candidate there too.
+"""
+from __future__ import annotations
+
+from ..errors import TesseraError
+from ..graph.const_eval import bind_params
+from ..graph.ir import FUSED_OP, Graph
+from ..graph.kernels import get_program
+from ..graph.passes import optimize
+from ..ops.registry import Knobs, get_op
+from ..target import Target
+from ..tir import Schedule
+from .mutators import MutateCategorical
+from .task import GeneratedSpace, Space, TuneTask, sampling_decisions
+from .workload import workload_key
+
+
+def _seed(rng) -> int:
+    return int(rng.integers(2 ** 31 - 1))
+
+
+class KernelSpace(Space):
+    """The search space of one graph kernel (see the module docstring)."""
+
+    def __init__(self, program, target):
+        self.program = program
+        self.func = program.func
+        self.target = Target(target)
+        self._generated = False           # GeneratedSpace, None (the rules give none), False (not made yet)
+        self.knobs = 0
+        if program.what is not None:
+            probe = Knobs(seed=0)
+            try:
+                sch = program.schedule(probe)
+                self.knobs = sum(1 for inst in sch.trace.insts if inst.kind.name == "SampleCategorical")
+            except TesseraError:
+                self.knobs = 0
+
+    @property
+    def kind(self) -> str:
+        """"knobs" (the default schedule's decisions) or "generated" (the rules' design spaces)."""
+        return "knobs" if self.knobs else "generated"
+
+    def default(self):
+        """The kernel's default schedule (what tessera.compile builds without records), or the
+        unscheduled program where it has none; None when the default schedule fails."""
+        try:
+            sch = self.program.schedule()
+        except TesseraError:
+            return None
+        return sch if sch is not None else Schedule(self.func)
+
+    def _space(self):
+        if self._generated is False:
+            try:
+                self._generated = GeneratedSpace(self.func, self.target)
+            except TesseraError:
+                self._generated = None
+        return self._generated
+
+    def _knobbed(self, decisions, rng):
+        try:
+            sch = self.program.schedule(Knobs(decisions, seed=_seed(rng)))
+        except TesseraError:
+            return None
+        return self.finish(sch)
+
+    def sample(self, rng):
+        if self.knobs:
+            return self._knobbed(None, rng)
+        space = self._space()
+        return space.sample(rng) if space is not None else None
+
+    def mutate(self, sch, rng):
+        if self.knobs:
+            trace = MutateCategorical().mutate(sch.trace, rng)
+            return None if trace is None else self._knobbed(sampling_decisions(trace), rng)
+        space = self._space()
+        return space.mutate(sch, rng) if space is not None else None
+
+
+class GraphTask(TuneTask):
+    """A TuneTask for one kernel of a graph: `weight` (nodes that run it), `nodes` (their names),
+    `op` (the kernel's name: the op, or the fused group's)."""
+
+    def __init__(self, program, target, weight: int = 1, nodes=()):
+        super().__init__(program.func, target, space=KernelSpace(program, target), name=program.kernel_name)
+        self.program = program
+        self.op = program.kernel_name
+        self.weight = weight
+        self.nodes = list(nodes)
+
+    def __repr__(self):
+        return f"<GraphTask {self.name} x{self.weight} ({self.space.kind}) on {self.target}>"
+
+
+def optimized_graph(graph, params=None, target="c", opt_level: int = 3, disabled_passes=()) -> Graph:
+    """The graph tessera.compile would build for these arguments (params bound, passes run)."""
+    if not isinstance(graph, Graph):
+        raise TesseraError(f"extract_tasks takes a tessera.graph.Graph (e.g. from tessera.frontend.from_onnx), got "
+                           f"{type(graph).__name__}; a model whose structure depends on input values "
+                           f"(a DeferredGraph) is tuned per specialization")
+    g = bind_params(graph, params)
+    return optimize(g, opt_level, Target(target), disabled_passes)
+
+
+def extract_tasks(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),
+                  optimized: bool = False) -> list:
+    """The tuning tasks of graph for target: one per distinct kernel program of the optimized graph
+    (after fuse_ops and alter_layout, as tessera.compile builds it), in order of first use, each with
+    its weight (how many nodes run it) and FLOPs. Host ops and kernels with symbolic extents (they
+    cannot be timed without shapes) are left out. optimized: graph is already the optimized graph."""
+    target = Target(target)
+    g = graph if optimized else optimized_graph(graph, params, target, opt_level, disabled_passes)
+    tasks: dict = {}
+    for n in g.nodes:
+        if n.op != FUSED_OP and get_op(n.op, n.name).host is not None:
+            continue
+        in_types = [v.type for v in n.inputs]
+        out_types = [v.type for v in n.outputs]
+        if not all(t.is_static for t in in_types + out_types):
+            continue
+        prog = get_program(n.op, n.attrs, in_types, out_types, target, n.name)
+        key = workload_key(prog.func)
+        task = tasks.get(key)
+        if task is None:
+            tasks[key] = GraphTask(prog, target, 1, [n.name])
+        else:
+            task.weight += 1
+            task.nodes.append(n.name)
+    return list(tasks.values())
+
+
+__all__ = ["KernelSpace", "GraphTask", "extract_tasks", "optimized_graph"]

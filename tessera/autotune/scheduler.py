@@ -1,0 +1,268 @@
+"""tune_graph: tune every kernel of a model, trials shared out by Ansor's gradient task scheduler.
+
+    res = autotune.tune_graph(graph, params, target="c -num-threads=2", max_trials=2000, database="tune.jsonl")
+    exe = tessera.compile(graph, params, target="c -num-threads=2", database="tune.jsonl")
+
+The model's latency is estimated as sum(weight_i * best_i) over its tasks (extract_tasks). Each task
+first measures its default schedule (the untuned kernel, always a candidate) and one round of the
+search; after that every round goes to the task whose next trials are expected to cut the estimate
+most (Ansor's gradient: the weighted mix of the task's recent improvement per round and an optimistic
+forward estimate, that its time can still shrink in proportion to its trials or to the throughput
+similar tasks reached). A task stops when `early_stopping` of its trials bring no improvement, or its
+space is exhausted. Records go to the database as they are measured (resume by tuning again with the
+same database); one cost model learns across all tasks.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import TesseraError
+from ..target import Target
+from .cost_model import make_cost_model
+from .graph_tasks import extract_tasks
+from .tune import TaskTuner, TuneResult, check_trials, open_database
+
+
+@dataclass
+class TaskReport:
+    """One task's state for progress displays and the result table."""
+
+    name: str
+    weight: int
+    flops: float
+    trials: int
+    errors: int
+    default_secs: float | None
+    best_secs: float | None
+    done: str | None        # None (still tuned), "converged", "exhausted"
+
+    @property
+    def speedup(self) -> float | None:
+        if self.default_secs and self.best_secs:
+            return self.default_secs / self.best_secs
+        return None
+
+
+@dataclass
+class GraphTuneResult:
+    """What tune_graph did: per task its TuneResult and report; history: one (trials, seconds, estimated
+    model latency in seconds) per round; latency / default_latency: the estimate (sum of weight x
+    best kernel time) now and with every default schedule."""
+
+    tasks: list
+    results: list
+    reports: list
+    trials: int
+    seconds: float
+    history: list = field(default_factory=list)
+
+    @property
+    def latency(self) -> float | None:
+        return _estimate(self.reports, "best_secs")
+
+    @property
+    def default_latency(self) -> float | None:
+        return _estimate(self.reports, "default_secs")
+
+    def table(self) -> str:
+        """A text table of the tasks (weight, trials, default and best ms, speedup)."""
+        rows = [f"{'task':<52} {'w':>3} {'trials':>6} {'default ms':>11} {'best ms':>9} {'speedup':>7}"]
+        for r in self.reports:
+            d = f"{r.default_secs * 1e3:.4f}" if r.default_secs else "-"
+            b = f"{r.best_secs * 1e3:.4f}" if r.best_secs else "-"
+            sp = f"{r.speedup:.2f}x" if r.speedup else "-"
+            rows.append(f"{r.name[:52]:<52} {r.weight:>3} {r.trials:>6} {d:>11} {b:>9} {sp:>7}")
+        lat, dlat = self.latency, self.default_latency
+        if lat and dlat:
+            rows.append(f"estimated latency {lat * 1e3:.3f} ms (default schedules {dlat * 1e3:.3f} ms, "
+                        f"{dlat / lat:.2f}x) after {self.trials} trials in {self.seconds:.0f} s")
+        return "\n".join(rows)
+
+    def __repr__(self):
+        lat = self.latency
+        est = f"{lat * 1e3:.3f} ms" if lat else "none"
+        return f"<GraphTuneResult {len(self.tasks)} tasks, {self.trials} trials, estimated latency {est}>"
+
+
+def _estimate(reports, attr) -> float | None:
+    total = 0.0
+    for r in reports:
+        v = getattr(r, attr)
+        if v is None:
+            v = r.default_secs if attr == "best_secs" else r.best_secs
+        if v is None:
+            return None
+        total += r.weight * v
+    return total
+
+
+class TaskScheduler:
+    """Ansor's gradient-based allocation of rounds over the tasks' TaskTuners (see the module docstring)."""
+
+    def __init__(self, tuners: list, rng, alpha: float = 0.2, beta: float = 2.0, eps: float = 0.05,
+                 early_stopping: int | None = 64):
+        self.tuners = tuners
+        self.rng = rng
+        self.alpha, self.beta, self.eps = alpha, beta, eps
+        self.early_stopping = early_stopping
+        n = len(tuners)
+        self.rounds = [0] * n
+        self.best_hist: list = [[] for _ in range(n)]    # best seconds after each round
+        self.last_gain = [0] * n                         # trials at the last improvement
+        self.done: list = [None] * n
+
+    def weight(self, i) -> float:
+        return float(getattr(self.tuners[i].task, "weight", 1))
+
+    def record(self, i, before: float | None) -> None:
+        """After a round of task i: its history, its early stop."""
+        t = self.tuners[i]
+        self.rounds[i] += 1
+        self.best_hist[i].append(t.best_secs)
+        if t.best_secs is not None and (before is None or t.best_secs < before * (1 - 1e-3)):
+            self.last_gain[i] = t.trials
+        if t.exhausted:
+            self.done[i] = "exhausted"
+        elif self.early_stopping is not None and t.trials - self.last_gain[i] >= self.early_stopping:
+            self.done[i] = "converged"
+
+    def alive(self) -> list:
+        return [i for i, d in enumerate(self.done) if d is None]
+
+    def next_task(self) -> int | None:
+        """The task whose next round should cut the estimated latency most."""
+        alive = self.alive()
+        if not alive:
+            return None
+        for i in alive:                  # every task gets a first round before any gradient
+            if self.rounds[i] == 0:
+                return i
+        if self.rng.random() < self.eps:
+            return alive[int(self.rng.integers(len(alive)))]
+        # the throughput (flops / s) each op kind reached, for the optimistic forward estimate
+        best_rate: dict = {}
+        for i, t in enumerate(self.tuners):
+            if t.best_secs and t.task.flops:
+                key = _kind(t.task)
+                best_rate[key] = max(best_rate.get(key, 0.0), t.task.flops / t.best_secs)
+        grads = []
+        for i in alive:
+            t = self.tuners[i]
+            g = t.best_secs
+            if g is None:
+                grads.append((-np.inf, i))           # nothing runs yet: try it first
+                continue
+            hist = self.best_hist[i]
+            prev = hist[-2] if len(hist) >= 2 and hist[-2] is not None else g
+            backward = g - prev                       # change over the last round (<= 0)
+            forward = -g / max(1, self.rounds[i])
+            rate = best_rate.get(_kind(t.task))
+            if rate and t.task.flops:
+                forward = min(forward, self.beta * t.task.flops / rate - g)
+            grad = self.weight(i) * (self.alpha * backward + (1 - self.alpha) * forward)
+            grads.append((grad, i))
+        return min(grads)[1]
+
+
+def _kind(task) -> str:
+    """Tasks of the same op family (the kernel name without its _k suffix) are 'similar' for the
+    forward estimate."""
+    name = getattr(task, "op", task.name)
+    head, _, tail = name.rpartition("_")
+    return head if tail.isdigit() and head else name
+
+
+def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=None, *, strategy="evolutionary",
+               cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 16,
+               time_budget: float | None = None, early_stopping: int | None = 64, opt_level: int = 3,
+               tasks=None, progress=None) -> GraphTuneResult:
+    """Tune the kernels of graph (with params bound, as tessera.compile optimizes it) for target, for at
+    most max_trials measured candidates in all (or time_budget seconds); records go to database (a
+    Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
+    cost_model: "xgb", "random" or a CostModel (e.g. one pre-trained on another model's records:
+    transfer). progress: None, or a callable given a list of TaskReport and the totals after every
+    round (the CLI draws its live table with it). Returns a GraphTuneResult."""
+    target = Target(target)
+    check_trials("tune_graph", max_trials, batch_size)
+    if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
+        raise TesseraError(f"tune_graph: early_stopping must be an int >= 1 or None, got {early_stopping!r}")
+    if time_budget is not None and not time_budget > 0:
+        raise TesseraError(f"tune_graph: time_budget must be > 0 seconds, got {time_budget!r}")
+    database = open_database(database)
+    if tasks is None:
+        tasks = extract_tasks(graph, params, target, opt_level)
+    tasks = list(tasks)
+    for t in tasks:
+        if t.target != target:
+            raise TesseraError(f"tune_graph: task {t.name} is for {t.target}, not {target}")
+    rng = np.random.default_rng(seed)
+    model = make_cost_model(cost_model, None if seed is None else int(seed))
+    tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
+              for t in tasks]
+    t0 = time.perf_counter()
+    defaults: list = [None] * len(tasks)
+    for k, tu in enumerate(tuners):
+        tu.start()
+    sched = TaskScheduler(tuners, rng, early_stopping=early_stopping)
+    history: list = []
+    total = sum(tu.trials for tu in tuners)
+
+    def reports():
+        return [TaskReport(t.name, getattr(t, "weight", 1), t.flops or 0.0, tu.trials, tu.errors, defaults[k],
+                           tu.best_secs, sched.done[k]) for k, (t, tu) in enumerate(zip(tasks, tuners))]
+
+    def tell():
+        if progress is not None:
+            progress(reports(), dict(trials=total, max_trials=max_trials, seconds=time.perf_counter() - t0,
+                                     time_budget=time_budget))
+
+    tell()
+    while total < max_trials:
+        if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+            break
+        i = sched.next_task()
+        if i is None:
+            break
+        tu = tuners[i]
+        before = tu.best_secs
+        if sched.rounds[i] == 0:
+            # the default schedule first: the untuned kernel is always a measured candidate
+            defaults[i] = _default_secs(tu, tasks[i])
+        n = min(batch_size, max_trials - total)
+        if n > 0:
+            tu.round(n)
+        total = sum(x.trials for x in tuners)
+        sched.record(i, before)
+        est = _estimate(reports(), "best_secs")
+        history.append((total, time.perf_counter() - t0, est))
+        tell()
+    # tasks never reached keep their default time unknown; a resumed default is read back
+    for k, tu in enumerate(tuners):
+        if defaults[k] is None and sched.rounds[k]:
+            defaults[k] = _default_secs(tu, tasks[k], measure=False)
+    return GraphTuneResult(tasks, [tu.result() for tu in tuners], reports(), total, time.perf_counter() - t0,
+                           history)
+
+
+def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
+    """Seconds of the task's default schedule: measured now, or found among the measured candidates
+    (a resumed database)."""
+    sch = task.space.default() if hasattr(task.space, "default") else None
+    if sch is None:
+        return None
+    key = tuner.search.key(sch)
+    for secs, s in tuner.search.measured:
+        if tuner.search.key(s) == key:
+            return secs
+    if measure and key not in tuner.search.seen:
+        tuner.measure([sch])
+        for secs, s in tuner.search.measured:
+            if tuner.search.key(s) == key:
+                return secs
+    return None
+
+
+__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler"]
