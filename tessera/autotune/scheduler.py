@@ -3,9 +3,9 @@
     res = autotune.tune_graph(graph, params, target="c -num-threads=2", max_trials=2000, database="tune.jsonl")
     exe = tessera.compile(graph, params, target="c -num-threads=2", database="tune.jsonl")
 
-The model's latency is estimated as sum(weight_i * best_i) over its tasks (extract_tasks). Each task
-first measures its default schedule (the untuned kernel, always a candidate) and one round of the
-search; after that every round goes to the task whose next trials are expected to cut the estimate
+The model's latency is estimated as sum(weight_i * best_i) over its tasks (extract_tasks). First every
+task's default schedule is measured (the untuned kernel, always a candidate), then each task gets one
+round of the search; after that every round goes to the task whose next trials are expected to cut the estimate
 most (Ansor's gradient: the weighted mix of the task's recent improvement per round and an optimistic
 forward estimate, that its time can still shrink in proportion to its trials or to the throughput
 similar tasks reached). A task stops when `early_stopping` of its trials bring no improvement, or its
@@ -220,17 +220,27 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
                                      time_budget=time_budget))
 
     tell()
+
+    def out_of_time():
+        return time_budget is not None and time.perf_counter() - t0 >= time_budget
+
+    # every task's default schedule first: the untuned kernel is always a measured candidate, and
+    # the estimate of the model's latency is complete from here on
+    for k, tu in enumerate(tuners):
+        if total >= max_trials or out_of_time():
+            break
+        defaults[k] = _default_secs(tu, tasks[k])
+        total = sum(x.trials for x in tuners)
+        history.append((total, time.perf_counter() - t0, _estimate(reports(), "best_secs")))
+        tell()
     while total < max_trials:
-        if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+        if out_of_time():
             break
         i = sched.next_task()
         if i is None:
             break
         tu = tuners[i]
         before = tu.best_secs
-        if sched.rounds[i] == 0:
-            # the default schedule first: the untuned kernel is always a measured candidate
-            defaults[i] = _default_secs(tu, tasks[i])
         n = min(batch_size, max_trials - total)
         if n > 0:
             tu.round(n)
@@ -239,9 +249,8 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
         est = _estimate(reports(), "best_secs")
         history.append((total, time.perf_counter() - t0, est))
         tell()
-    # tasks never reached keep their default time unknown; a resumed default is read back
-    for k, tu in enumerate(tuners):
-        if defaults[k] is None and sched.rounds[k]:
+    for k, tu in enumerate(tuners):      # a default measured in an earlier run (resumed) is read back
+        if defaults[k] is None:
             defaults[k] = _default_secs(tu, tasks[k], measure=False)
     return GraphTuneResult(tasks, [tu.result() for tu in tuners], reports(), total, time.perf_counter() - t0,
                            history)

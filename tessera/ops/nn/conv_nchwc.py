@@ -530,10 +530,15 @@ def schedule_depthwise_nchwc(sch, ctx):
         if b is None:
             continue
         is_red = any(iv.iter_type == "reduce" for iv in sch.get(b).iter_vars)
+        if ctx.knobs is not None:    # tuning: knobs sampled once, on sch (a refusal makes no candidate)
+            _depthwise_block(sch, b, ctx, is_red, ctx.epilogue)
+            done.add(cand)
+            done.update(ctx.epilogue)
+            break
         try:
             trial = sch.copy()
-            _depthwise_block(trial, trial.get_block(cand), ctx.target, is_red, ctx.epilogue)
-            _depthwise_block(sch, b, ctx.target, is_red, ctx.epilogue)
+            _depthwise_block(trial, trial.get_block(cand), ctx, is_red, ctx.epilogue)
+            _depthwise_block(sch, b, ctx, is_red, ctx.epilogue)
             done.add(cand)
             done.update(ctx.epilogue)
         except ScheduleError:
@@ -570,25 +575,37 @@ def _local_weights(sch, block):
             pass
 
 
-def _depthwise_block(sch, block, target, is_red, epilogue):
+def _depthwise_block(sch, block, ctx, is_red, epilogue):
+    """Knobs (ctx.choose; defaults the hand choices): output pixels unrolled as a register block
+    (the unrolled expression form), the row's filter in a local array, and whether the rows or
+    only the channel chunks are the parallel loop."""
+    target = ctx.target
     loops = sch.get_loops(block)
     n, c, oh, ow, cb = loops[:5]
+    owe = _extent(sch, ow)
+    work = 1
+    for lp in loops[:5]:
+        work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
     if is_red:
         kh, kw = loops[5:7]
         sch.reorder(n, c, oh, ow, kh, kw, cb)
         sch.decompose_reduction(block, kh)
+    else:
+        unroll = ctx.choose(sch, "depthwise.ow_unroll",
+                            [u for u in (2, 4, 7, 8) if owe is not None and owe % u == 0 and owe > u], 1)
+        if unroll > 1:
+            _, owi = sch.split(ow, [None, unroll])
+            sch.unroll(owi)
     e = _extent(sch, cb)
     if e is not None and 2 <= e <= 64:
         sch.vectorize(cb)
-    work = 1
-    for lp in loops[:5]:
-        work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
     parallel = S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK
-    if parallel and not is_red:
+    if parallel and not is_red and ctx.choose(sch, "depthwise.local_weights", [False], True):
         _local_weights(sch, block)
     _place_epilogue(sch, epilogue, oh, target)
     if parallel:
-        sch.parallel(sch.fuse(n, c, oh))
+        rows = ctx.choose(sch, "depthwise.parallel_rows", [False], True)
+        sch.parallel(sch.fuse(n, c, oh) if rows else sch.fuse(n, c))
 
 
 # ---------------------------------------------------------------------------------------------
