@@ -369,7 +369,8 @@ def _kernel_isa(sch, block, target):
 def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply.
     Its knobs (ctx.choose; the defaults are the hand choices): output blocks a call (V), output rows
-    a call, and whether the block groups or the row groups are the outer parallel loop."""
+    a call, whether the block groups or the row groups are the outer parallel loop, and input-channel
+    chunks a call (the reduction in slices, default whole)."""
     target = ctx.target
     isa = _kernel_isa(sch, block, target)
     if isa is None:
@@ -392,19 +393,27 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 64],
                       _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target)))
     rows_outer = ctx.choose(sch, "conv.rows_outer", [True], False)
+    icce = _extent(sch, icc)
+    ic_inner = icce if icce is None else ctx.choose(
+        sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and d * khe * kwe >= 4], icce)
     name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows)
-    work = 2 * chunks * ib * ohe * owe * (_extent(sch, icc) or 1) * 64
+    work = 2 * chunks * ib * ohe * owe * (icce or 1) * 64
     oco, oci = sch.split(oc, [None, v])
     oho, ohi = sch.split(oh, [None, rows])
-    if rows_outer:
-        sch.reorder(n, oho, oco, oci, ohi, ow, ob, icc, kh, kw, ici)
+    outer = [n, oho, oco] if rows_outer else [n, oco, oho]
+    if ic_inner is not None and ic_inner < icce:
+        # the reduction over input channels in slices: a slice's weights stay in cache while
+        # the call sweeps its rows; each call adds its slice's sum into the output tile
+        ico, ici_ = sch.split(icc, [None, ic_inner])
+        sch.reorder(*outer, ico, oci, ohi, ow, ob, ici_, kh, kw, ici)
+        init = sch.decompose_reduction(block, ico)
     else:
-        sch.reorder(n, oco, oho, oci, ohi, ow, ob, icc, kh, kw, ici)
-    init = sch.decompose_reduction(block, oci)
+        sch.reorder(*outer, oci, ohi, ow, ob, icc, kh, kw, ici)
+        init = sch.decompose_reduction(block, oci)
     sch.vectorize(sch.get_loops(init)[-1])
-    _place_epilogue(sch, epilogue, oco if rows_outer else oho, target)    # while the conv block still writes points
+    _place_epilogue(sch, epilogue, outer[-1], target)    # while the conv block still writes points
     sch.tensorize(oci, name)
-    _parallel_outer(sch, [n, oho, oco] if rows_outer else [n, oco, oho], target, work)
+    _parallel_outer(sch, outer, target, work)
     return True
 
 
