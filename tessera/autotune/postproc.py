@@ -15,12 +15,26 @@ Each Postproc has `apply(sch) -> bool`; `default_postprocs(ctx)` is, in order:
 - VerifyParallelVectorize: every vectorized loop has a constant extent within the target's limit;
   no parallel loop is nested in a parallel or vectorized one.
 - VerifyLowers: the program lowers through the target's pipeline (tir.transform.lower).
+For a GPU target (ctx.is_gpu) the list is instead:
+- RewriteCooperativeFetch: each shared-memory cache block annotated meta_schedule.cooperative_fetch
+  (rules/multi_level_tiling_gpu.py) has its own loops fused, split by the threadIdx.x extent of the
+  kernel it sits in (and by the annotated vector width, halved until it divides the copy) and bound
+  to threadIdx.x, the vector part vectorized: the threads of the block copy the tile together;
+- RewriteReductionBlock: a reduction block under thread-bound loops whose init is still inside it
+  is decomposed (decompose_reduction) at its outermost reduction loop: the accumulator is zeroed
+  once before the reduction instead of under an `if (k == 0)` in every step;
+- RewriteParallelVectorizeUnroll, as above (only the unroll depth is there to apply: the outermost,
+  block-bound loop of each kernel gets it);
+- VerifyGPUCode: the program lowers and renders through the target's backend (tir pipeline,
+  split_host_device, thread_sync, the renderer) and every kernel fits the target's threads per
+  block and shared memory (SpaceContext.max_threads_per_block / max_shared_memory).
 The rewriting is traced after an EnterPostproc instruction, so a candidate's trace replays it.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..backend import generate
 from ..errors import TesseraError
 from ..ir import (
     BlockRealize,
@@ -33,11 +47,13 @@ from ..ir import (
     Stmt,
     structural_hash,
 )
+from ..ir.functor import collect_vars
 from ..target import Target
 from ..tir.schedule.analysis import loop_iter_type
 from ..tir.schedule.state import child_realizes
 from ..tir.transform import lower
 from .rules.base import (
+    ANN_COOP_FETCH,
     ANN_PARALLEL,
     ANN_UNROLL,
     ANN_VECTORIZE,
@@ -273,8 +289,7 @@ class VerifyLowers(Postproc):
         ok = self._seen.get(key)
         if ok is None:
             try:
-                lower(sch.mod, self.ctx.target)
-                ok = True
+                ok = self._check(sch.mod)
             except TesseraError:
                 ok = False
             self._seen[key] = ok
@@ -282,9 +297,112 @@ class VerifyLowers(Postproc):
                 self._seen.popitem(last=False)
         return ok
 
+    def _check(self, mod) -> bool:
+        lower(mod, self.ctx.target)
+        return True
+
+
+class RewriteCooperativeFetch(Postproc):
+    """See the module docstring."""
+
+    name = "RewriteCooperativeFetch"
+
+    def apply(self, sch) -> bool:
+        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        idx = sch.state.index(fname)
+        todo = [(name, _int_ann(r.block, ANN_COOP_FETCH)) for name, r in idx.blocks.items()
+                if ANN_COOP_FETCH in r.block.annotations]
+        for name, lanes in todo:
+            idx = sch.state.index(fname)
+            realize = idx.blocks[name]
+            above = idx.loops_above(realize)
+            threads = [lp for lp in above if lp.kind == ForKind.THREAD_BINDING
+                       and lp.thread_binding.thread_tag == "threadIdx.x"]
+            if len(threads) != 1 or const_extent(threads[0]) is None:
+                return False        # no one thread loop to share the copy among
+            tx = const_extent(threads[0])
+            own = [lp for lp in above if all(r is realize for r in child_realizes(lp.body))]
+            block = sch.get_block(name)
+            sch.unannotate(block, ANN_COOP_FETCH)
+            if not own or own[0] is not above[len(above) - len(own)]:
+                return False
+            rvs = sch.get_loops(block)[len(above) - len(own):]
+            fused = sch.fuse(*rvs) if len(rvs) > 1 else rvs[0]
+            n = const_extent(sch.get(fused))
+            if n is None:
+                return False
+            vec = lanes if lanes and lanes > 1 else 1
+            while vec > 1 and n % (tx * vec):
+                vec //= 2
+            parts = sch.split(fused, [None, tx, vec] if vec > 1 else [None, tx])
+            sch.bind(parts[1], "threadIdx.x")
+            if vec > 1:
+                sch.vectorize(parts[2])
+        return True
+
+
+class RewriteReductionBlock(Postproc):
+    """See the module docstring."""
+
+    name = "RewriteReductionBlock"
+
+    def apply(self, sch) -> bool:
+        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        idx = sch.state.index(fname)
+        todo = []
+        for name, r in idx.blocks.items():
+            if r.block.init is None or not any(iv.iter_type == "reduce" for iv in r.block.iter_vars):
+                continue
+            above = idx.loops_above(r)
+            if not any(lp.kind == ForKind.THREAD_BINDING for lp in above):
+                continue
+            red = set()
+            for iv, v in zip(r.block.iter_vars, r.iter_values):
+                if iv.iter_type == "reduce":
+                    red |= set(collect_vars(v))
+            pos = next((k for k, lp in enumerate(above) if lp.loop_var in red), None)
+            if pos is not None and all(lp.kind != ForKind.THREAD_BINDING for lp in above[pos:]):
+                todo.append((name, pos))
+        for name, pos in todo:
+            block = sch.get_block(name)
+            sch.decompose_reduction(block, sch.get_loops(block)[pos])
+        return True
+
+
+class VerifyGPUCode(VerifyLowers):
+    """See the module docstring (a VerifyLowers: the search runs it on the candidates it builds)."""
+
+    name = "VerifyGPUCode"
+    CUDA_BLOCK_DIMS = (1024, 1024, 64)
+
+    def _check(self, mod) -> bool:
+        ctx = self.ctx
+        src = generate(mod, ctx.target)
+        for m in src.meta:
+            for k in m["kernels"]:
+                block = k["block"]
+                if block[0] * block[1] * block[2] > ctx.max_threads_per_block:
+                    return False
+                if k["shared_bytes"] > ctx.max_shared_memory:
+                    return False
+                if ctx.target.kind == "cuda" and any(b > lim for b, lim in zip(block, self.CUDA_BLOCK_DIMS)):
+                    return False
+        return True
+
+
+def gpu_postprocs(ctx: SpaceContext, verify_lowering: bool = True) -> list:
+    """The GPU postprocessors, in order (see the module docstring)."""
+    out = [RewriteCooperativeFetch(ctx), RewriteReductionBlock(ctx), RewriteParallelVectorizeUnroll(ctx)]
+    if verify_lowering:
+        out.append(VerifyGPUCode(ctx))
+    return out
+
 
 def default_postprocs(ctx: SpaceContext, verify_lowering: bool = True) -> list:
-    """The CPU postprocessors, in order (see the module docstring)."""
+    """The target's postprocessors, in order (see the module docstring): gpu_postprocs for a GPU
+    target."""
+    if ctx.is_gpu:
+        return gpu_postprocs(ctx, verify_lowering)
     out = [RewriteParallelVectorizeUnroll(ctx), VerifyParallelVectorize(ctx)]
     if verify_lowering:
         out.append(VerifyLowers(ctx))
@@ -325,9 +443,13 @@ def postprocess(sch, target, postprocs=None) -> bool:
 
 __all__ = [
     "Postproc",
+    "RewriteCooperativeFetch",
     "RewriteParallelVectorizeUnroll",
+    "RewriteReductionBlock",
+    "VerifyGPUCode",
     "VerifyLowers",
     "VerifyParallelVectorize",
     "default_postprocs",
+    "gpu_postprocs",
     "postprocess",
 ]

@@ -8,8 +8,9 @@
 
 A design space is a schedule whose trace holds sampling instructions: a probabilistic program.
 generate_design_space applies the rules (rules/: AutoInline, AddRFactor, UseTensorIntrin,
-MultiLevelTiling, ParallelizeVectorizeUnroll, RandomComputeLocation) to every block, consumers
-first, each rule mapping a schedule to the schedules it branches into; the untouched program is
+MultiLevelTiling, ParallelizeVectorizeUnroll, RandomComputeLocation; for opencl and cuda targets
+AutoInline, MultiLevelTilingGPU, AutoBind, AutoUnroll) to every block, consumers first, each rule
+mapping a schedule to the schedules it branches into; for a CPU target the untouched program is
 always one more space. A candidate replays a space's trace (remove_postproc) with new decisions
 and runs the postprocessors (postproc.py), which may reject it (None).
 """
@@ -66,7 +67,8 @@ def generate_design_space(func, target, rules=None) -> list:
             applied = nxt
         for s in reversed(applied):
             stack.append((s, n - 1))
-    spaces.append(Schedule(func, seed=0))  # the untouched program
+    if not ctx.is_gpu:     # a GPU kernel needs its loops bound: the untouched program never builds
+        spaces.append(Schedule(func, seed=0))  # the untouched program
     return spaces
 
 

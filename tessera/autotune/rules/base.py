@@ -22,44 +22,101 @@ ANN_VECTORIZE = "meta_schedule.vectorize"          # root block: the longest vec
 ANN_UNROLL = "meta_schedule.unroll_explicit"       # root block: the auto-unroll depth (0: none)
 ANN_TILING = "meta_schedule.tiling_structure"      # a tiled block: its structure ("SSRSRS")
 ANN_TENSORIZED = "meta_schedule.auto_tensorize"    # a tensorized block: the intrinsic's name
+ANN_COOP_FETCH = "meta_schedule.cooperative_fetch"  # a shared-memory cache block: its copy's vector lanes
 META_PREFIX = "meta_schedule."
 
 UNROLL_CANDIDATES = (0, 16, 64, 512)
 PARALLEL_JOBS_PER_THREAD = (1, 4, 16, 64)
 
 
+GPU_KINDS = ("opencl", "cuda")
+GPU_UNROLL_CANDIDATES = (0, 16, 64, 512, 1024)   # MetaSchedule's GPU auto-unroll depths
+GPU_THREAD_CANDIDATES = (32, 64, 128, 256, 512, 1024)   # AutoBind's threads per block
+GPU_FETCH_LANES = (1, 2, 4)                      # cooperative-fetch vector widths (float4 at most)
+CUDA_MAX_THREADS = 1024                          # every architecture since sm_20
+CUDA_MAX_SHARED = 48 * 1024                      # static __shared__ bytes per block (sm_90 too)
+OPENCL_FALLBACK_THREADS = 256                    # without a usable device: a common work-group limit
+OPENCL_FALLBACK_SHARED = 32 * 1024               # OpenCL 1.2's minimum local memory
+
+
+def gpu_limits(target) -> tuple:
+    """(threads per block, shared-memory bytes per block) a GPU target's candidates must fit: CUDA's
+    (1024, 48 KiB, as the cuda backend checks them); an OpenCL target's from its device (the one
+    `-device=` names, through pyopencl) when one is usable, else (256, 32 KiB); either capped by the
+    target's -max-threads-per-block."""
+    t = Target(target)
+    if t.kind == "cuda":
+        threads, shared = CUDA_MAX_THREADS, CUDA_MAX_SHARED
+    else:
+        from ...runtime import opencl as cl_rt   # pyopencl: optional, and only for the device's limits
+        threads, shared = OPENCL_FALLBACK_THREADS, OPENCL_FALLBACK_SHARED
+        if cl_rt.available() and cl_rt.usable()[0]:
+            try:
+                _, _, dev = cl_rt.context(t.attrs.get("device"))
+                threads, shared = int(dev.max_work_group_size), int(dev.local_mem_size)
+            except TesseraError:
+                pass
+    limit = t.attrs.get("max-threads-per-block")
+    if limit is not None:
+        threads = min(threads, int(limit))
+    return threads, shared
+
+
 class SpaceContext:
     """The limits of one target the rules and postprocessors size the space by.
 
-    lanes: float32 lanes of a SIMD register; max_vectorize_extent: the longest loop vectorized
-    (four registers of float32: codegen splits a longer vector into registers, and a loop longer
-    than that is better tiled than vectorized); parallel_candidates: the parallel extents
-    ParallelizeVectorizeUnroll chooses from (threads x 1/4/16/64 jobs each)."""
+    CPU targets: lanes: float32 lanes of a SIMD register; max_vectorize_extent: the longest loop
+    vectorized (four registers of float32: codegen splits a longer vector into registers, and a loop
+    longer than that is better tiled than vectorized); parallel_candidates: the parallel extents
+    ParallelizeVectorizeUnroll chooses from (threads x 1/4/16/64 jobs each).
+    GPU targets (opencl, cuda; is_gpu): max_threads_per_block and max_shared_memory (gpu_limits),
+    thread_candidates (AutoBind's block sizes within the limit), lanes: the widest cooperative-fetch
+    vector (4: float4), unroll_candidates MetaSchedule's GPU ones; nothing is parallelized."""
 
     __slots__ = (
+        "is_gpu",
         "lanes",
         "max_innermost_factor",
+        "max_shared_memory",
+        "max_threads_per_block",
         "max_vectorize_extent",
         "num_threads",
         "parallel_candidates",
         "target",
+        "thread_candidates",
         "unroll_candidates",
     )
 
     def __init__(self, target, max_innermost_factor: int = 64):
         t = Target(target)
-        if not t.is_cpu:
-            raise TesseraError(f"the design-space rules generate CPU schedules; target {str(t)!r} is not a "
-                               f"C (CPU) target")
+        if not t.is_cpu and t.kind not in GPU_KINDS:
+            raise TesseraError(f"the design-space rules generate CPU (c) and GPU ({', '.join(GPU_KINDS)}) "
+                               f"schedules; target {str(t)!r} is neither")
         self.target = t
+        self.max_innermost_factor = max_innermost_factor
+        self.is_gpu = t.kind in GPU_KINDS
+        if self.is_gpu:
+            self.max_threads_per_block, self.max_shared_memory = gpu_limits(t)
+            self.thread_candidates = tuple(c for c in GPU_THREAD_CANDIDATES if c <= self.max_threads_per_block) \
+                or (self.max_threads_per_block,)
+            self.num_threads = 1
+            self.lanes = max(GPU_FETCH_LANES)
+            self.max_vectorize_extent = self.lanes
+            self.parallel_candidates = ()
+            self.unroll_candidates = GPU_UNROLL_CANDIDATES
+            return
+        self.max_threads_per_block = self.max_shared_memory = None
+        self.thread_candidates = ()
         self.num_threads = t.num_threads
         self.lanes = t.vector_bits // 32
         self.max_vectorize_extent = 4 * self.lanes
         self.parallel_candidates = tuple(self.num_threads * j for j in PARALLEL_JOBS_PER_THREAD)
         self.unroll_candidates = UNROLL_CANDIDATES
-        self.max_innermost_factor = max_innermost_factor
 
     def __repr__(self):
+        if self.is_gpu:
+            return (f"<SpaceContext {self.target}: <= {self.max_threads_per_block} threads and "
+                    f"{self.max_shared_memory} shared bytes per block>")
         return (f"<SpaceContext {self.target}: {self.num_threads} threads, {self.lanes} lanes, "
                 f"vectorize <= {self.max_vectorize_extent}>")
 
@@ -204,6 +261,7 @@ def loop_is_data_par(lp) -> bool:
 
 
 __all__ = [
+    "ANN_COOP_FETCH",
     "ANN_PARALLEL",
     "ANN_TENSORIZED",
     "ANN_TILING",
@@ -215,6 +273,7 @@ __all__ = [
     "block_alive",
     "const_extent",
     "divisors",
+    "gpu_limits",
     "elementwise_reads",
     "has_branch",
     "is_pure_copy",

@@ -1,0 +1,106 @@
+"""MultiLevelTilingGPU: the "SSSRRSRS" tiling of reductions with data reuse for GPUs, with
+cooperative fetching into shared memory (MetaSchedule's MultiLevelTiling for CUDA, Ansor's GPU
+sketch; the structure of ops/gpu/gemm.py's hand schedule, with every size a decision).
+
+Each constant spatial loop is tiled into 5 (sample_perfect_tile) and each constant reduction loop
+into 3, ordered S0 S1 S2 R0 R1 S3 R2 S4 (a symbolic loop is not tiled and leads its level). The
+loops of each of the first three spatial levels are fused and bound: S0 to blockIdx.x, S1 to
+vthread.x (lowered to a serial loop: a thread's strided sub-tiles), S2 to threadIdx.x. Then:
+- the output is accumulated in "local" memory: cache_write, its write-back reverse_compute_at
+  under the threadIdx loop (each thread stores its own outputs once);
+- every input is cached in "shared" memory: cache_read, compute_at under the last R0 loop. The
+  cache block's region is relaxed over the threads of the block (tir/schedule/placement.py), so it
+  copies the whole block's tile; it is annotated meta_schedule.cooperative_fetch with a sampled
+  vector width (1, 2 or 4 lanes), and postproc.RewriteCooperativeFetch fuses its loops, splits them
+  by the thread count and binds them to threadIdx.x (vectorized where the width divides the copy)
+  once the thread count is known.
+The tiled block is annotated meta_schedule.tiling_structure (removed by the postprocessor). A
+block whose tiling does not apply (no data reuse, non-trivial bindings) is left to AutoBind.
+"""
+from __future__ import annotations
+
+from ...errors import ScheduleError
+from .base import (
+    ANN_COOP_FETCH,
+    ANN_TILING,
+    ScheduleRule,
+    const_extent,
+    needs_multi_level_tiling,
+    node_of,
+    trivial_binding_loops,
+)
+
+STRUCTURE = "SSSRRSRS"
+TILE_BINDS = ("blockIdx.x", "vthread.x", "threadIdx.x")
+
+
+class MultiLevelTilingGPU(ScheduleRule):
+    """See the module docstring. lanes: the cooperative-fetch vector widths sampled from."""
+
+    name = "MultiLevelTilingGPU"
+
+    def __init__(self, ctx, max_innermost_factor: int = 64, lanes=(1, 2, 4)):
+        super().__init__(ctx)
+        self.max_innermost_factor = max_innermost_factor
+        self.lanes = tuple(v for v in lanes if v <= ctx.lanes) or (1,)
+
+    def apply(self, sch, block) -> list:
+        idx, r = node_of(sch, block)
+        if ANN_TILING in r.block.annotations or not needs_multi_level_tiling(r):
+            return [sch]
+        loops = trivial_binding_loops(idx, r)
+        if loops is None or any(iv.iter_type not in ("data_par", "reduce") for iv in r.block.iter_vars):
+            return [sch]
+        out_buf = r.block.writes[0].buffer
+        read_idx = [k for k, reg in enumerate(r.block.reads) if reg.buffer is not out_buf]
+        new = sch.copy()
+        try:
+            levels = self._tile(new, block, loops, r)
+            thread_loop = self._bind(new, levels)
+            new.annotate(block, ANN_TILING, STRUCTURE)
+            acc = new.cache_write(block, 0, "local")
+            new.reverse_compute_at(acc, thread_loop, preserve_unit_loops=True)
+            r0 = levels[STRUCTURE.index("R")]
+            at = r0[-1] if r0 else thread_loop
+            # a cache_read replaces its buffer in the block's reads in place: read_idx stays valid
+            for k in read_idx:
+                cache = new.cache_read(block, k, "shared")
+                new.compute_at(cache, at, preserve_unit_loops=True)
+                lanes = new.sample_categorical(list(self.lanes), [1.0 / len(self.lanes)] * len(self.lanes))
+                new.annotate(cache, ANN_COOP_FETCH, lanes)
+        except ScheduleError:
+            return [sch]
+        return [new]
+
+    def _tile(self, sch, block, loops, r):
+        """Split and reorder into the structure's levels; the loop handles of each level."""
+        kinds = [iv.iter_type for iv in r.block.iter_vars]
+        rvs = sch.get_loops(block)
+        levels = [[] for _ in STRUCTURE]
+        s_pos = [k for k, c in enumerate(STRUCTURE) if c == "S"]
+        r_pos = [k for k, c in enumerate(STRUCTURE) if c == "R"]
+        for lp, rv, kind in zip(loops, rvs, kinds):
+            pos = s_pos if kind == "data_par" else r_pos
+            if const_extent(lp) is None:
+                levels[pos[0]].append(rv)
+                continue
+            factors = sch.sample_perfect_tile(rv, n=len(pos), max_innermost_factor=self.max_innermost_factor)
+            for p, part in zip(pos, sch.split(rv, factors=factors)):
+                levels[p].append(part)
+        sch.reorder(*[rv for level in levels for rv in level])
+        return levels
+
+    @staticmethod
+    def _bind(sch, levels):
+        """Fuse and bind the first three spatial levels (TILE_BINDS); the threadIdx loop."""
+        bound = None
+        s_levels = [lv for lv, c in zip(levels, STRUCTURE) if c == "S"]
+        for level, axis in zip(s_levels, TILE_BINDS):
+            if not level:
+                raise ScheduleError(f"MultiLevelTilingGPU: no spatial loop for {axis}")
+            bound = sch.fuse(*level) if len(level) > 1 else level[0]
+            sch.bind(bound, axis)
+        return bound
+
+
+__all__ = ["MultiLevelTilingGPU", "STRUCTURE", "TILE_BINDS"]
