@@ -77,9 +77,12 @@ class ApplyHistoryBest:
 
     def lookup(self, func, target):
         """The trace JSON of the fastest error-free record of func's workload for target, or None."""
+        sources = self._sources(target)
+        if not sources:
+            return None
         key = workload_key(func)
         tk = record_target(Target(target))
-        for db in self._sources(target):
+        for db in sources:
             top = db.get_top_k(key, tk, 1)
             if top:
                 self.used[key] = (top[0].mean_secs, str(db.path))

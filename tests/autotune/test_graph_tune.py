@@ -1,0 +1,242 @@
+"""Tuning whole models: extract_tasks, tune_graph, compiling with the records, the shipped records."""
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tessera
+from tessera import autotune, zoo
+from tessera.autotune import Database, extract_tasks, record_target, tune_graph
+from tessera.autotune.apply_history import BUILTIN_DIR, builtin_databases
+from tessera.autotune.scheduler import TaskScheduler
+from tessera.frontend import from_onnx
+from tessera.graph.ir import FUSED_OP
+from tessera.ops.registry import Knobs, get_op
+from tessera.target import Target
+from tessera.tir import Schedule
+from tessera.tir.schedule import Trace
+
+T2 = "c -num-threads=2"
+
+
+def small_cnn(seed=0):
+    """conv(8->16) relu, conv(16->16) relu twice (the same kernel), global pool, flatten, gemm."""
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def w(name, *shape):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * 0.2).astype(np.float32), name))
+        return name
+
+    x = "x"
+    for k, (cin, cout) in enumerate(((8, 16), (16, 16), (16, 16))):
+        nodes.append(helper.make_node("Conv", [x, w(f"w{k}", cout, cin, 3, 3), w(f"b{k}", cout)], [f"c{k}"],
+                                      pads=[1, 1, 1, 1], name=f"conv{k}"))
+        nodes.append(helper.make_node("Relu", [f"c{k}"], [f"r{k}"], name=f"relu{k}"))
+        x = f"r{k}"
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["p"], name="pool"))
+    nodes.append(helper.make_node("Flatten", ["p"], ["f"], name="flatten"))
+    nodes.append(helper.make_node("Gemm", ["f", w("fc_w", 10, 16), w("fc_b", 10)], ["y"], transB=1, name="fc"))
+    graph = helper.make_graph(nodes, "small_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ort(model, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _kernel_nodes(g):
+    return [n for n in g.nodes if n.op == FUSED_OP or get_op(n.op).host is None]
+
+
+def test_extract_tasks_of_a_small_cnn_deduplicates_the_repeated_conv():
+    g, params = from_onnx(small_cnn())
+    tasks = extract_tasks(g, params, T2)
+    opt = autotune.graph_tasks.optimized_graph(g, params, T2)
+    assert sum(t.weight for t in tasks) == len(_kernel_nodes(opt))
+    assert len({t.workload.key for t in tasks}) == len(tasks)
+    twice = [t for t in tasks if t.weight == 2]
+    assert len(twice) == 1 and "conv2d" in twice[0].name
+    assert sorted(n.split("_")[0] for n in twice[0].nodes) == ["relu1", "relu2"] or len(twice[0].nodes) == 2
+    assert all(t.weight == 1 for t in tasks if t is not twice[0])
+    # the conv's FLOPs: at least the multiply-adds of a 16x16x16 output over 16 x 3 x 3 inputs
+    assert twice[0].flops >= 2 * 16 * 16 * 16 * 16 * 9
+
+
+def test_extract_tasks_of_a_transformer_block_weights_the_shared_layer_norm():
+    opts = dict(seq_len=16, hidden=64, heads=4, n_positions=64)
+    g, params = from_onnx(zoo.get_model("gpt2_block", **opts))
+    tasks = extract_tasks(g, params, T2)
+    opt = autotune.graph_tasks.optimized_graph(g, params, T2)
+    assert sum(t.weight for t in tasks) == len(_kernel_nodes(opt))
+    ln = [t for t in tasks if "layer_norm" in t.name]
+    assert len(ln) == 1 and ln[0].weight == 2          # ln_1 and ln_2 run one kernel
+    mm = [t for t in tasks if "matmul" in t.name]
+    assert len(mm) >= 4 and all(t.flops > 0 for t in mm)
+
+
+def test_conv_knob_space_contains_the_default_schedule_and_samples_build_right():
+    g, params = from_onnx(small_cnn())
+    conv = next(t for t in extract_tasks(g, params, T2) if t.weight == 2)
+    space = conv.space
+    default = space.default()
+    if space.kind != "knobs":
+        pytest.skip(f"{Target(T2)} has no conv micro-kernel here (no knobs)")
+    # every knob at its default (decision 0) is the hand schedule
+    zeros = conv.program.schedule(Knobs([0] * space.knobs, seed=0))
+    assert tessera.ir.structural_equal(zeros.mod, default.mod)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(6):
+        sch = space.sample(rng)
+        if sch is None:
+            continue
+        seen.add(str(sch.trace))
+        replay = space.replay(sch.trace.as_json())
+        assert replay is not None and tessera.ir.structural_equal(replay.mod, sch.mod)
+    assert len(seen) >= 2
+
+
+@pytest.fixture(scope="module")
+def tuned_cnn(tmp_path_factory):
+    model = small_cnn()
+    g, params = from_onnx(model)
+    path = tmp_path_factory.mktemp("tune") / "cnn.jsonl"
+    tasks = extract_tasks(g, params, T2)
+    # a tiny budget on two of the tasks (the repeated conv, the dense layer) keeps the test quick
+    some = [t for t in tasks if t.weight == 2] + [t for t in tasks if "matmul" in t.name][:1]
+    res = tune_graph(g, params, T2, max_trials=6, database=str(path), batch_size=2, seed=0, tasks=some)
+    return model, g, params, path, res
+
+
+def test_tune_graph_keeps_or_improves_every_task_and_stays_equal_to_onnxruntime(tuned_cnn):
+    model, g, params, path, res = tuned_cnn
+    assert res.trials == 6 and len(res.tasks) == 2
+    measured = [r for r in res.reports if r.trials]
+    assert len(measured) == 2 and all(r.default_secs is not None for r in measured)
+    for r in measured:
+        assert r.best_secs <= r.default_secs
+    assert res.latency <= res.default_latency
+    exe = tessera.compile(g, params, T2, database=str(path))
+    x = np.random.default_rng(1).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(exe(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    n_tuned = int(exe.tuning.split("tuned schedules for ")[1].split(" of")[0])
+    assert n_tuned == sum(1 for spec in exe.plan.kernels.values() if spec.tuned) >= 1
+    prof = exe.profile(x)
+    assert sum(1 for r in prof.rows if r.tuned) >= n_tuned and "* tuned schedule" in str(prof)
+
+
+def test_tune_graph_resumes_from_its_database(tuned_cnn):
+    model, g, params, path, res = tuned_cnn
+    again = tune_graph(g, params, T2, max_trials=res.trials, database=str(path), batch_size=2, seed=1,
+                       tasks=res.tasks)
+    assert again.trials == res.trials                  # nothing new to measure: the budget is spent
+    assert again.latency == pytest.approx(res.latency)
+
+
+def test_records_of_another_target_are_never_applied(tuned_cnn, tmp_path):
+    model, g, params, path, res = tuned_cnn
+    one = tessera.compile(g, params, "c -num-threads=1", database=str(path))
+    assert one.tuning.startswith("tuned schedules for 0 of")
+    # the same records under another x86-64 level than this machine's
+    host_key = record_target(T2)
+    other_level = "x86-64-v3" if "x86-64-v4" in host_key else "x86-64-v4"
+    moved = tmp_path / "moved.jsonl"
+    with open(path) as src, open(moved, "w") as dst:
+        for line in src:
+            doc = json.loads(line)
+            if "target" in doc:
+                doc["target"] = f"c -mcpu={other_level} -num-threads=2"
+            dst.write(json.dumps(doc) + "\n")
+    other = tessera.compile(g, params, T2, database=str(moved))
+    assert other.tuning.startswith("tuned schedules for 0 of")
+    same = tessera.compile(g, params, T2, database=str(path))
+    assert not same.tuning.startswith("tuned schedules for 0 of")
+
+
+def test_a_tuned_model_exports_to_a_library_that_runs_its_tuned_kernels(tuned_cnn, tmp_path):
+    model, g, params, path, res = tuned_cnn
+    exe = tessera.compile(g, params, T2, database=str(path))
+    lib = tmp_path / "cnn.so"
+    exe.export_library(str(lib))
+    loaded = tessera.runtime.load_module(str(lib))
+    x = np.random.default_rng(3).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(loaded(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    assert any(spec.tuned for spec in loaded.plan.kernels.values())     # the plan in the file says so
+
+
+def test_compile_refuses_a_missing_database(tmp_path):
+    g, params = from_onnx(small_cnn())
+    with pytest.raises(tessera.TesseraError, match="does not exist"):
+        tessera.compile(g, params, T2, database=str(tmp_path / "none.jsonl"))
+
+
+def test_a_record_that_no_longer_applies_falls_back_to_the_default(tuned_cnn, tmp_path):
+    model, g, params, path, res = tuned_cnn
+    broken = tmp_path / "broken.jsonl"
+    with open(path) as src, open(broken, "w") as dst:
+        for line in src:
+            doc = json.loads(line)
+            if "trace" in doc:
+                doc["trace"] = [[["Split", ["no_such_loop"], [], []]], []]
+            dst.write(json.dumps(doc) + "\n")
+    with pytest.warns(UserWarning, match="does not apply"):
+        exe = tessera.compile(g, params, T2, database=str(broken))
+    x = np.random.default_rng(2).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(exe(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_task_scheduler_gives_the_next_round_to_the_task_that_cuts_latency_most():
+    class FakeTask:
+        def __init__(self, name, weight, flops):
+            self.name, self.op, self.weight, self.flops = name, name, weight, flops
+
+    class FakeTuner:
+        def __init__(self, task, best):
+            self.task, self.best_secs, self.trials, self.exhausted = task, best, 10, False
+
+    big = FakeTuner(FakeTask("conv_a", 4, 1e9), 4e-3)     # 4 runs of 4 ms: most of the model
+    small = FakeTuner(FakeTask("pool_b", 1, 1e6), 1e-5)
+    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0)
+    sched.record(0, None)
+    sched.record(1, None)
+    assert sched.next_task() == 0
+    # early stopping: no gain for early_stopping trials ends a task
+    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0, early_stopping=5)
+    sched.record(1, None)
+    small.trials = 20
+    sched.record(1, small.best_secs)
+    assert sched.done[1] == "converged" and sched.alive() == [0]
+
+
+def test_shipped_records_load_replay_and_cover_both_cpu_levels():
+    files = sorted(BUILTIN_DIR.glob("*.jsonl"))
+    assert files, "tessera ships tuned records for the zoo models"
+    levels = set()
+    for f in files:
+        db = Database(f)
+        assert len(db) > 0
+        for wl in db.workloads():
+            for rec in db.records(workload_key=wl.key):
+                levels.add(rec.target.split()[1])
+                sch = Schedule(wl.func)
+                Trace.apply_json_to_schedule(rec.trace, sch)      # every shipped trace replays here
+    assert {"-mcpu=x86-64-v3", "-mcpu=x86-64-v4"} <= levels
+
+
+def test_shipped_records_apply_to_resnet18_on_this_cpu_level():
+    target = T2
+    if not builtin_databases(target):
+        pytest.skip(f"no shipped records for {record_target(target)}")
+    g, params = from_onnx(zoo.get_model("resnet18"))
+    exe = tessera.compile(g, params, target)                 # shipped records apply by default
+    plain = tessera.compile(g, params, target, database=False)
+    assert not exe.tuning.startswith("tuned schedules for 0 of"), exe.tuning
+    assert plain.tuning.startswith("no tuning records")
+    x = zoo.sample_input("resnet18")["input"]
+    np.testing.assert_allclose(exe(x), plain(x), rtol=1e-4, atol=1e-4)
