@@ -21,7 +21,9 @@ import numpy as np
 
 from ..errors import TesseraError
 from ..target import Target
+from .apply_history import builtin_databases
 from .cost_model import make_cost_model
+from .database import record_target
 from .graph_tasks import extract_tasks
 from .tune import TaskTuner, TuneResult, check_trials, open_database
 
@@ -178,13 +180,17 @@ def _kind(task) -> str:
 def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=None, *, strategy="evolutionary",
                cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 16,
                time_budget: float | None = None, early_stopping: int | None = 64, opt_level: int = 3,
-               tasks=None, progress=None) -> GraphTuneResult:
+               tasks=None, progress=None, transfer=True) -> GraphTuneResult:
     """Tune the kernels of graph (with params bound, as tessera.compile optimizes it) for target, for at
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
     cost_model: "xgb", "random" or a CostModel (e.g. one pre-trained on another model's records:
-    transfer). progress: None, or a callable given a list of TaskReport and the totals after every
-    round (the CLI draws its live table with it). Returns a GraphTuneResult."""
+    transfer). transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
+    first: True (default) the records shipped with tessera for this target's CPU level, a path /
+    Database / list of them, or False (learn from this run only). The tasks' own records are left
+    out of the pre-training (they resume through the database instead). progress: None, or a
+    callable given a list of TaskReport and the totals after every round (the CLI draws its live
+    table with it). Returns a GraphTuneResult."""
     target = Target(target)
     check_trials("tune_graph", max_trials, batch_size)
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
@@ -200,6 +206,8 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
             raise TesseraError(f"tune_graph: task {t.name} is for {t.target}, not {target}")
     rng = np.random.default_rng(seed)
     model = make_cost_model(cost_model, None if seed is None else int(seed))
+    if isinstance(cost_model, str) and cost_model == "xgb" and transfer is not False:
+        pretrain_from(model, transfer, target, exclude={t.workload.key for t in tasks})
     tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
               for t in tasks]
     t0 = time.perf_counter()
@@ -256,6 +264,35 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
                            history)
 
 
+class _Without:
+    """A database's records minus some workloads (what CostModel.pretrain reads)."""
+
+    def __init__(self, db, exclude):
+        self.db, self.exclude = db, exclude
+
+    def workloads(self):
+        return [w for w in self.db.workloads() if w.key not in self.exclude]
+
+    def records(self, workload_key=None, target=None):
+        return self.db.records(workload_key=workload_key, target=target)
+
+
+def pretrain_from(model, transfer, target, exclude=()) -> dict:
+    """Pre-train model on the records of `transfer` (True: the shipped ones for target's CPU level;
+    else a path, Database or list of them) for target's record key, leaving out workloads in
+    exclude. Returns {"used": n, "skipped": m} summed over the databases."""
+    if transfer is True:
+        dbs = builtin_databases(target)
+    else:
+        items = transfer if isinstance(transfer, (list, tuple)) else [transfer]
+        dbs = [open_database(d) for d in items]
+    used = skipped = 0
+    for db in dbs:
+        got = model.pretrain(_Without(db, set(exclude)), record_target(target))
+        used, skipped = used + got["used"], skipped + got["skipped"]
+    return {"used": used, "skipped": skipped}
+
+
 def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
     """Seconds of the task's default schedule: measured now, or found among the measured candidates
     (a resumed database)."""
@@ -274,4 +311,4 @@ def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
     return None
 
 
-__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler"]
+__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler", "pretrain_from"]

@@ -10,7 +10,7 @@ import tessera
 from tessera import autotune, zoo
 from tessera.autotune import Database, extract_tasks, record_target, tune_graph
 from tessera.autotune.apply_history import BUILTIN_DIR, builtin_databases
-from tessera.autotune.scheduler import TaskScheduler
+from tessera.autotune.scheduler import TaskScheduler, pretrain_from
 from tessera.frontend import from_onnx
 from tessera.graph.ir import FUSED_OP
 from tessera.ops.registry import Knobs, get_op
@@ -168,6 +168,19 @@ def test_a_tuned_model_exports_to_a_library_that_runs_its_tuned_kernels(tuned_cn
     x = np.random.default_rng(3).standard_normal((1, 8, 16, 16)).astype(np.float32)
     np.testing.assert_allclose(loaded(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
     assert any(spec.tuned for spec in loaded.plan.kernels.values())     # the plan in the file says so
+
+
+def test_transfer_pretrains_the_cost_model_on_other_workloads_only(tuned_cnn):
+    model, g, params, path, res = tuned_cnn
+    db = Database(path)
+    n = len(db.records(target=record_target(T2)))
+    xgb = autotune.XGBModel(seed=0)
+    assert pretrain_from(xgb, str(path), T2) == {"used": n, "skipped": 0}
+    mine = {t.workload.key for t in res.tasks}
+    assert pretrain_from(autotune.XGBModel(seed=0), str(path), T2, exclude=mine) == {"used": 0, "skipped": 0}
+    # the pre-trained model scores a new candidate
+    feats = [autotune.extract_features(res.tasks[0].space.default(), Target(T2))]
+    assert np.isfinite(xgb.predict(feats)).all()
 
 
 def test_compile_refuses_a_missing_database(tmp_path):
