@@ -8,6 +8,10 @@
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
+    tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tcp://host:8786]
+                                                   tune every kernel of the model (a live table of tasks),
+                                                   then compile|run|bench ... --db tune.jsonl use the records
+    (a zoo model name such as resnet18 is accepted wherever a model.onnx is)
 
 Errors print `tessera: error: ...` and exit with status 2.
 """
@@ -15,15 +19,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shlex
 import sys
 import time
 
 import tessera
 from tessera import te, zoo
 
+from . import autotune
 from .accel.vdla import layers as vdla_layers
+from .autotune.graph_progress import GraphTuneTable, format_duration
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
+from .graph import DeferredGraph
 from .graph.compiler import static_problem
 from .ir.names import fresh_name
 from .runtime.executor import Executor, header_path
@@ -187,9 +196,27 @@ def _target(args):
     return Target(text)
 
 
+def _model_source(name: str):
+    """An ONNX file path, or the ModelProto of the zoo model `name` (no file of that name exists)."""
+    if os.path.isfile(name):
+        return name
+    if name in list_models():
+        return zoo.get_model(name)
+    raise TesseraError(f"no such file: {name} (nor a built-in model: {', '.join(list_models())})")
+
+
+def _is_model(name: str) -> bool:
+    """An .onnx path or a zoo model name (compiled from ONNX, so --db and onnxruntime apply)."""
+    return _is_onnx(name) or (not os.path.isfile(name) and name in list_models())
+
+
 def _load_onnx_executable(path, args):
-    graph, params = from_onnx(path, shape_dict=_parse_shapes(getattr(args, "shape", None)))
-    return tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level)
+    graph, params = from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
+    db = getattr(args, "db", None)
+    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
+    if db is not None:
+        print(f"tuning: {exe.tuning}")
+    return exe
 
 
 def _is_onnx(path: str) -> bool:
@@ -197,10 +224,13 @@ def _is_onnx(path: str) -> bool:
 
 
 def _load_any(path, args):
+    if _is_model(path):
+        return _load_onnx_executable(path, args)
     if not os.path.isfile(path):
         raise TesseraError(f"no such file: {path}")
-    if _is_onnx(path):
-        return _load_onnx_executable(path, args)
+    if getattr(args, "db", None) is not None:
+        raise TesseraError(f"--db applies when compiling an ONNX model; {path} is compiled already (compile it "
+                           f"with the records: `tessera compile model.onnx --db {args.db} -o {path}`)")
     exe = load_module(path)
     if not isinstance(exe, Executor):
         raise TesseraError(f"{path} is a kernel library, not a compiled model; make one with "
@@ -290,9 +320,9 @@ def _random_inputs(exe, symbol_value=1):
 
 
 def _compile(args) -> int:
-    if not _is_onnx(args.model):
-        raise TesseraError(f"tessera compile takes an ONNX model (.onnx), got {args.model}")
-    if not os.path.isfile(args.model):
+    if not _is_model(args.model):
+        raise TesseraError(f"tessera compile takes an ONNX model (.onnx) or a built-in model name, got {args.model}")
+    if _is_onnx(args.model) and not os.path.isfile(args.model):
         raise TesseraError(f"no such file: {args.model}")
     t0 = time.perf_counter()
     exe = _load_onnx_executable(args.model, args)
@@ -357,9 +387,7 @@ def _unique(names):
 
 
 def _check(args) -> int:
-    if not os.path.isfile(args.model):
-        raise TesseraError(f"no such file: {args.model}")
-    m = load_model(args.model)
+    m = load_model(_model_source(args.model))
     problems = check_model(m, shape_dict=_parse_shapes(args.shape))
     n = len(m.graph.node)
     if not problems:
@@ -394,12 +422,12 @@ def _bench(args) -> int:
     if report.call_ms is not None:
         print(f"             profiled call {report.call_ms:9.3f} ms = nodes {report.total_ms:.3f} + outside the kernels "
               f"{report.outside_ms:.3f} ms ({'; '.join(f'{w} {ms:.3f}' for w, _, ms in report.outside)})")
-    ort_ms = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_onnx(args.model) else None
+    ort_ms = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_model(args.model) else None
     if ort_ms is not None:
         print(f"onnxruntime  end to end {ort_ms:9.3f} ms (median of {args.repeat} runs)")
         print(f"ratio tessera / onnxruntime: {ts_ms / ort_ms:.2f}x end to end, {report.total_ms / ort_ms:.2f}x "
               f"kernels only")
-    elif _is_onnx(args.model):
+    elif _is_model(args.model):
         print("onnxruntime is not installed: no reference latency")
     return 0
 
@@ -415,7 +443,7 @@ def _ort_latency(args, inputs, tessera_outs, output_names):
     if args.threads:
         opts.intra_op_num_threads = args.threads
         opts.inter_op_num_threads = 1
-    m = load_model(args.model)
+    m = load_model(_model_source(args.model))
     sess = ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     # tessera's input and output names are the model's own: feed and fetch by name
     feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
@@ -439,6 +467,159 @@ def _ort_latency(args, inputs, tessera_outs, output_names):
                   f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})")
     return float(np.median(times)) * 1e3
 
+# ---------------------------------------------------------------------------------------------
+# tuning
+# ---------------------------------------------------------------------------------------------
+_DURATION = re.compile(r"^(?:(?P<h>\d+(?:\.\d*)?)h)?(?:(?P<m>\d+(?:\.\d*)?)m)?(?:(?P<s>\d+(?:\.\d*)?)s?)?$")
+
+
+def parse_duration(text: str) -> float:
+    """--time-budget text -> seconds: "45" or "45s", "30m", "1.5h", "1h30m", "2m30s"."""
+    m = _DURATION.match(text.strip().lower())
+    bare_tail = m is not None and (m["h"] or m["m"]) and m["s"] and not text.strip().lower().endswith("s")
+    if not text.strip() or m is None or not any(m.groupdict().values()) or bare_tail:
+        raise TesseraError(f"--time-budget {text!r}: expected a duration such as 90s, 30m, 1h or 1h30m")
+    secs = sum(float(v) * k for v, k in ((m["h"], 3600), (m["m"], 60), (m["s"], 1)) if v)
+    if secs <= 0:
+        raise TesseraError(f"--time-budget {text!r}: must be more than 0 seconds")
+    return secs
+
+
+def _tune_command(args, target, resume: bool) -> str:
+    """The `tessera tune` command line that repeats (resume=True: continues) this run."""
+    parts = ["tessera", "tune", args.model, "--trials", str(args.trials), "--db", args.db,
+             "--target", str(target)]
+    for flag, value in (("--time-budget", args.time_budget), ("--pool", args.pool),
+                        ("--strategy", None if args.strategy == "evolutionary" else args.strategy)):
+        if value:
+            parts += [flag, value]
+    for item in args.shape or ():
+        parts += ["--shape", item]
+    if resume:
+        parts.append("--resume")
+    return shlex.join(parts)
+
+
+def _transfer_model(args):
+    """--transfer DB: an XGBoost cost model pre-trained on another database's records, or None."""
+    if not args.transfer:
+        return args.cost_model
+    if args.cost_model != "xgb":
+        raise TesseraError("--transfer pre-trains the XGBoost cost model; it cannot go with --cost-model random")
+    if not os.path.isfile(args.transfer):
+        raise TesseraError(f"--transfer {args.transfer}: no such tuning database")
+    model = autotune.XGBModel(seed=args.seed)
+    t0 = time.perf_counter()
+    got = model.pretrain(autotune.Database(args.transfer))
+    if not got["used"]:
+        raise TesseraError(f"--transfer {args.transfer}: no record of it replays ({got['skipped']} skipped); "
+                           f"nothing to pre-train the cost model on")
+    print(f"cost model pre-trained on {got['used']} records of {args.transfer} ({got['skipped']} skipped) "
+          f"in {time.perf_counter() - t0:.1f} s")
+    return model
+
+
+def plot_tuning_curve(history, path, title: str = "", default_latency=None) -> str:
+    """A PNG of the estimated end-to-end latency (ms) vs trials and vs seconds: history is
+    GraphTuneResult.history ((trials, seconds, estimate in seconds or None) per round)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (optional dependency)
+        from matplotlib.figure import Figure  # noqa: PLC0415
+    except ImportError:
+        raise TesseraError("the tuning-curve PNG needs matplotlib (pip install 'tessera[tune]'); "
+                           "leave --png out to skip it") from None
+    pts = [(t, s, e * 1e3) for t, s, e in history if e is not None]
+    if not pts:
+        raise TesseraError("no tuning round completed a latency estimate: nothing to plot")
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    for k, (ax, xlabel) in enumerate(zip(fig.subplots(1, 2), ("trials", "seconds"))):
+        ax.step([p[k] for p in pts], [p[2] for p in pts], where="post", label="tuned")
+        if default_latency:
+            ax.axhline(default_latency * 1e3, color="grey", linestyle="--", label="default schedules")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("estimated latency (ms)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=100)
+    return str(path)
+
+
+def _tune(args) -> int:
+    target = _target(args)
+    if args.trials < 1:
+        raise TesseraError(f"--trials must be at least 1, got {args.trials}")
+    budget = parse_duration(args.time_budget) if args.time_budget is not None else None
+    if args.early_stopping < 0:
+        raise TesseraError(f"--early-stopping must be >= 0 trials (0: never stop a task early), got "
+                           f"{args.early_stopping}")
+    if os.path.exists(args.db) and not args.resume:
+        raise TesseraError(f"tuning database {args.db} exists; continue tuning into it with --resume "
+                           f"(`{_tune_command(args, target, True)}`) or give a new --db")
+    if args.resume and not os.path.isfile(args.db):
+        raise TesseraError(f"--resume: tuning database {args.db} does not exist; drop --resume to start one")
+    if args.png and os.path.isdir(args.png):
+        raise TesseraError(f"--png {args.png} is a folder; give the path of a .png file")
+    src = _model_source(args.model)
+    cost_model = _transfer_model(args)
+    graph, params = from_onnx(src, shape_dict=_parse_shapes(args.shape))
+    if isinstance(graph, DeferredGraph):
+        raise TesseraError(f"{args.model}: its graph depends on input values, so its kernels are not known "
+                           f"before a run; fix them with --shape / a static model to tune it")
+    tasks = autotune.extract_tasks(graph, params, target, args.opt_level)
+    if not tasks:
+        raise TesseraError(f"{args.model}: no kernel to tune for {target} (every op runs on the host or has "
+                           f"symbolic shapes; fix them with --shape NAME=D0,D1,...)")
+    db = autotune.Database(args.db)
+    prior = len(db.records())
+    print(f"tuning {args.model}: {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls) for {target} "
+          f"(records under {autotune.record_target(target)}), {args.trials} trials"
+          + (f", time budget {format_duration(budget)}" if budget else "")
+          + (f", resuming {args.db} ({prior} records)" if args.resume else f", records to {args.db}"), flush=True)
+    runner = None
+    if args.pool:
+        runner = autotune.DaskRunner(args.pool, number=3, repeat=1, min_repeat_ms=50, warmup=False)
+        print(f"measuring on the Dask pool at {args.pool}", flush=True)
+    table = GraphTuneTable(args.trials, budget, show=not args.quiet, title=f"tessera tune {args.model}")
+    try:
+        with table:
+            res = autotune.tune_graph(graph, params, target, max_trials=args.trials, database=db,
+                                      strategy=args.strategy, cost_model=cost_model, runner=runner, seed=args.seed,
+                                      time_budget=budget, early_stopping=args.early_stopping or None,
+                                      opt_level=args.opt_level, tasks=tasks, progress=table)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; the records measured so far are in {args.db}. Continue with:\n  "
+              f"{_tune_command(args, target, True)}", file=sys.stderr)
+        return 130
+    finally:
+        if runner is not None:
+            runner.close()
+    print(table.text())
+    if table._first_trials is not None and table._first_trials >= args.trials:
+        print(f"{args.db} already holds {table._first_trials} trials of this model for {target}: nothing tuned; "
+              f"raise --trials (a total, resumed trials included) to tune further")
+    png = args.png or os.path.splitext(args.db)[0] + ".png"
+    if res.history and any(e is not None for _, _, e in res.history):
+        try:
+            print(f"wrote {plot_tuning_curve(res.history, png, f'{args.model} on {target}', res.default_latency)} "
+                  f"(estimated latency vs trials and vs seconds)")
+        except TesseraError as e:
+            if args.png:
+                raise
+            print(f"no tuning curve: {e}")
+    elif args.png:
+        print(f"no tuning curve written to {args.png}: no round ran in this session")
+    tgt = shlex.quote(str(target))
+    model, db_arg = shlex.quote(args.model), shlex.quote(args.db)
+    shape = "".join(f" --shape {shlex.quote(x)}" for x in args.shape or ())
+    print("compile with the records:\n"
+          f"  tessera compile {model} --db {db_arg} --target {tgt}{shape}\n"
+          f"  tessera bench {model} --db {db_arg} --target {tgt}{shape}\n"
+          f"  tessera.compile(graph, params, target={str(target)!r}, database={args.db!r})")
+    return 0
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description="tessera deep learning compiler")
@@ -451,17 +632,23 @@ def main(argv=None) -> int:
                       help="an int8 conv layer on the VDLA accelerator: instruction stream and simulated cycles")
     demo.set_defaults(fn=_demo)
 
-    def model_opts(p, onnx_only=False):
+    def model_opts(p, onnx_only=False, threads=False, db=False):
         p.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                        help="fix an input's shape (repeatable; a dimension may be a symbol name)")
         if not onnx_only:
             p.add_argument("--target", default="c", help='target string (default "c")')
             p.add_argument("--opt-level", type=int, default=3, help="graph optimization level (default 3)")
+        if threads:
+            p.add_argument("--threads", type=int, default=0,
+                           help="threads of the compiled model (adds -num-threads=N to the target)")
+        if db:
+            p.add_argument("--db", metavar="TUNE.jsonl",
+                           help="tuning records (from `tessera tune`) to compile the kernels with")
 
     comp = sub.add_parser("compile", help="compile an ONNX model to a deployable library (+ its C header)")
     comp.add_argument("model", help="the .onnx model")
     comp.add_argument("-o", "--output", help="library path (default: the model's name with .so)")
-    model_opts(comp)
+    model_opts(comp, threads=True, db=True)
     comp.set_defaults(fn=_compile)
 
     run = sub.add_parser("run", help="run a compiled library or an ONNX model on .npy inputs")
@@ -472,7 +659,7 @@ def main(argv=None) -> int:
                           "before an '=' wins)")
     run.add_argument("--output", action="append", metavar="FILE",
                      help="save the outputs (.npy per output, or one .npz for all)")
-    model_opts(run)
+    model_opts(run, threads=True, db=True)
     run.set_defaults(fn=_run)
 
     check = sub.add_parser("check", help="list every op of an ONNX model tessera cannot convert")
@@ -489,8 +676,39 @@ def main(argv=None) -> int:
     bench.add_argument("--symbol-value", type=int, default=1,
                        help="value of symbolic dimensions in the random inputs (default 1)")
     bench.add_argument("--profile", action="store_true", help="also print the per-node table")
-    model_opts(bench)
+    model_opts(bench, db=True)
     bench.set_defaults(fn=_bench)
+
+    tune = sub.add_parser("tune", help="tune every kernel of a model into a database of records",
+                          description="Tune the kernels of a model (Ansor's task scheduler over its deduplicated "
+                                      "kernels; a live table of tasks); the records go to --db as they are "
+                                      "measured, and compile|run|bench --db use them.")
+    tune.add_argument("model", help="an .onnx model, or a built-in model name (" + ", ".join(list_models()) + ")")
+    tune.add_argument("--trials", type=int, required=True,
+                      help="measured candidates in all, over every task (with --resume: the database's trials "
+                           "of the model count)")
+    tune.add_argument("--db", required=True, metavar="TUNE.jsonl", help="the tuning database (JSON lines)")
+    tune.add_argument("--resume", action="store_true", help="continue tuning into an existing --db")
+    tune.add_argument("--threads", type=int, default=0,
+                      help="threads the kernels are tuned for (adds -num-threads=N to the target)")
+    tune.add_argument("--time-budget", metavar="DURATION", help="stop after this long: 90s, 30m, 1h30m")
+    tune.add_argument("--pool", metavar="tcp://HOST:8786",
+                      help="measure on the Dask workers of this scheduler that announce the target "
+                           "(python -m tessera.autotune.measure.dask_worker tcp://HOST:8786 --target T)")
+    tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "annealing", "random"],
+                      help="search strategy (default evolutionary)")
+    tune.add_argument("--cost-model", default="xgb", choices=["xgb", "random"], help="cost model (default xgb)")
+    tune.add_argument("--transfer", metavar="OTHER.jsonl",
+                      help="pre-train the cost model on another tuning database's records (transfer learning)")
+    tune.add_argument("--early-stopping", type=int, default=64, metavar="N",
+                      help="a task stops after N trials without improvement (default 64; 0: never)")
+    tune.add_argument("--png", metavar="CURVE.png",
+                      help="where to draw the estimated latency vs trials and seconds (default: --db's name "
+                           "with .png)")
+    tune.add_argument("--seed", type=int, default=None, help="random seed of the search")
+    tune.add_argument("--quiet", action="store_true", help="no live table or progress lines")
+    model_opts(tune)
+    tune.set_defaults(fn=_tune)
 
     args = parser.parse_args(argv)
     try:

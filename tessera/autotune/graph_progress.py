@@ -1,0 +1,213 @@
+"""The live table of a whole-model tuning (`tessera tune`): tune_graph's progress callback.
+
+    with GraphTuneTable(max_trials=2000, time_budget=1800) as table:
+        res = autotune.tune_graph(graph, params, target, max_trials=2000, database=db, progress=table)
+    print(table.text())
+
+Per task: its weight (nodes that run it), trials, default and best kernel time, speedup over the
+default and its state (tuning, converged, exhausted); below, the totals: trials, the estimated model
+latency (sum of weight x best kernel time, tune_graph's estimate) beside the default schedules', the
+elapsed time and an ETA. On a terminal the table is redrawn in place by rich.live; elsewhere (a pipe,
+a log file, rich missing) a one-line summary is printed every `interval` seconds instead. The live
+table is transient: the caller prints text() at the end.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+
+
+def estimated_latency(reports, attr: str = "best_secs") -> float | None:
+    """sum(weight x kernel seconds) over the tasks; a task without a best time counts its default
+    (and the other way round); None while some task has neither."""
+    total = 0.0
+    for r in reports:
+        v = getattr(r, attr)
+        if v is None:
+            v = r.default_secs if attr == "best_secs" else r.best_secs
+        if v is None:
+            return None
+        total += r.weight * v
+    return total
+
+
+def format_duration(secs: float | None) -> str:
+    """12 s, 3m05s, 1h02m; '-' for unknown."""
+    if secs is None or secs != secs or secs == float("inf"):
+        return "-"
+    secs = max(0, int(round(secs)))
+    if secs < 60:
+        return f"{secs} s"
+    if secs < 3600:
+        return f"{secs // 60}m{secs % 60:02d}s"
+    return f"{secs // 3600}h{(secs % 3600) // 60:02d}m"
+
+
+def _ms(secs) -> str:
+    """Milliseconds with 4 significant digits (kernels run from microseconds to tens of ms)."""
+    return f"{secs * 1e3:.4g}" if secs else "-"
+
+
+class GraphTuneTable:
+    """tune_graph's `progress` callable drawing the live table (see the module docstring).
+
+    max_trials / time_budget: the run's limits (for the ETA); show: None (draw when the stream is a
+    terminal, print summary lines otherwise), True or False (nothing); interval: seconds between
+    summary lines when not live; window: seconds of recent rounds the trial rate (and ETA) is taken
+    over."""
+
+    def __init__(self, max_trials: int, time_budget: float | None = None, show=None, stream=None,
+                 interval: float = 10.0, window: float = 60.0, title: str = "tessera tune"):
+        self.max_trials = max_trials
+        self.time_budget = time_budget
+        self.stream = stream or sys.stderr
+        self.show = True if show is None else bool(show)
+        self.interval = interval
+        self.window = window
+        self.title = title
+        self.reports: list = []
+        self.totals: dict = {}
+        self._rates: deque = deque()      # (seconds, trials) of recent rounds
+        self._first_trials = None         # trials already in the database when the run started
+        self._live = None
+        self._last_line = None
+
+    # ------------------------------------------------------------------ the callback
+    def __call__(self, reports, totals) -> None:
+        self.reports, self.totals = list(reports), dict(totals)
+        if self.time_budget is None:
+            self.time_budget = totals.get("time_budget")
+        secs, trials = totals.get("seconds", 0.0), totals.get("trials", 0)
+        if self._first_trials is None:
+            self._first_trials = trials
+        self._rates.append((secs, trials))
+        while len(self._rates) > 2 and secs - self._rates[0][0] > self.window:
+            self._rates.popleft()
+        if not self.show:
+            return
+        if self._live is not None:
+            self._live.update(self.renderable())
+        elif self._last_line is None or secs - self._last_line >= self.interval:
+            self._last_line = secs
+            print(f"[{self.title}] {self.summary()}", file=self.stream, flush=True)
+
+    # ------------------------------------------------------------------ figures
+    @property
+    def trials(self) -> int:
+        return int(self.totals.get("trials", 0))
+
+    @property
+    def seconds(self) -> float:
+        return float(self.totals.get("seconds", 0.0))
+
+    def rate(self) -> float | None:
+        """Trials per second over the recent window (None before two rounds that measured)."""
+        if len(self._rates) < 2:
+            return None
+        (s0, t0), (s1, t1) = self._rates[0], self._rates[-1]
+        if s1 <= s0 or t1 <= t0:
+            return None
+        return (t1 - t0) / (s1 - s0)
+
+    def eta(self) -> float | None:
+        """Seconds left: the trials left at the recent rate, capped by the time budget left; 0 when
+        every task is done; None while unknown."""
+        if self.reports and all(r.done for r in self.reports):
+            return 0.0
+        left = max(0, self.max_trials - self.trials)
+        if left == 0:
+            return 0.0
+        rate = self.rate()
+        eta = left / rate if rate else None
+        if self.time_budget is not None:
+            budget_left = max(0.0, self.time_budget - self.seconds)
+            eta = budget_left if eta is None else min(eta, budget_left)
+        return eta
+
+    def summary(self) -> str:
+        """One line: trials, estimated latency (and over the defaults), elapsed, ETA."""
+        lat = estimated_latency(self.reports)
+        dlat = estimated_latency(self.reports, "default_secs")
+        est = "estimated latency -"
+        if lat:
+            est = f"estimated latency {lat * 1e3:.3f} ms"
+            if dlat:
+                est += f" (default {dlat * 1e3:.3f} ms, {dlat / lat:.2f}x)"
+        done = sum(1 for r in self.reports if r.done)
+        rate = self.rate()
+        rate_text = f", {rate:.2f} trials/s" if rate else ""
+        return (f"{self.trials}/{self.max_trials} trials, {done}/{len(self.reports)} tasks done, {est}, "
+                f"{format_duration(self.seconds)} elapsed{rate_text}, ETA {format_duration(self.eta())}")
+
+    def rows(self) -> list:
+        """The table's rows as text cells: task, weight, trials, default ms, best ms, speedup, state."""
+        out = []
+        for r in self.reports:
+            sp = r.speedup
+            state = r.done or ("tuning" if r.trials else "waiting")
+            out.append([r.name, str(r.weight), str(r.trials), _ms(r.default_secs), _ms(r.best_secs),
+                        f"{sp:.2f}x" if sp else "-", state])
+        return out
+
+    HEADER = ["task", "w", "trials", "default ms", "best ms", "speedup", "state"]
+
+    def text(self) -> str:
+        """The table and its totals as plain text (the end of `tessera tune`)."""
+        rows = [self.HEADER] + self.rows()
+        widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
+        lines = []
+        for k, row in enumerate(rows):
+            cells = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))]
+            lines.append("  ".join(cells).rstrip())
+            if k == 0:
+                lines.append("-" * len(lines[0]))
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def renderable(self, max_rows: int | None = None):
+        """A rich Table of the tasks (the heaviest max_rows by weighted time when there are more),
+        the totals as its caption."""
+        from rich.table import Table  # noqa: PLC0415 (optional dependency)
+
+        table = Table(title=self.title, caption=self.summary(), caption_justify="left")
+        for i, h in enumerate(self.HEADER):
+            table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        pairs = list(zip(self.reports, self.rows()))
+        if max_rows is None and self._live is not None:
+            max_rows = max(5, self._live.console.size.height - 10)
+        hidden = 0
+        if max_rows is not None and len(pairs) > max_rows:
+            def cost(p):
+                r = p[0]
+                return r.weight * (r.best_secs or r.default_secs or 0.0)
+            keep = {id(p) for p in sorted(pairs, key=cost, reverse=True)[:max_rows]}
+            hidden = len(pairs) - max_rows
+            pairs = [p for p in pairs if id(p) in keep]
+        for r, row in pairs:
+            style = "green" if r.done else None
+            table.add_row(*row, style=style)
+        if hidden:
+            table.add_row(f"... {hidden} lighter tasks", *[""] * (len(self.HEADER) - 1), style="dim")
+        return table
+
+    # ------------------------------------------------------------------ live display
+    def __enter__(self):
+        if self.show and getattr(self.stream, "isatty", lambda: False)():
+            try:
+                from rich.console import Console  # noqa: PLC0415 (optional dependency)
+                from rich.live import Live  # noqa: PLC0415
+            except ImportError:
+                return self
+            self._live = Live(console=Console(file=self.stream), refresh_per_second=4, transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._live is not None:
+            self._live.__exit__(*exc)
+            self._live = None
+        return False
+
+
+__all__ = ["GraphTuneTable", "estimated_latency", "format_duration"]

@@ -1,0 +1,196 @@
+"""`tessera tune` (a whole model's kernels into a database, a live table, a PNG curve), resuming it,
+`tessera run|compile --db` using the records, and the tune table's figures (GraphTuneTable)."""
+import io
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+from tessera import autotune
+from tessera.autotune import TaskReport
+from tessera.autotune.graph_progress import GraphTuneTable, estimated_latency, format_duration
+from tessera.cli import main, parse_duration
+from tessera.errors import TesseraError
+
+pytest.importorskip("xgboost")
+
+RNG = np.random.default_rng(0)
+W = (RNG.standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32)
+B = RNG.standard_normal(8).astype(np.float32)
+M = (RNG.standard_normal((512, 16)) * 0.05).astype(np.float32)
+X = RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)
+
+
+def _reference(x):
+    """conv 3x3 pad 1 + bias, relu, flatten, matmul in numpy."""
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((1, 8, 8, 8), np.float32)
+    for dy in range(3):
+        for dx in range(3):
+            conv += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + 8, dx:dx + 8], W[:, :, dy, dx])
+    r = np.maximum(conv + B[None, :, None, None], 0)
+    return r.reshape(1, 512) @ M
+
+
+@pytest.fixture
+def tiny_model(tmp_path):
+    """x[1,4,8,8] -> Conv(8, 3x3, pad 1) -> Relu -> Reshape[1,512] -> MatMul[512,16]."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["f"]),
+             helper.make_node("MatMul", ["f", "m"], ["y"])]
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 4, 8, 8])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16])],
+                          [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"),
+                           numpy_helper.from_array(M, "m"),
+                           numpy_helper.from_array(np.array([1, 512], np.int64), "shape")])
+    path = tmp_path / "tiny.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    np.save(tmp_path / "x.npy", X)
+    return tmp_path, path
+
+
+def _records(db):
+    return len(autotune.Database(db).records())
+
+
+def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(tiny_model, capsys):
+    d, model = tiny_model
+    db, png = d / "tune.jsonl", d / "curve.png"
+    args = ["tune", str(model), "--trials", "6", "--db", str(db), "--threads", "2", "--seed", "0"]
+    assert main(args + ["--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert _records(db) == 6
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "fused_nn_contrib_conv2d_NCHWc_add_nn_relu" in out and "6/6 trials" in out
+    assert f"tessera compile {model} --db {db} --target 'c -num-threads=2'" in out
+
+    # an existing database is never tuned into by accident
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera: error: tuning database") and "--resume" in err
+    assert _records(db) == 6
+
+    # --resume continues: the trials of the database count, the new ones are added
+    assert main(["tune", str(model), "--trials", "10", "--db", str(db), "--threads", "2", "--seed", "1",
+                 "--resume", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming" in out and "10/10 trials" in out
+    assert _records(db) == 10
+    assert (d / "tune.png").exists()            # the default PNG: --db's name with .png
+
+    # run compiles with the records and says so; its output is still the model's
+    y = d / "y.npy"
+    assert main(["run", str(model), "--db", str(db), "--threads", "2", "--input", str(d / "x.npy"),
+                 "--output", str(y)]) == 0
+    out = capsys.readouterr().out
+    assert "tuning: tuned schedules for" in out and "tuned schedules for 0 of" not in out
+    np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
+
+    # records tuned for 2 threads are not applied to a 1-thread build
+    assert main(["run", str(model), "--db", str(db), "--threads", "1", "--input", str(d / "x.npy")]) == 0
+    assert "tuned schedules for 0 of" in capsys.readouterr().out
+
+
+def test_tune_transfer_pretrains_the_cost_model_from_another_database(tiny_model, capsys):
+    d, model = tiny_model
+    src = d / "src.jsonl"
+    assert main(["tune", str(model), "--trials", "4", "--db", str(src), "--quiet", "--seed", "0"]) == 0
+    capsys.readouterr()
+    db = d / "new.jsonl"
+    assert main(["tune", str(model), "--trials", "5", "--db", str(db), "--quiet", "--seed", "0",
+                 "--transfer", str(src), "--png", str(d / "t.png")]) == 0
+    out = capsys.readouterr().out
+    assert "cost model pre-trained on 4 records" in out
+    assert _records(db) == 5 and _records(src) == 4
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--time-budget", "ten minutes"], "--time-budget 'ten minutes': expected a duration"),
+    (["--time-budget", "0m"], "must be more than 0 seconds"),
+    (["--trials", "0"], "--trials must be at least 1"),
+    (["--resume"], "--resume: tuning database"),
+    (["--transfer", "missing.jsonl"], "--transfer missing.jsonl: no such tuning database"),
+    (["--transfer", "x.jsonl", "--cost-model", "random"], "--transfer pre-trains the XGBoost cost model"),
+    (["--early-stopping", "-1"], "--early-stopping must be >= 0"),
+])
+def test_tune_bad_arguments_exit_2_with_a_message(tiny_model, capsys, extra, message, monkeypatch):
+    d, model = tiny_model
+    monkeypatch.chdir(d)
+    (d / "x.jsonl").write_text("")
+    args = ["tune", str(model), "--db", str(d / "none.jsonl")]
+    if "--trials" not in extra:
+        args += ["--trials", "4"]
+    assert main(args + extra) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera: error: ") and message in err, err
+    assert not (d / "none.jsonl").exists()
+
+
+def test_tune_unknown_model_and_db_on_a_library_are_errors(tmp_path, capsys):
+    assert main(["tune", str(tmp_path / "nope.onnx"), "--trials", "4", "--db", str(tmp_path / "a.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    lib = tmp_path / "m.so"
+    lib.write_bytes(b"")
+    assert main(["run", str(lib), "--db", str(tmp_path / "a.jsonl")]) == 2
+    assert "--db applies when compiling an ONNX model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,secs", [("45", 45), ("90s", 90), ("30m", 1800), ("1.5h", 5400), ("1h30m", 5400),
+                                       ("2m30s", 150), (" 10M ", 600)])
+def test_parse_duration(text, secs):
+    assert parse_duration(text) == secs
+
+
+@pytest.mark.parametrize("text", ["", "m", "1h30", "30 minutes", "-5m", "1d"])
+def test_parse_duration_refuses(text):
+    with pytest.raises(TesseraError, match="--time-budget"):
+        parse_duration(text)
+
+
+def _report(name, weight, default, best, trials=1, done=None):
+    return TaskReport(name, weight, 1e6, trials, 0, default, best, done)
+
+
+def test_table_estimates_latency_and_eta_from_the_recent_rate():
+    t = GraphTuneTable(max_trials=100, show=False)
+    reports = [_report("conv", 2, 1e-3, 5e-4), _report("dense", 1, 2e-3, None)]
+    t(reports, dict(trials=10, max_trials=100, seconds=0.0, time_budget=None))
+    assert t.eta() is None                                     # no rate yet
+    t(reports, dict(trials=30, max_trials=100, seconds=10.0, time_budget=None))
+    assert t.rate() == pytest.approx(2.0)                      # 20 trials in 10 s
+    assert t.eta() == pytest.approx(35.0)                      # 70 trials left
+    assert estimated_latency(reports) == pytest.approx(2 * 5e-4 + 2e-3)
+    assert estimated_latency(reports, "default_secs") == pytest.approx(2 * 1e-3 + 2e-3)
+    text = t.text()
+    assert "30/100 trials" in text and "1.33x" in text and "ETA 35 s" in text
+    assert "2.00x" in text.splitlines()[2]                     # conv: 1 ms -> 0.5 ms
+
+
+def test_table_eta_is_capped_by_the_time_budget_and_zero_when_all_done():
+    t = GraphTuneTable(max_trials=1000, time_budget=60.0, show=False)
+    reports = [_report("conv", 1, 1e-3, 1e-3)]
+    t(reports, dict(trials=0, max_trials=1000, seconds=0.0, time_budget=60.0))
+    t(reports, dict(trials=10, max_trials=1000, seconds=40.0, time_budget=60.0))
+    assert t.eta() == pytest.approx(20.0)                      # 990 trials at 0.25/s, but 20 s of budget left
+    t([_report("conv", 1, 1e-3, 1e-3, done="converged")], dict(trials=12, max_trials=1000, seconds=45.0))
+    assert t.eta() == 0.0 and "converged" in t.text()
+
+
+def test_table_renders_with_rich_keeping_the_heaviest_tasks():
+    pytest.importorskip("rich")
+    from rich.console import Console
+
+    t = GraphTuneTable(max_trials=10, show=False)
+    reports = [_report(f"task{i}", 1, (i + 1) * 1e-3, None) for i in range(6)]
+    t(reports, dict(trials=6, max_trials=10, seconds=1.0))
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(t.renderable(max_rows=3))
+    shown = console.export_text()
+    assert "task5" in shown and "task3" in shown and "task0" not in shown and "3 lighter tasks" in shown
+
+
+def test_format_duration():
+    assert [format_duration(s) for s in (None, 5, 125, 7260)] == ["-", "5 s", "2m05s", "2h01m"]
