@@ -45,8 +45,12 @@ def format_duration(secs: float | None) -> str:
 
 
 def _ms(secs) -> str:
-    """Milliseconds with 4 significant digits (kernels run from microseconds to tens of ms)."""
-    return f"{secs * 1e3:.4g}" if secs else "-"
+    """Milliseconds in fixed point, with more decimals for shorter kernels (nanoseconds to seconds)."""
+    if not secs:
+        return "-"
+    ms = secs * 1e3
+    digits = 1 if ms >= 100 else 3 if ms >= 1 else 4 if ms >= 0.01 else 6
+    return f"{ms:.{digits}f}"
 
 
 class GraphTuneTable:
@@ -165,17 +169,17 @@ class GraphTuneTable:
         lines.append(self.summary())
         return "\n".join(lines)
 
-    def renderable(self, max_rows: int | None = None):
-        """A rich Table of the tasks (the heaviest max_rows by weighted time when there are more),
-        the totals as its caption."""
-        from rich.table import Table  # noqa: PLC0415 (optional dependency)
+    def renderable(self, max_rows: int | None = None, width: int | None = None):
+        """A rich Table of the tasks (the heaviest max_rows by weighted time when there are more; task
+        names shortened to fit width columns), the totals as its caption."""
+        from rich import box  # noqa: PLC0415 (optional dependency)
+        from rich.table import Table  # noqa: PLC0415
 
-        table = Table(title=self.title, caption=self.summary(), caption_justify="left")
-        for i, h in enumerate(self.HEADER):
-            table.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+        if self._live is not None:
+            size = self._live.console.size
+            max_rows = max(5, size.height - 9) if max_rows is None else max_rows
+            width = size.width if width is None else width
         pairs = list(zip(self.reports, self.rows()))
-        if max_rows is None and self._live is not None:
-            max_rows = max(5, self._live.console.size.height - 10)
         hidden = 0
         if max_rows is not None and len(pairs) > max_rows:
             def cost(p):
@@ -184,9 +188,15 @@ class GraphTuneTable:
             keep = {id(p) for p in sorted(pairs, key=cost, reverse=True)[:max_rows]}
             hidden = len(pairs) - max_rows
             pairs = [p for p in pairs if id(p) in keep]
+        figures = [max([len(h)] + [len(row[i]) for _, row in pairs]) for i, h in enumerate(self.HEADER)][1:]
+        name_width = max(12, (width or 200) - sum(figures) - 3 * len(self.HEADER) - 2)
+        table = Table(title=self.title, caption=self.summary(), caption_justify="left", box=box.SIMPLE_HEAD,
+                      expand=False, pad_edge=False)
+        for i, h in enumerate(self.HEADER):
+            table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
         for r, row in pairs:
-            style = "green" if r.done else None
-            table.add_row(*row, style=style)
+            name = row[0] if len(row[0]) <= name_width else row[0][:name_width - 1] + "\u2026"
+            table.add_row(name, *row[1:], style="green" if r.done else None)
         if hidden:
             table.add_row(f"... {hidden} lighter tasks", *[""] * (len(self.HEADER) - 1), style="dim")
         return table
