@@ -150,9 +150,9 @@ def test_an_invalid_decision_is_rejected_not_raised():
     assert replay_trace(func, bad, T) is None
 
 
-def test_spaces_are_for_cpu_targets():
+def test_spaces_are_for_cpu_and_gpu_targets():
     with pytest.raises(TesseraError, match="CPU"):
-        SpaceContext("cuda")
+        SpaceContext("vdla")
     with pytest.raises(TesseraError):
         sample_candidate(gemm()[0], 3, T, 0)
 

@@ -21,6 +21,7 @@ from ...backend import build as build_artifact
 from ...backend import generate, get_backend
 from ...errors import BuildError, TesseraError
 from ...ir import from_json
+from ...ops.gpu import schedule_gpu_default
 from ...runtime.module import Module
 from ...target import Target
 from ...tir import Schedule, TensorIntrin
@@ -73,13 +74,19 @@ class State:
                                   c_source=it["c_source"], features=tuple(it["features"]), doc=it.get("doc", ""))
             self.intrins[name] = sig
 
-    def module(self, path):
+    def module(self, path, target=None):
         m = self.modules.get(path)
         if m is None:
-            m = self.modules[path] = Module(path)
+            t = Target(target) if target is not None else None
+            m = self.modules[path] = get_backend(t).load(path) if t is not None and is_gpu(t) else Module(path)
             if len(self.modules) > MAX_MODULES:
                 self.modules.popitem(last=False)
         return m
+
+
+def is_gpu(target: Target) -> bool:
+    """Whether candidates for target are GPU programs (built and run through the GPU backends)."""
+    return target.kind in ("opencl", "cuda")
 
 
 def do_build(state: State, req) -> dict:
@@ -113,7 +120,10 @@ def do_prepare(state: State, req) -> dict:
         return {"ok": True}
     func = state.func(req)
     ref = Reference(func, int(req["seed"]))
-    art = build_artifact(func, req["target"])
+    target = Target(req["target"])
+    # a GPU program needs its loops bound to run at all: the reference is the default GPU schedule
+    untuned = schedule_gpu_default(Schedule(func), target) if is_gpu(target) else func
+    art = build_artifact(untuned, target)
     # the cache is keyed by the untuned library itself (named by a hash of its source and flags), so a
     # change of lowering or code generation computes the reference again
     ref.compute_expected(art.module.get_function(art.source.functions[0].name),
@@ -130,8 +140,12 @@ def do_run(state: State, req) -> dict:
     ref = state.refs.get(req["key"])
     if ref is None:
         raise TesseraError(f"worker: workload {req['key']} was not prepared")
+    gpu = is_gpu(Target(req["target"]))
+    if gpu and req.get("flush"):
+        return {"error_kind": "run", "error_msg": f"flush_cache applies to CPU targets; target {req['target']!r} "
+                                                  f"is timed on its device"}
     try:
-        mod = state.module(req["path"])
+        mod = state.module(req["path"], req["target"])
         fn = mod.get_function(req["func_name"])
         args = ref.fresh_args()
         t0 = time.perf_counter()
@@ -148,7 +162,7 @@ def do_run(state: State, req) -> dict:
         return {"run_secs": [kernel], "kernel_secs": kernel}  # a sure loser: its checked call is its time
     try:
         t0 = time.perf_counter()
-        if req.get("flush") or not req.get("warmup", True):
+        if not gpu and (req.get("flush") or not req.get("warmup", True)):
             timer = state.timers.get(req["target"])
             if timer is None:
                 timer = state.timers[req["target"]] = EntryTimer(req["target"])

@@ -18,6 +18,13 @@ kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time s
 multiple as cutoff_factor, so the cutoff also follows the best of the batch) a candidate
 whose checked call alone takes longer is not timed further: that call's time is its record, and a
 hopeless candidate costs one call instead of the timer's rounds.
+
+GPU targets (opencl, cuda): the worker loads the artifact through the target's backend, the
+reference is the untuned program under its default GPU schedule (ops.gpu.schedule_gpu_default: an
+unscheduled program has no thread bindings and does not build), and the time is the device's
+(the runtime's profiling timer, which makes its own warm-up launch; flush_cache is refused). The
+checked call's time (for the cutoff) includes the copies to and from the device. A cuda target
+without an NVIDIA GPU here is refused by name (check_device).
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ import time
 
 from ...errors import TesseraError
 from ...ir import to_json
+from ...runtime import cuda as cuda_rt
 from ...runtime.module import check_timing
 from ...target import Target
 from ._proc import WorkerDied, WorkerProcess, WorkerTimeout
@@ -79,6 +87,7 @@ class LocalRunner:
         """Start the worker and compute workload's reference outputs now (else the first candidate's
         run waits for them); a TesseraError when the untuned program cannot be run."""
         wl = workload.workload if isinstance(workload, MeasureCandidate) else workload
+        check_device(target)
         with self._lock:
             self._prepare(MeasureCandidate(wl, [[], []]), str(Target(target)))
 
@@ -135,6 +144,7 @@ class LocalRunner:
         candidates, build_results = list(candidates), list(build_results)
         if len(candidates) != len(build_results):
             raise TesseraError(f"LocalRunner.run: {len(candidates)} candidates but {len(build_results)} build results")
+        check_device(target)
         target = str(Target(target))
         out = []
         with self._lock:
@@ -159,6 +169,16 @@ class LocalRunner:
     def __repr__(self):
         return (f"LocalRunner(number={self.number}, repeat={self.repeat}, min_repeat_ms={self.min_repeat_ms}, "
                 f"timeout={self.timeout:g}, flush_cache={self.flush_cache}, check={self.check})")
+
+
+def check_device(target) -> None:
+    """Refuse to measure for a target whose device is missing here: a cuda target needs an NVIDIA
+    GPU and cupy (its candidates still build and compile with nvcc without one)."""
+    t = Target(target)
+    if t.kind == "cuda" and not cuda_rt.available():
+        raise TesseraError(f"measuring candidates for target {str(t)!r} needs an NVIDIA GPU (and cupy) on this "
+                           f"machine; there is none: candidates can be generated and compiled (nvcc) but not "
+                           f"timed. Measure on a machine with the GPU (DaskRunner) or tune for 'opencl'")
 
 
 _DEFAULTS: dict = {}
@@ -187,4 +207,4 @@ def measure(candidates, target, builder=None, runner=None, cutoff_secs=None, cut
     return runner.run(candidates, built, target)
 
 
-__all__ = ["LocalRunner", "measure"]
+__all__ = ["LocalRunner", "check_device", "measure"]
