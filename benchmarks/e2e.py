@@ -34,9 +34,22 @@ tessera.compile(..., disabled_passes=["fuse_ops"]), every other pass as at that 
 second table: latency without and with fusion and their ratio (the TVM paper reports 1.2-2x), of the
 medians and of the minimum times (steadier on a loaded machine).
 The load average of the machine is printed with the figures (a shared machine gives noisy times).
+
+    tessera tune resnet18 --trials 2000 --db tune.jsonl --threads 2
+    python benchmarks/e2e.py --models resnet18 --tuned tune.jsonl
+
+--tuned DB adds, per opt level, a row compiled with the tuning records of DB ("O3-tuned":
+tessera.compile(..., database=DB)), timed in the same interleaved rounds as the untuned row (then
+compiled with database=False: no records at all, not even the ones shipped with tessera), ONNX
+Runtime and PyTorch, its outputs checked against ONNX Runtime's like every row; tuned_kernels says
+how many kernels found a record. A second table gives per model and thread count the untuned, tuned,
+ONNX Runtime and PyTorch latencies with tuned/ort and tuned/untuned. With --tuned the defaults are
+--threads 2 and --opt-level 3 (records hold for the thread count and the graph they were tuned on:
+`tessera tune` tunes opt level 3).
 """
 from __future__ import annotations
 
+import re
 import statistics
 import sys
 import time
@@ -114,14 +127,18 @@ def bench_model(name: str, args, rows: list) -> None:
             if not all(np.allclose(g, r, rtol=1e-3, atol=1e-3) for g, r in zip(got, ref)):
                 _log(f"[{name}] warning: PyTorch's outputs differ from onnxruntime's (max |err| {terr:.2e})")
             timed["pytorch"] = lambda: runner(feeds)
-        configs = [(f"O{level}", level, ()) for level in args.opt_level]
+        untuned_db = False if args.tuned else None      # --tuned: the untuned rows use no records at all
+        configs = [(f"O{level}", level, (), untuned_db) for level in args.opt_level]
         if args.fusion_ablation:
-            configs += [(f"O{level}-nofuse", level, ("fuse_ops",)) for level in args.opt_level if level >= 2]
+            configs += [(f"O{level}-nofuse", level, ("fuse_ops",), untuned_db)
+                        for level in args.opt_level if level >= 2]
+        if args.tuned:
+            configs += [(f"O{level}-tuned", level, (), args.tuned) for level in args.opt_level]
         built = {}
-        for cfg, level, disabled in configs:
+        for cfg, level, disabled, database in configs:
             t0 = time.perf_counter()
             exe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level,
-                                  disabled_passes=disabled)
+                                  disabled_passes=disabled, database=database)
             out = exe.run(feeds)        # the first run also loads every kernel
             compile_s = time.perf_counter() - t0
             err = max(float(np.max(np.abs(np.asarray(g) - r))) for g, r in zip(out, ref))
@@ -130,18 +147,20 @@ def bench_model(name: str, args, rows: list) -> None:
             timed[cfg] = (lambda exe=exe: exe.run(feeds))
             if hasattr(exe, "run_profiled"):   # the default path's one C entry, timed inside it (C timer)
                 timed[cfg + "/entry"] = (lambda exe=exe: exe.run_profiled(feeds)[2])
-            if not args.no_graph:
+            if not args.no_graph and database in (None, False):
                 gexe = tessera.compile(graph, params, target=f"c -num-threads={threads}", opt_level=level,
                                        disabled_passes=disabled, executor="graph")
                 gexe.run(feeds)
                 timed[cfg + "/graph"] = (lambda gexe=gexe: gexe.run(feeds))
             _log(f"[{name}] {threads} thread(s): tessera {cfg} ({type(exe).__name__}) compiled in {compile_s:.1f} s "
                  f"({len(exe.graph.nodes)} nodes, max |err| vs onnxruntime {err:.1e})")
+            if database not in (None, False):
+                _log(f"[{name}] {threads} thread(s): {cfg}: {exe.tuning}")
         # every runner timed round-robin: on a shared machine the load drifts alike for all
         times = _time_interleaved(timed, args.warmup, args.repeat, args.budget)
         ort_s, torch_s = times["onnxruntime"][0], times.get("pytorch", (None,))[0]
         _log(f"[{name}] {threads} thread(s): " + ", ".join(f"{k} {v[0] * 1e3:.2f} ms" for k, v in times.items()))
-        for cfg, _, _ in configs:
+        for cfg, _, _, database in configs:
             exe, err, ok, compile_s = built[cfg]
             tess_s, tess_min = times[cfg]
             entry_s = times.get(cfg + "/entry", (None,))[0]
@@ -163,6 +182,8 @@ def bench_model(name: str, args, rows: list) -> None:
                    "tessera/torch": tess_s / torch_s if torch_s is not None else "",
                    "max_abs_err": err, "ok": ok, "compile_s": compile_s, "nodes": len(exe.graph.nodes),
                    "tessera_min_ms": tess_min * 1e3, "ort_min_ms": times["onnxruntime"][1] * 1e3}
+            if args.tuned:
+                row["tuned_kernels"] = _tuned_kernels(getattr(exe, "tuning", ""))
             if args.profile:
                 row["kernels_ms"] = rep.total_ms
                 top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
@@ -226,6 +247,34 @@ def _fusion_ablation(rows: list) -> list:
     return out
 
 
+def _tuned_kernels(summary: str) -> str:
+    """'18/20' from exe.tuning's 'tuned schedules for 18 of 20 kernels ...' ("none" without records)."""
+    m = re.search(r"tuned schedules for (\d+) of (\d+) kernels", summary or "")
+    return f"{m[1]}/{m[2]}" if m else "none"
+
+
+def _tuned_table(rows: list) -> list:
+    """One row per (model, threads, level) with a tuned row: untuned, tuned, ORT and PyTorch latency."""
+    by_key = {(r["model"], r["threads"], r["tessera_cfg"]): r for r in rows}
+    out = []
+    for (model, threads, cfg), r in by_key.items():
+        if not cfg.endswith("-tuned"):
+            continue
+        base = by_key.get((model, threads, cfg[:-len("-tuned")]))
+        if base is None:
+            continue
+        torch_ms = r["torch_ms"]
+        out.append({"model": model, "threads": threads, "opt_level": cfg[:-len("-tuned")],
+                    "tuned_kernels": r.get("tuned_kernels", ""), "untuned_ms": base["tessera_ms"],
+                    "tuned_ms": r["tessera_ms"], "ort_ms": r["ort_ms"], "torch_ms": torch_ms,
+                    "tuned/ort": r["tessera_ms"] / r["ort_ms"],
+                    "tuned/untuned": r["tessera_ms"] / base["tessera_ms"],
+                    "tuned/torch": r["tessera_ms"] / torch_ms if torch_ms != "" else "",
+                    "tuned/ort (min)": r["tessera_min_ms"] / r["ort_min_ms"],
+                    "ok": r["ok"] and base["ok"]})
+    return out
+
+
 def _int_list(s: str) -> list:
     try:
         vals = [int(v) for v in s.split(",") if v.strip()]
@@ -242,8 +291,11 @@ def main(argv=None) -> int:
     p = _common.parser(__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(zoo.list_models()),
                    help=f"comma-separated zoo models (default: all of {', '.join(zoo.list_models())})")
-    p.add_argument("--threads", default="1,2", help="thread counts to measure (default 1,2)")
-    p.add_argument("--opt-level", default="2", help="tessera.compile opt levels, one row each (default 2)")
+    p.add_argument("--threads", default=None, help="thread counts to measure (default 1,2; with --tuned 2)")
+    p.add_argument("--opt-level", default=None,
+                   help="tessera.compile opt levels, one row each (default 2; with --tuned 3)")
+    p.add_argument("--tuned", metavar="DB.jsonl",
+                   help="also a row per opt level compiled with these tuning records (tessera tune's database)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeat", type=int, default=10)
@@ -264,8 +316,10 @@ def main(argv=None) -> int:
     unknown = [m for m in names if m not in zoo.list_models()]
     if unknown:
         p.error(f"unknown model(s) {unknown}; the zoo has {zoo.list_models()}")
-    args.threads = _int_list(args.threads)
-    args.opt_level = _int_list(args.opt_level)
+    if args.tuned and not Path(args.tuned).is_file():
+        p.error(f"--tuned {args.tuned}: no such tuning database (make one with `tessera tune`)")
+    args.threads = _int_list(args.threads or ("2" if args.tuned else "1,2"))
+    args.opt_level = _int_list(args.opt_level or ("3" if args.tuned else "2"))
     if args.batch < 1 or args.repeat < 1 or args.warmup < 0:
         p.error("--batch and --repeat must be >= 1, --warmup >= 0")
 
@@ -276,12 +330,18 @@ def main(argv=None) -> int:
     print("\nlatency in ms (median); ratios are tessera / reference (below 1: tessera faster)"
           + (f"; load average {load}" if load else ""))
     ablation = _fusion_ablation(rows)
+    tuned = _tuned_table(rows)
     _common.report("e2e", rows, args.json, extra={"warmup": args.warmup, "repeat": args.repeat,
                                                    "small": args.small, "load_average": load,
-                                                   "fusion_ablation": ablation})
+                                                   "fusion_ablation": ablation, "tuned_db": args.tuned,
+                                                   "tuned": tuned})
     if ablation:
         print("\nfusion ablation: latency without / with fuse_ops (above 1: fusion helps)")
         _common.report("e2e-fusion", ablation, None)
+    if tuned:
+        print(f"\ntuned with {args.tuned}: latency in ms (median); tuned/ort below 1: tuned tessera faster "
+              f"than ONNX Runtime (the issue's goal: at most 0.85)")
+        _common.report("e2e-tuned", tuned, None)
     return 0 if all(r["ok"] for r in rows) else 1
 
 
