@@ -2,11 +2,11 @@
 the x86 GEMM micro-kernels stream (TVM's dense_pack through AlterOpLayout).
 
 A float32 `nn.matmul(a, b)` whose b is computed from constants, with a static M (a's rows) that a
-micro-kernel tile divides, becomes `nn.matmul(a, nn.pack_matmul_weight(b, panel), b_panel=panel,
-b_cols=N)`; the packing node is over constants, so the fold_constant this pass ends with
-evaluates it. Without the pass, the matmul packs B inside its kernel on every call (a copy of the
-whole weight, which for transformer layers costs a sizeable share of the kernel's time). Only for
-CPU targets with the AVX2/FMA (or AVX-512) micro-kernels; other graphs are returned as they are.
+micro-kernel tile divides or a symbolic M (nn.matmul pads its rows), becomes `nn.matmul(a,
+nn.pack_matmul_weight(b, panel), b_panel=panel, b_cols=N)`; the packing node is over constants, so
+the fold_constant this pass ends with evaluates it. Without the pass, the matmul packs B inside its
+kernel on every call (a copy of the whole weight, which for transformer layers costs a sizeable
+share of the kernel's time). Only for CPU targets with the AVX2/FMA (or AVX-512) micro-kernels; other graphs are returned as they are.
 The results are the same values (the same products and sums in the same order).
 """
 from __future__ import annotations
@@ -42,9 +42,11 @@ def _panel_for(node, consts, target):
     if a.type.ndim < 2 or b.type.ndim < 2:
         return None
     M, K, N = a.type.shape[-2], b.type.shape[-2], b.type.shape[-1]
-    if not all(isinstance(d, int) and d > 0 for d in (M, K, N)):
+    if not all(isinstance(d, int) and d > 0 for d in (K, N)):
         return None
-    return pack_panel(M, N, target)
+    if not (isinstance(M, str) or (isinstance(M, int) and M > 0)):
+        return None
+    return pack_panel(M if isinstance(M, int) else None, N, target)  # symbolic M: rows padded (nn.matmul)
 
 
 def pack_matmul_weights(graph: Graph, target="c") -> Graph:

@@ -10,21 +10,32 @@ vectorized: split by the vector lanes when it divides, whole when it is short).
 Matmul, float32 with tiles that fit (dense.py's gemm_tileable): the GotoBLAS loop structure around
 the target's x86 GEMM micro-kernel (tensorize; C tile in registers for the whole k slice), the
 tile with the most accumulators (tile_preference), B panels in parallel for transformer-sized M.
+A symbolic row count (or column count, or K: dynamic batch and sequence axes) takes the same
+micro-kernel: matmul_compute pads A's rows to a multiple of the tile's rows (and packs B in
+zero-padded panels), so the tiles cover the padded extents exactly and a split needs no predicate.
 Otherwise (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
 see dense.py's k_unroll) k step, columns vectorized, rows unrolled:
 (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
 transposed operands of matmul/batch_matmul take the same tiling; their column loads are gathers,
 which is why the ONNX converters hand constant weights to nn.matmul as (K, N).
 
+The hand-picked constants of the matmul schedules are knobs (ScheduleContext.choose, named
+gemm_tile, gemm_structure, gemm_kc, gemm_mc, gemm_parallel, gemv_chunks, loop_tj, loop_ti): the
+default compile takes today's choice, the tuner samples the others, each a correct program.
+
 Each step is tried on its own; a primitive that refuses (a non-constant extent, a loop shape it
 does not take) leaves that step out, so a schedule only ever improves on the unscheduled kernel.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ...errors import ScheduleError
+from ...arith import Analyzer
 from ...ir import expr as E
 from .. import _schedule as S
 from ...errors import TesseraError
+from ...target import Target
 from ...tir.tensor_intrin import x86
 
 
@@ -154,7 +165,9 @@ def _conv_block(sch, block, target):
 # matmul-like
 # ---------------------------------------------------------------------------------------------
 def schedule_matmul(sch, ctx):
-    """(batch..., i_outer, j_outer, k, i_inner, j_inner): a tile of C per k step (see module doc)."""
+    """(batch..., i_outer, j_outer, k, i_inner, j_inner): a tile of C per k step (see module doc).
+    Its tunable decisions (micro-kernel tile, kc, mc, loop structure, parallel loop, gemv chunks,
+    the loop schedule's tiles) are ctx.choose knobs whose defaults are the hand choices."""
     out = ctx.block
     block = None
     for cand in (out + "_acc", out):
@@ -169,7 +182,7 @@ def schedule_matmul(sch, ctx):
     panel = (ctx.attrs or {}).get("b_panel") or None  # b pre-packed in panels of this width
     if block is not None:
         try:
-            _matmul_block(sch, block[0], ctx.target, panel)
+            _matmul_block(sch, block[0], ctx, panel)
             done.add(block[1])
         except ScheduleError:
             pass
@@ -209,61 +222,115 @@ def tile_preference(tile, lanes=8):
     return (-mr * nv / (mr + nv), -mr * nv)
 
 
-def _tensorized_matmul(sch, block, target, panel=None) -> bool:
-    """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
-    the mr x nr x kc tile tensorized. M <= 256 (transformer activations): (batch, j_0, k_0, i_1 |
-    i_2, j_1, k_1), batch and the B panels j_0 in parallel (each thread streams its own panels;
-    A stays in L2). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per block,
-    i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or the
-    target has no kernel for a tile dividing it."""
+def _divides(extent, d) -> bool:
+    """Whether d divides a loop extent, a constant or a symbolic one (a row count padded to a
+    multiple of d, dense.row_pad's ((M + 3) // 4) * 4, is)."""
+    if isinstance(extent, E.IntImm):
+        return extent.value % d == 0
+    return Analyzer().can_prove(E.floormod(extent, d) == 0)
+
+
+def _gemm_plan(sch, block, ctx, panel):
+    """What the micro-kernel schedule needs, or None where it does not apply (module doc): the loops,
+    the static extents M, N, K (None where symbolic: M and N must then be multiples of a tile, as
+    dense.matmul_compute pads them), the intrinsic names of the tiles that divide the problem, in
+    preference order (the default first)."""
     blk = sch.get(block)
     if str(blk.writes[0].buffer.dtype) != "float32":
-        return False
+        return None
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
     if n_sp < 2 or len(loops) != n_sp + 1:
-        return False
+        return None
     *batch, i, j = loops[:n_sp]
     k = loops[n_sp]
+    M_ext, N_ext = sch.get(i).extent, sch.get(j).extent
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
-    if None in (M, N, K) or any(_extent(sch, b) is None for b in batch):
-        return False
     if panel is None and _has_block(sch, "b_pack"):  # B packed in panels: the tile is one panel wide
         panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
-    tiles = [(mr, nr) for isa, lanes in (("avx512", 16), ("avx2", 8))
-             for mr, nr in sorted(x86.FP32_GEMM[isa], key=lambda t, n=lanes: tile_preference(t, n))
-             if M % mr == 0 and N % nr == 0 and (panel is None or nr == panel)]
-    if not tiles:
-        return False
-    try:
-        name = x86.gemm_intrin_for(target, "float32", tiles=tiles)
-    except TesseraError:
-        return False
+    target = Target(ctx.target)
+    names = []
+    for isa, feats, lanes in (("avx512", x86.AVX512, 16), ("avx2", x86.AVX2, 8)):
+        if not all(target.has_feature(f) for f in feats):
+            continue
+        for mr, nr in sorted(x86.FP32_GEMM[isa], key=lambda t, n=lanes: tile_preference(t, n)):
+            if _divides(M_ext, mr) and _divides(N_ext, nr) and (panel is None or nr == panel):
+                names.append(x86.fp32_gemm_name(isa, mr, nr))
+    if not names:
+        return None
+    return batch, i, j, k, M, N, K, names
+
+
+def _tile_of(name):
     mr, nr = (int(v) for v in name.split("_gemm_")[1].split("_")[0].split("x"))
-    if M <= 256:
-        kc = _divisor_at_most(K, 384)
+    return mr, nr
+
+
+def _tensorized_matmul(sch, block, ctx, panel=None) -> bool:
+    """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
+    the mr x nr x kc tile tensorized. M <= 256 (transformer activations) or symbolic: (batch, j_0,
+    k_0, i_1 | i_2, j_1, k_1), batch and the B panels j_0 in parallel (each thread streams its own
+    panels; A stays in L2). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per
+    block, i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or
+    the target has no kernel for a tile dividing it. Knobs: "gemm_tile" (among the tiles that divide
+    M and N and fit the packed panel), "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
+    plan = _gemm_plan(sch, block, ctx, panel)
+    if plan is None:
+        return False
+    batch, i, j, k, M, N, K, names = plan
+    target = ctx.target
+    name = ctx.choose(sch, "gemm_tile", names, names[0])
+    mr, nr = _tile_of(name)
+    threads = S.thread_count(target)
+    # row blocks need static extents (mc rows of A a block, a multiple of mr dividing M)
+    static = None not in (M, N, K)
+    structure = "panels" if not static or M <= 256 else "row_blocks"
+    structure = ctx.choose(sch, "gemm_structure", ["panels"] + (["row_blocks"] if static else []), structure)
+    work = 1
+    for e in (M, N, K):
+        work *= e if e is not None else S.PARALLEL_MIN_WORK
+    if structure == "panels":
         i1, i2 = sch.split(i, [None, mr])
         j0, j1 = sch.split(j, [None, nr])
-        k0, k1 = sch.split(k, [None, kc])
-        sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
+        if K is not None:
+            kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
+            k0, k1 = sch.split(k, [None, kc])
+            sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
+        else:  # a symbolic K: the micro-kernel takes the whole of it
+            sch.reorder(*batch, j0, i1, i2, j1, k)
         outer = [*batch, j0]
-        n_out = N // nr
+        n_out = N // nr if N is not None else 2
         for b in batch:
-            n_out *= _extent(sch, b)
-        if S.thread_count(target) > 1 and n_out >= 2 and M * N * K >= S.PARALLEL_MIN_WORK:
+            e = _extent(sch, b)
+            n_out *= e if e is not None else 2
+        par = "outer" if threads > 1 and n_out >= 2 and work >= S.PARALLEL_MIN_WORK else "none"
+        par = ctx.choose(sch, "gemm_parallel", ["outer", "panels", "none"] if threads > 1 else ["none"], par)
+        if par == "outer":
             sch.parallel(sch.fuse(*outer) if len(outer) > 1 else j0)
+        elif par == "panels":
+            sch.parallel(j0)
         sch.tensorize(i2, name)
         return True
-    mc = _divisor_at_most(M, 64, mr)
-    kc = _divisor_at_most(K, 256)
+    mc = ctx.choose(sch, "gemm_mc", sorted({_divisor_at_most(M, lim, mr) for lim in (mr, 32, 64, 128)}),
+                    _divisor_at_most(M, 64, mr))
+    kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 256))
     i0, i1, i2 = sch.split(i, [None, mc // mr, mr])
     j0, j1 = sch.split(j, [None, nr])
     k0, k1 = sch.split(k, [None, kc])
     sch.reorder(*batch, k0, i0, j0, i1, i2, j1, k1)
-    if S.thread_count(target) > 1 and M // mc >= 2:
+    par = "row_blocks" if threads > 1 and M // mc >= 2 else "none"
+    par = ctx.choose(sch, "gemm_parallel", ["row_blocks", "panels", "none"] if threads > 1 else ["none"], par)
+    if par == "row_blocks":
         sch.parallel(i0)
+    elif par == "panels":
+        sch.parallel(j0)
     sch.tensorize(i2, name)
     return True
+
+
+def _kc_candidates(K):
+    """kc (k per micro-kernel call) choices: divisors of K up to 512."""
+    return sorted({_divisor_at_most(K, lim) for lim in (64, 128, 256, 384, 512)})
 
 
 def gemv_chunks(vecs: int, threads: int) -> int:
@@ -284,11 +351,13 @@ def gemv_lanes(n: int, lanes: int) -> int:
     return w if w >= 4 else 0
 
 
-def _gemv_block(sch, block, target):
+def _gemv_block(sch, block, ctx):
     """A matrix-vector product (one row of A, B row-major): (j chunk, k, j vectors, lanes), so every k
     step streams contiguous rows of B into a row of C held in L1 (the k-major order loads each cache
     line of B once); the chunks of columns run in parallel. Raises ScheduleError where it does not
-    apply (M > 1, B not contiguous along j, N not a multiple of the lanes)."""
+    apply (M > 1, B not contiguous along j, N not a multiple of the lanes). Knob: "gemv_chunks" (a
+    divisor of the vectors; 1: one thread)."""
+    target = ctx.target
     blk = sch.get(block)
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
@@ -309,6 +378,9 @@ def _gemv_block(sch, block, target):
     chunks = 1
     if threads > 1 and N * K >= S.PARALLEL_MIN_WORK:
         chunks = gemv_chunks(vecs, threads)
+    if threads > 1:
+        chunks = ctx.choose(sch, "gemv_chunks", [d for d in range(1, vecs + 1) if vecs % d == 0 and d <= 64],
+                            chunks)
     # chunks in parallel: each accumulates its columns in a row of its own (local, on its thread's
     # stack) and copies it out once; in the shared row, the threads' neighbouring chunks would share
     # a cache line written at every k step (1x1280 @ 1280x1000 measured slower on 2 threads than on 1)
@@ -325,21 +397,25 @@ def _gemv_block(sch, block, target):
         sch.parallel(jc)
 
 
-def _matmul_block(sch, block, target, panel=None):
-    try:  # a dry run on a copy first: the steps before tensorize must not stay if it refuses
-        fits = _tensorized_matmul(sch.copy(), block, target, panel)
+def _matmul_block(sch, block, ctx, panel=None):
+    # a dry run of the default choices on a copy first: the steps before tensorize must not stay if
+    # it refuses (a tuner's other choices are then applied on the schedule itself)
+    dry = dataclasses.replace(ctx, knobs=None)
+    try:
+        fits = _tensorized_matmul(sch.copy(), block, dry, panel)
     except ScheduleError:
         fits = False
     if fits:
-        _tensorized_matmul(sch, block, target, panel)
+        _tensorized_matmul(sch, block, ctx, panel)
         return
     try:  # matrix-vector (M = 1): stream B's rows
-        _gemv_block(sch.copy(), block, target)
+        _gemv_block(sch.copy(), block, dry)
     except ScheduleError:
         pass
     else:
-        _gemv_block(sch, block, target)
+        _gemv_block(sch, block, ctx)
         return
+    target = ctx.target
     blk = sch.get(block)
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
@@ -352,11 +428,15 @@ def _matmul_block(sch, block, target, panel=None):
     tj = _pick_tile(j_ext, [2 * lanes, lanes])
     if tj is None:
         return
+    tj = ctx.choose(sch, "loop_tj", [c for c in (lanes, 2 * lanes, 4 * lanes) if j_ext % c == 0], tj)
     jo, ji = sch.split(j, factors=[None, tj])
     rest = spatial[:-1]
     if rest:
         i = rest[-1]
-        ti = _pick_tile(_extent(sch, i), [4, 2])
+        i_ext = _extent(sch, i)
+        ti = _pick_tile(i_ext, [4, 2])
+        if i_ext is not None:
+            ti = ctx.choose(sch, "loop_ti", [c for c in (2, 4, 8) if i_ext % c == 0] + [None], ti)
         batch = rest[:-1]
         if ti is not None:
             io, ii = sch.split(i, factors=[None, ti])

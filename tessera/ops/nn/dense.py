@@ -51,14 +51,26 @@ def matmul_shape(op, a: TensorType, b: TensorType, transpose_a=False, transpose_
 def _panel(M, N, target=None):
     """Columns of a packed B panel: the nr of the target's best micro-kernel tile (the most FMAs per
     load, _cpu_schedule.tile_preference; AVX-512 tiles where the target has them; target None: the
-    host) whose rows divide M and columns divide N (N None: any N), or None."""
+    host) whose rows divide M and columns divide N (N None: any N), or None. M None (a symbolic row
+    count): the best tile whose columns divide N (its rows are padded, see row_pad)."""
     t = Target.host() if target is None else Target(target)
     for isa, feats, lanes in (("avx512", AVX512, 16), ("avx2", AVX2, 8)):
         if all(t.has_feature(f) for f in feats):
             for mr, nr in sorted(FP32_GEMM[isa], key=lambda tile: tile_preference(tile, lanes)):
-                if M % mr == 0 and (N is None or N % nr == 0):
+                if (M is None or M % mr == 0) and (N is None or N % nr == 0):
                     return nr
     return None
+
+
+def row_pad(panel: int) -> int:
+    """Rows a matmul over B packed in `panel`-wide panels pads a symbolic row count M to a multiple
+    of: the fewest rows of the micro-kernel tiles that are `panel` wide (4 for 64, 24 and 16; 8 for
+    32 and 8), so that the padding wastes the least (batch x sequence row counts are mostly
+    multiples of 4, which pad by nothing)."""
+    rows = [mr for tiles in FP32_GEMM.values() for mr, nr in tiles if nr == panel]
+    if not rows:
+        raise TesseraError(f"no x86 GEMM micro-kernel tile is {panel} columns wide (tiles: {FP32_GEMM})")
+    return min(rows)
 
 
 def _padded_panel(M, N, target=None):
@@ -87,13 +99,15 @@ def gemm_tileable(a, b, transpose_a, transpose_b, acc, target=None) -> bool:
     divide N, or, for any N (GPT-2's 50257-word vocabulary), whose columns are padded to (B packed
     in zero-padded panels, see matmul_compute). Such a matmul keeps the plain one-step reduction,
     the form the micro-kernel's description matches (its default schedule tensorizes it; targets
-    without AVX2 take the loop schedule)."""
+    without AVX2 take the loop schedule). With a symbolic M, N or K (no transposes): on any target
+    with the micro-kernels (rows and columns padded to the tile by matmul_compute)."""
     FP32_GEMM = _fp32_tiles()
     if acc != "float32" or a.dtype != "float32" or a.ndim < 2 or b.ndim < 2 or transpose_b:
         return False
     dims = [a.shape[-2], a.shape[-1], b.shape[-1]]
     if not all(isinstance(d, E.IntImm) for d in dims):
-        return False
+        # a symbolic extent: A's rows and B's columns are padded to the tile (see matmul_compute)
+        return not transpose_a and _panel(None, None, target) is not None
     M, N = dims[0].value, dims[2].value
     if transpose_a and M > 1:
         return False
@@ -138,12 +152,40 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         return v
 
     M = a.shape[-1] if transpose_a else a.shape[-2] if a.ndim >= 2 else None
+    N_b = None if b_panel or b.ndim < 2 else b.shape[-1]
+    # the micro-kernel form with a symbolic extent: B packed in (zero-padded) panels in the kernel
+    sym = bool(plain) and not b_panel and M is not None and N_b is not None and not all(
+        isinstance(d, E.IntImm) for d in (M, N_b, K))
     if b_panel:
         panel, padded = b_panel, (b_panel if b_cols % b_panel else None)
+    elif sym:
+        nv = N_b.value if isinstance(N_b, E.IntImm) else None
+        panel = (_panel(None, nv, target) if nv else None) or _panel(None, None, target)
+        padded = panel if nv is None or nv % panel else None
     else:
         padded = _padded_panel(M.value, b.shape[-1].value, target) if plain and M is not None else None
         panel = padded or (_panel(M.value, b.shape[-1].value, target) if plain and M is not None and M.value >= 64
                            else None)
+    rows_padded = False
+    if (b_panel or sym) and M is not None and (not isinstance(M, E.IntImm) or (sym and M.value % row_pad(panel))):
+        # a symbolic row count: A's rows are padded with zeros to a multiple of the micro-kernel's
+        # rows (row_pad), C computed that many rows and its first M rows copied out, so the tiles
+        # of the micro-kernel cover every row (one copy of A and of C against a tail loop)
+        pad = row_pad(panel)
+        rows = -(-M.value // pad) * pad if isinstance(M, E.IntImm) else (M + (pad - 1)) // pad * pad
+        M_sym = M
+        a_in = a
+
+        def pad_rows(*x):
+            i = x[-2]
+            inside = i < M_sym
+            return te.if_then_else(inside, a_in[tuple(x[:-2]) + (te.min(i, M_sym - 1), x[-1])],
+                                   te.const(0, a_in.dtype))
+
+        a = U.compute(tuple(a.shape[:-2]) + (rows, a.shape[-1]),
+                      [f"b{q}" for q in range(a.ndim - 2)] + ["i", "k"], pad_rows, "a_pad")
+        shape = tuple(shape[:-2]) + (rows, shape[-1])
+        rows_padded = True
     if b_panel:
         b_packed = b
         if padded:
@@ -151,9 +193,9 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
     elif panel:
         # B repacked in panel-column panels (each contiguous over k): what the micro-kernel streams;
         # columns past N (padded panels) are zeros
-        N = b.shape[-1].value
+        N = b.shape[-1].value if isinstance(b.shape[-1], E.IntImm) else b.shape[-1]
         bb = tuple(b.shape[:-2])
-        n_panels = -(-N // panel)
+        n_panels = -(-N // panel) if isinstance(N, int) else (N + (panel - 1)) // panel
 
         def pack(*x):
             j = x[-3] * panel + x[-1]
@@ -189,10 +231,11 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
             total = term if total is None else total + term
         return te.sum(total, axis=k)
 
-    if padded:
-        # C computed into zero-padded panels, then its first N columns copied out
+    if padded or rows_padded:
+        # C computed into zero-padded panels (and rows), then its first N columns (M rows) copied out
         full = U.compute(shape, names, body, name + "_acc")
-        out_shape = tuple(shape[:-1]) + ((E.const(b_cols, "int32"),) if b_panel else (b.shape[-1],))
+        cols = ((E.const(b_cols, "int32"),) if b_panel else (b.shape[-1],)) if padded else (shape[-1],)
+        out_shape = tuple(shape[:-2]) + ((M_sym,) if rows_padded else (shape[-2],)) + cols
         return U.compute(out_shape, names, lambda *i: full[i].astype(odt) if odt != acc else full[i], name)
     if acc == odt:
         return U.compute(shape, names, body, name)
@@ -295,7 +338,8 @@ def _pack_compute(tensors, attrs):
 
 def pack_panel(M, N, target=None):
     """The panel width nn.pack_matmul_weight should use for an (M, K) x (K, N) float32 product on
-    `target` (the best micro-kernel tile whose rows divide M), or None when no tile fits M."""
+    `target` (the best micro-kernel tile whose rows divide M; M None, a symbolic row count: the
+    best tile, its rows padded, see row_pad), or None when no tile fits M."""
     return _panel(M, N, target) or _panel(M, None, target)
 
 
