@@ -21,7 +21,6 @@ from ..graph.passes import optimize
 from ..ops.registry import Knobs, get_op
 from ..target import Target
 from ..tir import Schedule
-from .mutators import MutateCategorical
 from .task import GeneratedSpace, Space, TuneTask, sampling_decisions
 from .workload import workload_key
 
@@ -38,6 +37,8 @@ class KernelSpace(Space):
         self.func = program.func
         self.target = Target(target)
         self._generated = False           # GeneratedSpace, None (the rules give none), False (not made yet)
+        self._points = None
+        self._valid: list = []
         self.knobs = 0
         if program.what is not None:
             probe = Knobs(seed=0)
@@ -76,16 +77,48 @@ class KernelSpace(Space):
             return None
         return self.finish(sch)
 
+    def points(self) -> dict:
+        """Every point of a knob space (decisions tuple -> postprocessed Schedule, None where the
+        schedule or a postprocessor refuses it), enumerated depth first on first use and kept: the
+        knob spaces are small (tens to a few hundred points) and building a point costs as much as
+        sampling one, so the search draws from this table instead of rebuilding. At most
+        MAX_POINTS are enumerated."""
+        if self._points is None:
+            pts: dict = {}
+            stack = [()]
+            while stack and len(pts) < self.MAX_POINTS:
+                prefix = stack.pop()
+                k = Knobs(list(prefix) + [0] * 64, seed=0)
+                try:
+                    sch = self.finish(self.program.schedule(k))
+                except TesseraError:
+                    sch = None
+                full = tuple(prefix) + (0,) * (len(k.counts) - len(prefix))
+                pts[full] = sch
+                for i in range(len(k.counts) - 1, len(prefix) - 1, -1):
+                    for j in range(k.counts[i] - 1, 0, -1):
+                        stack.append(full[:i] + (j,))
+            self._points = pts
+            self._valid = [d for d, s in pts.items() if s is not None]
+        return self._points
+
+    MAX_POINTS = 512
+
     def sample(self, rng):
         if self.knobs:
-            return self._knobbed(None, rng)
+            self.points()
+            if not self._valid:
+                return None
+            return self._points[self._valid[int(rng.integers(len(self._valid)))]]
         space = self._space()
         return space.sample(rng) if space is not None else None
 
     def mutate(self, sch, rng):
         if self.knobs:
-            trace = MutateCategorical().mutate(sch.trace, rng)
-            return None if trace is None else self._knobbed(sampling_decisions(trace), rng)
+            pts = self.points()
+            d = tuple(sampling_decisions(sch.trace))
+            near = [e for e in self._valid if len(e) == len(d) and sum(a != b for a, b in zip(d, e)) == 1]
+            return pts[near[int(rng.integers(len(near)))]] if near else None
         space = self._space()
         return space.mutate(sch, rng) if space is not None else None
 

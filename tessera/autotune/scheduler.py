@@ -9,7 +9,7 @@ round of the search; after that every round goes to the task whose next trials a
 most (Ansor's gradient: the weighted mix of the task's recent improvement per round and an optimistic
 forward estimate, that its time can still shrink in proportion to its trials or to the throughput
 similar tasks reached). A task stops when `early_stopping` of its trials bring no improvement, or its
-space is exhausted. Records go to the database as they are measured (resume by tuning again with the
+space is exhausted; a task under 0.5% of the estimated latency is not tuned past its default. Records go to the database as they are measured (resume by tuning again with the
 same database); one cost model learns across all tasks.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ class TaskReport:
     errors: int
     default_secs: float | None
     best_secs: float | None
-    done: str | None        # None (still tuned), "converged", "exhausted"
+    done: str | None        # None (still tuned), "converged", "exhausted", "negligible" (< 0.5% of the model)
 
     @property
     def speedup(self) -> float | None:
@@ -105,8 +105,9 @@ class TaskScheduler:
     """Ansor's gradient-based allocation of rounds over the tasks' TaskTuners (see the module docstring)."""
 
     def __init__(self, tuners: list, rng, alpha: float = 0.2, beta: float = 2.0, eps: float = 0.05,
-                 early_stopping: int | None = 64):
+                 early_stopping: int | None = 64, negligible: float = 0.005):
         self.tuners = tuners
+        self.negligible = negligible
         self.rng = rng
         self.alpha, self.beta, self.eps = alpha, beta, eps
         self.early_stopping = early_stopping
@@ -135,7 +136,14 @@ class TaskScheduler:
         return [i for i, d in enumerate(self.done) if d is None]
 
     def next_task(self) -> int | None:
-        """The task whose next round should cut the estimated latency most."""
+        """The task whose next round should cut the estimated latency most. A task whose share of the
+        estimated latency is below `negligible` is not tuned at all ("negligible")."""
+        known = [(self.weight(i) * t.best_secs) for i, t in enumerate(self.tuners) if t.best_secs]
+        if len(known) == len(self.tuners) and self.negligible:
+            total = sum(known)
+            for i in self.alive():
+                if self.weight(i) * self.tuners[i].best_secs < self.negligible * total:
+                    self.done[i] = "negligible"
         alive = self.alive()
         if not alive:
             return None

@@ -61,7 +61,8 @@ class Knobs:
         self.decisions = list(decisions) if decisions is not None else None
         self.seed = seed
         self.names: list = []
-        self._k = 0          # sampling instructions made (a knob with one candidate makes none)
+        self.counts: list = []   # candidates of each sampling instruction made, in order
+        self._k = 0              # sampling instructions made (a knob with one candidate makes none)
 
     def choose(self, sch, name: str, candidates, default):
         cands = _knob_candidates(name, candidates, default)
@@ -69,6 +70,7 @@ class Knobs:
         if len(cands) == 1:
             return cands[0]
         k, self._k = self._k, self._k + 1
+        self.counts.append(len(cands))
         d = self.decisions[k] if self.decisions is not None and k < len(self.decisions) else None
         if d is not None and not (isinstance(d, int) and 0 <= d < len(cands)):
             d = None

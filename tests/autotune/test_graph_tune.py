@@ -215,12 +215,15 @@ def test_task_scheduler_gives_the_next_round_to_the_task_that_cuts_latency_most(
 
     big = FakeTuner(FakeTask("conv_a", 4, 1e9), 4e-3)     # 4 runs of 4 ms: most of the model
     small = FakeTuner(FakeTask("pool_b", 1, 1e6), 1e-5)
-    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0)
+    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0, negligible=0.0)
     sched.record(0, None)
     sched.record(1, None)
     assert sched.next_task() == 0
+    # a task under 0.5% of the estimated latency is not tuned at all
+    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0)
+    assert sched.next_task() == 0 and sched.done[1] == "negligible"
     # early stopping: no gain for early_stopping trials ends a task
-    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0, early_stopping=5)
+    sched = TaskScheduler([big, small], np.random.default_rng(0), eps=0.0, early_stopping=5, negligible=0.0)
     sched.record(1, None)
     small.trials = 20
     sched.record(1, small.best_secs)
