@@ -16,6 +16,19 @@ from tessera.runtime import opencl as cl_rt
 pytestmark = pytest.mark.skipif(not cl_rt.usable()[0], reason=f"OpenCL: {cl_rt.usable()[1]}")
 
 
+@pytest.fixture(scope="module")
+def builder():
+    """One build worker and one measuring worker for the file's quick tests (each costs a start)."""
+    with LocalBuilder(max_workers=1) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with LocalRunner(number=1, repeat=1, min_repeat_ms=1) as r:
+        yield r
+
+
 def gemm(m, n, k):
     A = te.placeholder((m, k), name="A")
     B = te.placeholder((k, n), name="B")
@@ -35,21 +48,21 @@ def check_gemm(sch, m, n, k):
     return lib, (a, b, c)
 
 
-def test_tune_tir_on_opencl_end_to_end(tmp_path):
+def test_tune_tir_on_opencl_end_to_end(tmp_path, builder, runner):
     m, n, k = 96, 40, 24
     func = gemm(m, n, k)
     db = autotune.Database(str(tmp_path / "gpu.jsonl"))
-    res = autotune.tune_tir(func, target="opencl", max_trials=6, batch_size=6, database=db, strategy="random",
-                            cost_model="random", seed=0, progress=False)
-    assert res.trials == 6 and res.errors == 0 and res.run_secs > 0
+    res = autotune.tune_tir(func, target="opencl", max_trials=4, batch_size=4, database=db, strategy="random",
+                            cost_model="random", seed=0, progress=False, builder=builder, runner=runner)
+    assert res.trials == 4 and res.errors == 0 and res.run_secs > 0
     recs = list(db.records())
-    assert len(recs) == 6 and all(r.target == "opencl" and r.error is None and r.run_secs for r in recs)
+    assert len(recs) == 4 and all(r.target == "opencl" and r.error is None and r.run_secs for r in recs)
     check_gemm(res.schedule, m, n, k)
     again = autotune.apply_best(func, db, "opencl")
     assert again is not None and tessera.ir.structural_equal(again.mod, res.schedule.mod)
 
 
-def test_the_runner_checks_gpu_candidates_against_the_default_gpu_schedule():
+def test_the_runner_checks_gpu_candidates_against_the_default_gpu_schedule(builder, runner):
     """A candidate of another program of the same signature computes other values: the runner's
     check (against the untuned program under its default GPU schedule) calls it a wrong result."""
     m, n, k = 32, 32, 16
@@ -64,18 +77,17 @@ def test_the_runner_checks_gpu_candidates_against_the_default_gpu_schedule():
     # the same trace replays on both programs (same loops and blocks), so the second candidate is
     # `other`'s program measured as a candidate of `func`
     cand = MeasureCandidate(func, sch.trace.as_json())
-    with LocalRunner(number=1, repeat=1, min_repeat_ms=0) as runner, LocalBuilder(max_workers=1) as builder:
-        [ok] = measure([cand], "opencl", builder=builder, runner=runner)
-        assert ok.ok and ok.run_secs[0] > 0
-        [br] = builder.build([MeasureCandidate(other, sch.trace.as_json())], "opencl")
-        assert br.ok
-        [bad] = runner.run([cand], [br], "opencl")     # func's reference, other's library
+    [ok] = measure([cand], "opencl", builder=builder, runner=runner)
+    assert ok.ok and ok.run_secs[0] > 0
+    [br] = builder.build([MeasureCandidate(other, sch.trace.as_json())], "opencl")
+    assert br.ok
+    [bad] = runner.run([cand], [br], "opencl")     # func's reference, other's library
     assert bad.error_kind == "wrong_result"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("size", [(256, 256, 256), (200, 120, 72)], ids=lambda s: "x".join(map(str, s)))
-def test_tuned_gemm_is_at_least_as_fast_as_the_default_gpu_schedule(size):
+def test_tuning_gemm_on_opencl_prints_figures_beside_the_default_gpu_schedule(size):
     """Prints the figures (never asserted: timings are the machine's); asserts only correctness."""
     m, n, k = size
     func = gemm(m, n, k)
