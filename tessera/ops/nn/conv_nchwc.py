@@ -390,12 +390,12 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
                    _group(chunks, owe, khe * kwe))
     batch = _extent(sch, n) or S.thread_count(target)
     per_row = sum(c for _, c in row_tiles(isa, v, owe))
-    rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 64],
+    rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],
                       _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target)))
     rows_outer = ctx.choose(sch, "conv.rows_outer", [True], False)
     icce = _extent(sch, icc)
     ic_inner = icce if icce is None else ctx.choose(
-        sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and d * khe * kwe >= 4], icce)
+        sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and 8 * d >= icce], icce)
     name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows)
     work = 2 * chunks * ib * ohe * owe * (icce or 1) * 64
     oco, oci = sch.split(oc, [None, v])
