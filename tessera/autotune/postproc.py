@@ -27,7 +27,8 @@ For a GPU target (ctx.is_gpu) the list is instead:
   block-bound loop of each kernel gets it);
 - VerifyGPUCode: the program lowers and renders through the target's backend (tir pipeline,
   split_host_device, thread_sync, the renderer) and every kernel fits the target's threads per
-  block and shared memory (SpaceContext.max_threads_per_block / max_shared_memory).
+  block and shared memory (SpaceContext.max_threads_per_block / max_shared_memory); as TVM's, it
+  allows at most 8 virtual threads.
 The rewriting is traced after an EnterPostproc instruction, so a candidate's trace replays it.
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ from ..ir import (
     IntImm,
     SeqStmt,
     Stmt,
+    post_order_visit,
     structural_hash,
 )
 from ..ir.functor import collect_vars
@@ -374,9 +376,16 @@ class VerifyGPUCode(VerifyLowers):
 
     name = "VerifyGPUCode"
     CUDA_BLOCK_DIMS = (1024, 1024, 64)
+    MAX_VTHREAD = 8        # TVM's VerifyGPUCode limit: more virtual threads only unroll a longer serial loop
 
     def _check(self, mod) -> bool:
         ctx = self.ctx
+        for func in mod.functions.values():
+            vthreads = []
+            post_order_visit(func.body, lambda n: vthreads.append(n) if type(n) is For and n.kind == ForKind.THREAD_BINDING
+                             and n.thread_binding.thread_tag.startswith("vthread") else None)
+            if any(const_extent(lp) is None or const_extent(lp) > self.MAX_VTHREAD for lp in vthreads):
+                return False
         src = generate(mod, ctx.target)
         for m in src.meta:
             for k in m["kernels"]:

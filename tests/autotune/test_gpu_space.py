@@ -189,6 +189,18 @@ def test_verify_gpu_code_enforces_the_thread_and_shared_memory_limits():
         assert k["block"][0] * k["block"][1] * k["block"][2] <= 1024 and k["shared_bytes"] <= 48 * 1024
 
 
+@pytest.mark.parametrize("vthreads", [8, 16])
+def test_verify_gpu_code_allows_at_most_8_virtual_threads(vthreads):
+    A = te.placeholder((4096,), name="A")
+    B = te.compute((4096,), lambda i: A[i] + 1.0, name="B")
+    sch = Schedule(te.create_prim_func([A, B]))
+    bx, vx, tx = sch.split(sch.get_loops(sch.get_block("B"))[0], [None, vthreads, 32])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(vx, "vthread.x")
+    sch.bind(tx, "threadIdx.x")
+    assert VerifyGPUCode(SpaceContext("opencl")).apply(sch) == (vthreads <= 8)
+
+
 def test_cooperative_fetch_vectorizes_only_where_the_width_divides_the_copy():
     func = gemm(200, 120, 72)
     vectorized = 0
