@@ -48,7 +48,7 @@ class WorkerProcess:
         self.name, self.env = name, dict(env or {})
         self.proc = None
         self.sent_keys: set = set()      # workloads (and intrinsics) this incarnation already has
-        self.prepared: set = set()
+        self.prepared: dict = {}         # workloads with a reference there, oldest first (as the worker evicts)
         self.intrins: dict = {}
         self.served = 0
         self._rfd = None
@@ -73,7 +73,7 @@ class WorkerProcess:
         finally:
             os.close(w)
         self._rfd, self._buf = r, b""
-        self.sent_keys, self.prepared, self.intrins, self.served = set(), set(), {}, 0
+        self.sent_keys, self.prepared, self.intrins, self.served = set(), {}, {}, 0
         ready = self._receive(time.monotonic() + STARTUP_TIMEOUT, "starting")
         if "ready" not in ready:
             raise WorkerDied(f"{self.name}: unexpected first message {ready}")

@@ -38,6 +38,7 @@ from ...runtime import cuda as cuda_rt
 from ...runtime.module import check_timing
 from ...target import Target
 from ._proc import WorkerDied, WorkerProcess, WorkerTimeout
+from ._worker import MAX_REFERENCES
 from .builder import LocalBuilder
 from .candidate import BuildResult, MeasureCandidate, MeasureResult
 
@@ -108,7 +109,9 @@ class LocalRunner:
         if "fault" in ans:
             raise TesseraError(f"LocalRunner: the reference of workload {key} failed: {ans['fault']}")
         w.sent_keys.add(key)
-        w.prepared.add(key)
+        w.prepared[key] = None
+        if len(w.prepared) > MAX_REFERENCES:      # the worker dropped its oldest reference: prepare it again
+            del w.prepared[next(iter(w.prepared))]
 
     def run_one(self, cand: MeasureCandidate, br: BuildResult, target: str, cutoff_secs=None) -> MeasureResult:
         if not br.ok:
