@@ -150,13 +150,13 @@ def test_parse_duration_refuses(text):
         parse_duration(text)
 
 
-def _report(name, weight, default, best, trials=1, done=None):
-    return TaskReport(name, weight, 1e6, trials, 0, default, best, done)
+def _report(name, weight, default, best, trials=1, done=None, errors=0):
+    return TaskReport(name, weight, 1e6, trials, errors, default, best, done)
 
 
 def test_table_estimates_latency_and_eta_from_the_recent_rate():
     t = GraphTuneTable(max_trials=100, show=False)
-    reports = [_report("conv", 2, 1e-3, 5e-4), _report("dense", 1, 2e-3, None)]
+    reports = [_report("conv", 2, 1e-3, 5e-4, trials=7, errors=3), _report("dense", 1, 2e-3, None)]
     t(reports, dict(trials=10, max_trials=100, seconds=0.0, time_budget=None))
     assert t.eta() is None                                     # no rate yet
     t(reports, dict(trials=30, max_trials=100, seconds=10.0, time_budget=None))
@@ -166,7 +166,7 @@ def test_table_estimates_latency_and_eta_from_the_recent_rate():
     assert estimated_latency(reports, "default_secs") == pytest.approx(2 * 1e-3 + 2e-3)
     text = t.text()
     assert "30/100 trials" in text and "1.33x" in text and "ETA 35 s" in text
-    assert "2.00x" in text.splitlines()[2]                     # conv: 1 ms -> 0.5 ms
+    assert text.splitlines()[2].split() == ["conv", "2", "7", "3", "1.000", "0.5000", "2.00x", "tuning"]
 
 
 def test_table_eta_is_capped_by_the_time_budget_and_zero_when_all_done():

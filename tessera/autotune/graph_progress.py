@@ -4,8 +4,8 @@
         res = autotune.tune_graph(graph, params, target, max_trials=2000, database=db, progress=table)
     print(table.text())
 
-Per task: its weight (nodes that run it), trials, default and best kernel time, speedup over the
-default and its state (tuning, converged, exhausted); below, the totals: trials, the estimated model
+Per task: its weight (nodes that run it), trials and failed ones, default and best kernel time,
+speedup over the default and its state (tuning, converged, exhausted); below, the totals: trials, the estimated model
 latency (sum of weight x best kernel time, tune_graph's estimate) beside the default schedules', the
 elapsed time and an ETA. On a terminal the table is redrawn in place by rich.live; elsewhere (a pipe,
 a log file, rich missing) a one-line summary is printed every `interval` seconds instead. The live
@@ -145,16 +145,17 @@ class GraphTuneTable:
                 f"{format_duration(self.seconds)} elapsed{rate_text}, ETA {format_duration(self.eta())}")
 
     def rows(self) -> list:
-        """The table's rows as text cells: task, weight, trials, default ms, best ms, speedup, state."""
+        """The table's rows as text cells: task, weight, trials, errors (candidates that failed to build,
+        run or check), default ms, best ms, speedup, state."""
         out = []
         for r in self.reports:
             sp = r.speedup
             state = r.done or ("tuning" if r.trials else "waiting")
-            out.append([r.name, str(r.weight), str(r.trials), _ms(r.default_secs), _ms(r.best_secs),
+            out.append([r.name, str(r.weight), str(r.trials), str(r.errors), _ms(r.default_secs), _ms(r.best_secs),
                         f"{sp:.2f}x" if sp else "-", state])
         return out
 
-    HEADER = ["task", "w", "trials", "default ms", "best ms", "speedup", "state"]
+    HEADER = ["task", "w", "trials", "errors", "default ms", "best ms", "speedup", "state"]
 
     def text(self) -> str:
         """The table and its totals as plain text (the end of `tessera tune`)."""
