@@ -173,13 +173,18 @@ def _vectorize_inner_spatial(sch, block, depth, target):
         sch.vectorize(inner)
 
 
-def schedule_rows(sch, target, out: str, depth: int) -> None:
+def schedule_rows(sch, target, out: str, depth: int, ctx=None) -> None:
     """An op whose blocks all work row by row (softmax: max, exp, sum, divide; layer norm: the
     statistics, then the normalization): every block is computed inside the first `depth` loops
     of the output block `out`, so a row's intermediates stay in L1 (per-row locals), the inner
     reductions use vector partial results (rfactor_lanes), the spatial rows are vectorized, and
     the fused row loops run in parallel. Raises ScheduleError (the schedule unchanged) when a step
-    does not apply."""
+    does not apply. ctx: the op's ScheduleContext, whose knobs (while tuned) may turn the vector
+    partial results and the parallel rows off."""
+    partials, parallel = True, True
+    if ctx is not None:
+        partials = ctx.choose(sch, "rows.vector_partials", [False], True)
+        parallel = ctx.choose(sch, "rows.parallel", [False], True)
     for s in (sch.copy(), sch):  # a dry run first
         names = [s.get(b).name_hint for b in _blocks(s)]
         if out not in names or depth < 1:
@@ -189,7 +194,7 @@ def schedule_rows(sch, target, out: str, depth: int) -> None:
         partial = []
         for name in names:
             b = s.get_block(name)
-            if any(iv.iter_type == "reduce" for iv in s.get(b).iter_vars):
+            if partials and any(iv.iter_type == "reduce" for iv in s.get(b).iter_vars):
                 try:
                     rf, _ = rfactor_lanes(s, b, target)
                     partial.append(s.get(rf).name_hint)
@@ -204,7 +209,7 @@ def schedule_rows(sch, target, out: str, depth: int) -> None:
             else:
                 _vectorize_inner_spatial(s, s.get_block(name), depth, target)
         row_loops = s.get_loops(s.get_block(out))[:depth]
-        if thread_count(target) > 1 and work >= PARALLEL_MIN_WORK and _work(rows) >= 2:
+        if parallel and thread_count(target) > 1 and work >= PARALLEL_MIN_WORK and _work(rows) >= 2:
             s.parallel(s.fuse(*row_loops) if len(row_loops) > 1 else row_loops[0])
 
 

@@ -102,6 +102,32 @@ def test_conv_knob_space_contains_the_default_schedule_and_samples_build_right()
     assert len(seen) >= 2
 
 
+def test_every_point_of_the_conv_and_row_knob_spaces_computes_the_untuned_result():
+    """Each knob setting is a schedule the measurement checks against the unscheduled program."""
+    from tessera.autotune.measure import MeasureCandidate
+    from tessera.autotune.measure.runner import measure
+
+    g, params = from_onnx(small_cnn())
+    tasks = [t for t in extract_tasks(g, params, T2) if t.space.kind == "knobs"]
+    g2, p2 = from_onnx(zoo.get_model("gpt2_block", seq_len=16, hidden=64, heads=4, n_positions=64))
+    tasks += [t for t in extract_tasks(g2, p2, T2) if t.space.kind == "knobs" and
+              ("layer_norm" in t.name or "softmax" in t.name)]
+    assert any("conv2d" in t.name for t in tasks) or not Target(T2).has_feature("avx2")
+    assert any("layer_norm" in t.name for t in tasks) and any("softmax" in t.name for t in tasks)
+    cands = []
+    for t in tasks:
+        pts = [s for s in t.space.points().values() if s is not None]
+        assert len(pts) >= 2, t.name
+        cands += [MeasureCandidate(t.workload, s.trace.as_json()) for s in pts[:6]]
+    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0)
+    try:
+        results = measure(cands, T2, runner=runner)
+    finally:
+        runner.close()
+    for c, r in zip(cands, results):
+        assert r.error_kind is None, (c.workload.func.name, r.error_kind, r.error_msg)
+
+
 @pytest.fixture(scope="module")
 def tuned_cnn(tmp_path_factory):
     model = small_cnn()

@@ -527,7 +527,7 @@ def _row_schedule(first_normalized):
         first = first_normalized(ctx.attrs, ndim)
         if first is not None and 1 <= first < ndim:
             try:
-                schedule_rows(sch, ctx.target, ctx.block, first)
+                schedule_rows(sch, ctx.target, ctx.block, first, ctx)
                 return
             except ScheduleError:
                 pass

@@ -134,7 +134,7 @@ def schedule_softmax(sch, ctx):
     axis = axis + ndim if axis < 0 else axis
     if ndim >= 2 and axis == ndim - 1:
         try:
-            schedule_rows(sch, ctx.target, ctx.block, ndim - 1)
+            schedule_rows(sch, ctx.target, ctx.block, ndim - 1, ctx)
             return
         except ScheduleError:
             pass
