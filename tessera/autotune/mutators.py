@@ -201,24 +201,6 @@ class MutateComputeLocation(Mutator):
         return None
 
 
-class MutateCategorical(Mutator):
-    """Any sample_categorical (a schedule knob: ops' ScheduleContext.choose, a template's
-    define_knob) with another of its candidates."""
-
-    name = "MutateCategorical"
-
-    def mutate(self, trace, rng):
-        rng = _rng(rng)
-        cands = [inst for inst in _design_insts(trace) if inst.kind.name == "SampleCategorical"
-                 and len(inst.attrs[0]) > 1 and trace.decisions.get(inst) is not None]
-        while cands:
-            inst = cands.pop(int(rng.integers(len(cands))))
-            new = _other_index(inst, trace.decisions[inst], rng)
-            if new is not None:
-                return trace.with_decision(inst, new, remove_postproc=True)
-        return None
-
-
 def _replayed_block(sch, insts, block_rv):
     """The replayed schedule's handle of the block that `block_rv` names in the original trace."""
     for inst in insts:
@@ -268,7 +250,6 @@ def mutate_any(trace: Trace, rng, mutators=None, probs=None) -> Trace | None:
 
 
 __all__ = [
-    "MutateCategorical",
     "MutateComputeLocation",
     "MutateParallel",
     "MutateTileSize",
