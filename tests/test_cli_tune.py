@@ -16,36 +16,39 @@ from tessera.errors import TesseraError
 
 pytest.importorskip("xgboost")
 
+# big enough that the conv's space has ~20 points and dominates the model (its tasks do not all
+# finish -- exhausted or negligible -- before the trials are spent)
+CI, CO, HW = 16, 32, 16
 RNG = np.random.default_rng(0)
-W = (RNG.standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32)
-B = RNG.standard_normal(8).astype(np.float32)
-M = (RNG.standard_normal((512, 16)) * 0.05).astype(np.float32)
-X = RNG.standard_normal((1, 4, 8, 8)).astype(np.float32)
+W = (RNG.standard_normal((CO, CI, 3, 3)) * 0.1).astype(np.float32)
+B = RNG.standard_normal(CO).astype(np.float32)
+M = (RNG.standard_normal((CO * HW * HW, 16)) * 0.02).astype(np.float32)
+X = RNG.standard_normal((1, CI, HW, HW)).astype(np.float32)
 
 
 def _reference(x):
     """conv 3x3 pad 1 + bias, relu, flatten, matmul in numpy."""
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    conv = np.zeros((1, 8, 8, 8), np.float32)
+    conv = np.zeros((1, CO, HW, HW), np.float32)
     for dy in range(3):
         for dx in range(3):
-            conv += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + 8, dx:dx + 8], W[:, :, dy, dx])
+            conv += np.einsum("nchw,oc->nohw", xp[:, :, dy:dy + HW, dx:dx + HW], W[:, :, dy, dx])
     r = np.maximum(conv + B[None, :, None, None], 0)
-    return r.reshape(1, 512) @ M
+    return r.reshape(1, -1) @ M
 
 
 @pytest.fixture
 def tiny_model(tmp_path):
-    """x[1,4,8,8] -> Conv(8, 3x3, pad 1) -> Relu -> Reshape[1,512] -> MatMul[512,16]."""
+    """x[1,CI,HW,HW] -> Conv(CO, 3x3, pad 1) -> Relu -> Reshape[1, CO*HW*HW] -> MatMul[CO*HW*HW, 16]."""
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("Reshape", ["r", "shape"], ["f"]),
              helper.make_node("MatMul", ["f", "m"], ["y"])]
-    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 4, 8, 8])],
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TP.FLOAT, [1, CI, HW, HW])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16])],
                           [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"),
                            numpy_helper.from_array(M, "m"),
-                           numpy_helper.from_array(np.array([1, 512], np.int64), "shape")])
+                           numpy_helper.from_array(np.array([1, CO * HW * HW], np.int64), "shape")])
     path = tmp_path / "tiny.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     np.save(tmp_path / "x.npy", X)
@@ -62,23 +65,25 @@ def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(t
     args = ["tune", str(model), "--trials", "6", "--db", str(db), "--threads", "2", "--seed", "0"]
     assert main(args + ["--png", str(png)]) == 0
     out = capsys.readouterr().out
-    assert _records(db) == 6
+    first = _records(db)
+    assert 4 <= first <= 6                      # every task's default, then the search
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "fused_nn_contrib_conv2d_NCHWc_add_nn_relu" in out and "6/6 trials" in out
+    assert "fused_nn_contrib_conv2d_NCHWc_add_nn_relu" in out and f"{first}/6 trials" in out
     assert f"tessera compile {model} --db {db} --target 'c -num-threads=2'" in out
 
     # an existing database is never tuned into by accident
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("tessera: error: tuning database") and "--resume" in err
-    assert _records(db) == 6
+    assert _records(db) == first
 
     # --resume continues: the trials of the database count, the new ones are added
     assert main(["tune", str(model), "--trials", "10", "--db", str(db), "--threads", "2", "--seed", "1",
                  "--resume", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "resuming" in out and "10/10 trials" in out
-    assert _records(db) == 10
+    second = _records(db)
+    assert f"resuming {db} ({first} records)" in out and f"{second}/10 trials" in out
+    assert first < second <= 10
     assert (d / "tune.png").exists()            # the default PNG: --db's name with .png
 
     # run compiles with the records and says so; its output is still the model's
@@ -104,7 +109,7 @@ def test_tune_transfer_pretrains_the_cost_model_from_another_database(tiny_model
                  "--transfer", str(src), "--png", str(d / "t.png")]) == 0
     out = capsys.readouterr().out
     assert "cost model pre-trained on 4 records" in out
-    assert _records(db) == 5 and _records(src) == 4
+    assert 4 <= _records(db) <= 5 and _records(src) == 4
 
 
 @pytest.mark.parametrize("extra,message", [
