@@ -69,8 +69,8 @@ def scopes(mod):
 def test_gpu_targets_get_the_gpu_rules_and_limits():
     cuda = SpaceContext("cuda")
     assert cuda.is_gpu and cuda.max_threads_per_block == 1024 and cuda.max_shared_memory == 48 * 1024
-    assert [type(r).__name__ for r in default_rules(cuda)] == ["AutoInline", "MultiLevelTilingGPU", "AutoBind",
-                                                               "AutoUnroll"]
+    assert [type(r).__name__ for r in default_rules(cuda)] == ["AutoInline", "CrossThreadReduction",
+                                                               "MultiLevelTilingGPU", "AutoBind", "AutoUnroll"]
     small = SpaceContext("cuda -max-threads-per-block=128")
     assert small.max_threads_per_block == 128 and max(small.thread_candidates) == 128
     assert not SpaceContext("c").is_gpu
@@ -158,6 +158,45 @@ def test_elementwise_and_reductions_are_bound_by_autobind():
             out = np.full(want.shape, np.nan, "float32")
             tessera.build(sch, target="opencl")(a, out)
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@needs_opencl
+def test_softmax_rows_get_a_cross_thread_reduction_space_and_every_space_is_right():
+    n, d = 24, 256
+    X = te.placeholder((n, d), name="X")
+    k = te.reduce_axis((0, d), name="k")
+    Mx = te.compute((n,), lambda i: te.max(X[i, k], axis=k), name="Mx")
+    E = te.compute((n, d), lambda i, j: te.exp(X[i, j] - Mx[i]), name="E")
+    k2 = te.reduce_axis((0, d), name="k2")
+    S = te.compute((n,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
+    Y = te.compute((n, d), lambda i, j: E[i, j] / S[i], name="Y")
+    func = te.create_prim_func([X, Y])
+    x = np.random.default_rng(2).standard_normal((n, d)).astype("float32")
+    e = np.exp(x - x.max(1, keepdims=True))
+    want = e / e.sum(1, keepdims=True)
+    spaces = generate_design_space(func, "opencl")
+    assert len(spaces) == 4          # each of the two reductions: serial per thread, or shared by a block
+    shared_by_threads = set()
+    for space in spaces:
+        sch = next(c for c in (sample_candidate(func, space, "opencl", seed) for seed in range(10)) if c is not None)
+        for red in ("Mx", "S"):
+            names = [b for b in sch.state.index("main").blocks if b.startswith(red)]
+            blk = sch.get_block(names[-1])
+            inner = [sch.get(lp) for lp in sch.get_loops(blk)]
+            # a cross-thread reduction: a threadIdx.x loop drives the reduction iterator
+            if any(lp.kind == ForKind.THREAD_BINDING and lp.thread_binding.thread_tag == "threadIdx.x"
+                   and lp.loop_var.name.startswith("k") for lp in inner):
+                shared_by_threads.add((id(space), red))
+        out = np.full((n, d), np.nan, "float32")
+        tessera.build(sch, target="opencl")(x, out)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    assert len(shared_by_threads) == 4   # two spaces share Mx, two share S
+
+
+def test_gemm_with_enough_outputs_gets_no_cross_thread_space():
+    assert len(generate_design_space(gemm(64, 64, 512), "opencl")) == 1
+    # few outputs, a long reduction (a matrix-vector-like product): both spaces
+    assert len(generate_design_space(gemm(4, 16, 1000), "opencl")) == 2
 
 
 def test_autobind_leaves_bound_blocks_and_multi_level_tiling_gpu_leaves_elementwise_blocks():

@@ -114,6 +114,18 @@ def do_build(state: State, req) -> dict:
     return {"path": path, "func_name": src.functions[0].name, "build_secs": t2 - t0, "compile_secs": t2 - t1}
 
 
+def _reference_artifact(func, target: Target):
+    """The untuned program built for target. A GPU program needs its loops bound to run at all: its
+    reference is the default GPU schedule (ops.gpu), or, where that does not build (a block
+    auto_bind cannot bind), the untuned program on the host CPU (target "c")."""
+    if not is_gpu(target):
+        return build_artifact(func, target)
+    try:
+        return build_artifact(schedule_gpu_default(Schedule(func), target), target)
+    except TesseraError:
+        return build_artifact(func, Target("c"))
+
+
 def do_prepare(state: State, req) -> dict:
     key = req["key"]
     if key in state.refs:
@@ -121,9 +133,7 @@ def do_prepare(state: State, req) -> dict:
     func = state.func(req)
     ref = Reference(func, int(req["seed"]))
     target = Target(req["target"])
-    # a GPU program needs its loops bound to run at all: the reference is the default GPU schedule
-    untuned = schedule_gpu_default(Schedule(func), target) if is_gpu(target) else func
-    art = build_artifact(untuned, target)
+    art = _reference_artifact(func, target)
     # the cache is keyed by the untuned library itself (named by a hash of its source and flags), so a
     # change of lowering or code generation computes the reference again
     ref.compute_expected(art.module.get_function(art.source.functions[0].name),

@@ -21,7 +21,8 @@ hopeless candidate costs one call instead of the timer's rounds.
 
 GPU targets (opencl, cuda): the worker loads the artifact through the target's backend, the
 reference is the untuned program under its default GPU schedule (ops.gpu.schedule_gpu_default: an
-unscheduled program has no thread bindings and does not build), and the time is the device's
+unscheduled program has no thread bindings and does not build; where that schedule does not build
+either, the untuned program on the host CPU), and the time is the device's
 (the runtime's profiling timer, which makes its own warm-up launch; flush_cache is refused). The
 checked call's time (for the cutoff) includes the copies to and from the device. A cuda target
 without an NVIDIA GPU here is refused by name (check_device).

@@ -4,13 +4,14 @@ space.generate_design_space over the blocks of a PrimFunc, consumers first.
 `default_rules(ctx)` is the CPU list, in the order each block meets them: AutoInline, AddRFactor,
 UseTensorIntrin, MultiLevelTiling, ParallelizeVectorizeUnroll (the root block), RandomComputeLocation;
 for a GPU target (ctx.is_gpu) it is `gpu_rules(ctx)`: AutoInline (into producers too, branches
-allowed, as MetaSchedule's CUDA list), MultiLevelTilingGPU ("SSSRRSRS", cooperative fetching),
-AutoBind, AutoUnroll (the root block).
+allowed, as MetaSchedule's CUDA list), CrossThreadReduction (long reductions shared by a block's
+threads), MultiLevelTilingGPU ("SSSRRSRS", cooperative fetching), AutoBind, AutoUnroll (the root
+block).
 """
 from .add_rfactor import AddRFactor
 from .auto_inline import AutoInline
 from .base import ScheduleRule, SpaceContext
-from .gpu_bind import AutoBind, AutoUnroll
+from .gpu_bind import AutoBind, AutoUnroll, CrossThreadReduction
 from .multi_level_tiling import MultiLevelTiling
 from .multi_level_tiling_gpu import MultiLevelTilingGPU
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
@@ -20,8 +21,8 @@ from .use_tensor_intrin import UseTensorIntrin
 
 def gpu_rules(ctx: SpaceContext) -> list:
     """The GPU rules (module docstring)."""
-    return [AutoInline(ctx, into_producer=True, disallow_if_then_else=False), MultiLevelTilingGPU(ctx),
-            AutoBind(ctx), AutoUnroll(ctx)]
+    return [AutoInline(ctx, into_producer=True, disallow_if_then_else=False), CrossThreadReduction(ctx),
+            MultiLevelTilingGPU(ctx), AutoBind(ctx), AutoUnroll(ctx)]
 
 
 def default_rules(ctx: SpaceContext, tensor_intrinsics: bool = True) -> list:
@@ -41,6 +42,7 @@ __all__ = [
     "AutoBind",
     "AutoInline",
     "AutoUnroll",
+    "CrossThreadReduction",
     "MultiLevelTiling",
     "MultiLevelTilingGPU",
     "ParallelizeVectorizeUnroll",
