@@ -199,3 +199,47 @@ def test_table_renders_with_rich_keeping_the_heaviest_tasks():
 
 def test_format_duration():
     assert [format_duration(s) for s in (None, 5, 125, 7260)] == ["-", "5 s", "2m05s", "2h01m"]
+
+
+def _bench(name):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tessera_bench_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
+    """benchmarks/tune_model.py --small: scratch and transfer runs, the 2% figures, the measured
+    latencies; then benchmarks/e2e.py --tuned with the scratch database it left."""
+    import json
+
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "tm.json"
+    rc = _bench("tune_model").main(["--small", "--models", "resnet18,bert_base", "--trials", "30", "--time-budget",
+                                    "60s", "--out", str(tmp_path / "dbs"), "--repeat", "2", "--warmup", "0",
+                                    "--budget", "1", "--quiet", "--json", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    rows = {r["model"]: r for r in doc["rows"]}
+    assert set(rows) == {"resnet18 (small)", "bert_base (small)"}
+    for r in rows.values():
+        assert r["ok"] and 0 < r["scratch_trials"] <= 30 and 0 < r["transfer_trials"] <= 30
+        assert r["pretrain_records"] > 0 and r["scratch_trials_2pct"] != ""   # the scratch run reaches its own final
+        assert r["scratch_est_ms"] <= r["default_est_ms"] * 1.0001
+        assert r["tuned_ms"] > 0 and r["tuned/ort"] == pytest.approx(r["tuned_ms"] / r["ort_ms"])
+    db = tmp_path / "dbs" / "resnet18-small-scratch.jsonl"
+    e2e_out = tmp_path / "e2e.json"
+    rc = _bench("e2e").main(["--small", "--models", "resnet18", "--tuned", str(db), "--no-torch", "--no-graph",
+                             "--warmup", "0", "--repeat", "2", "--budget", "1", "--json", str(e2e_out)])
+    assert rc == 0
+    doc = json.loads(e2e_out.read_text())
+    assert [r["tessera_cfg"] for r in doc["rows"]] == ["O3", "O3-tuned"]
+    (t,) = doc["tuned"]
+    tuned, kernels = map(int, t["tuned_kernels"].split("/"))
+    assert t["ok"] and tuned == kernels > 0 and t["threads"] == 2
+    assert t["tuned/untuned"] == pytest.approx(t["tuned_ms"] / t["untuned_ms"])
