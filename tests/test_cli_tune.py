@@ -94,6 +94,14 @@ def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(t
     assert "tuning: tuned schedules for" in out and "tuned schedules for 0 of" not in out
     np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
 
+    # compile builds the tuned kernels into the library
+    lib = d / "tuned.so"
+    assert main(["compile", str(model), "--db", str(db), "--threads", "2", "-o", str(lib)]) == 0
+    assert "tuning: tuned schedules for" in capsys.readouterr().out
+    assert main(["run", str(lib), "--input", str(d / "x.npy"), "--output", str(y)]) == 0
+    np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
+    capsys.readouterr()
+
     # records tuned for 2 threads are not applied to a 1-thread build
     assert main(["run", str(model), "--db", str(db), "--threads", "1", "--input", str(d / "x.npy")]) == 0
     assert "tuned schedules for 0 of" in capsys.readouterr().out
