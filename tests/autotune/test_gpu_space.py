@@ -193,6 +193,29 @@ def test_softmax_rows_get_a_cross_thread_reduction_space_and_every_space_is_righ
     assert len(shared_by_threads) == 4   # two spaces share Mx, two share S
 
 
+@needs_opencl
+def test_an_elementwise_consumer_of_a_batched_gemm_is_fused_into_its_kernel():
+    b, m, n, k = 3, 64, 48, 40
+    A = te.placeholder((b, m, k), name="A")
+    W = te.placeholder((b, k, n), name="W")
+    bias = te.placeholder((n,), name="bias")
+    r = te.reduce_axis((0, k), name="r")
+    C = te.compute((b, m, n), lambda z, i, j: te.sum(A[z, i, r] * W[z, r, j], axis=r), name="C")
+    D = te.compute((b, m, n), lambda z, i, j: te.max(C[z, i, j] + bias[j], 0.0), name="D")
+    func = te.create_prim_func([A, W, bias, D])
+    rng = np.random.default_rng(4)
+    a, w = rng.standard_normal((b, m, k)).astype("float32"), rng.standard_normal((b, k, n)).astype("float32")
+    bb = rng.standard_normal(n).astype("float32")
+    for sch in candidates(func, "opencl", 2):
+        src = generate(sch.mod, "opencl")
+        (meta,) = src.meta
+        assert len(meta["kernels"]) == 1 and not meta["workspaces"]      # no global intermediate C
+        assert scopes(sch.mod) == {"A_shared": "shared", "W_shared": "shared", "C_local": "local"}
+        out = np.full((b, m, n), np.nan, "float32")
+        tessera.build(sch, target="opencl")(a, w, bb, out)
+        np.testing.assert_allclose(out, np.maximum(a @ w + bb, 0), rtol=1e-4, atol=1e-4)
+
+
 def test_gemm_with_enough_outputs_gets_no_cross_thread_space():
     assert len(generate_design_space(gemm(64, 64, 512), "opencl")) == 1
     # few outputs, a long reduction (a matrix-vector-like product): both spaces

@@ -7,7 +7,9 @@ into 3, ordered S0 S1 S2 R0 R1 S3 R2 S4 (a symbolic loop is not tiled and leads 
 loops of each of the first three spatial levels are fused and bound: S0 to blockIdx.x, S1 to
 vthread.x (lowered to a serial loop: a thread's strided sub-tiles), S2 to threadIdx.x. Then:
 - the output is accumulated in "local" memory: cache_write, its write-back reverse_compute_at
-  under the threadIdx loop (each thread stores its own outputs once);
+  under the threadIdx loop (each thread stores its own outputs once); an elementwise consumer
+  (the only one, reading the output at its own iterators: bias, activation) is computed there too,
+  reading the accumulator (the write-back inlined into it): one kernel, no global intermediate;
 - every input is cached in "shared" memory: cache_read, compute_at under the last R0 loop. The
   cache block's region is relaxed over the threads of the block (tir/schedule/placement.py), so it
   copies the whole block's tile; it is annotated meta_schedule.cooperative_fetch with a sampled
@@ -20,6 +22,7 @@ block whose tiling does not apply (no data reuse, non-trivial bindings) is left 
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from .multi_level_tiling import MultiLevelTiling
 from .base import (
     ANN_COOP_FETCH,
     ANN_TILING,
@@ -58,8 +61,11 @@ class MultiLevelTilingGPU(ScheduleRule):
             levels = self._tile(new, block, loops, r)
             thread_loop = self._bind(new, levels)
             new.annotate(block, ANN_TILING, STRUCTURE)
+            consumer = MultiLevelTiling._fusible_consumer(self, idx, r)
             acc = new.cache_write(block, 0, "local")
             new.reverse_compute_at(acc, thread_loop, preserve_unit_loops=True)
+            if consumer is not None:
+                self._fuse_consumer(new, acc, new.get_block(consumer), thread_loop)
             r0 = levels[STRUCTURE.index("R")]
             at = r0[-1] if r0 else thread_loop
             # a cache_read replaces its buffer in the block's reads in place: read_idx stays valid
@@ -71,6 +77,20 @@ class MultiLevelTilingGPU(ScheduleRule):
         except ScheduleError:
             return [sch]
         return [new]
+
+    @staticmethod
+    def _fuse_consumer(sch, acc, consumer, thread_loop):
+        """The elementwise consumer computed by each thread right after its write-back, reading the
+        local accumulator (the write-back inlined into it): one kernel, no global intermediate. Left
+        a kernel of its own (AutoBind) where that does not apply."""
+        trial = sch.copy()
+        try:
+            trial.reverse_compute_at(consumer, thread_loop, preserve_unit_loops=True)
+            trial.compute_inline(acc)
+        except ScheduleError:
+            return
+        sch.reverse_compute_at(consumer, thread_loop, preserve_unit_loops=True)
+        sch.compute_inline(acc)
 
     def _tile(self, sch, block, loops, r):
         """Split and reorder into the structure's levels; the loop handles of each level."""
