@@ -578,6 +578,9 @@ def _tune(args) -> int:
           f"(records under {autotune.record_target(target)}), {args.trials} trials"
           + (f", time budget {format_duration(budget)}" if budget else "")
           + (f", resuming {args.db} ({prior} records)" if args.resume else f", records to {args.db}"), flush=True)
+    if args.trials < len(tasks):
+        print(f"note: --trials {args.trials} is fewer than the {len(tasks)} tasks: each task's default schedule is "
+              f"measured first, so no latency estimate until --trials >= {len(tasks)}", flush=True)
     runner = None
     if args.pool:
         runner = autotune.DaskRunner(args.pool, number=3, repeat=1, min_repeat_ms=50, warmup=False)
