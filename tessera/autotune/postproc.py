@@ -380,12 +380,15 @@ class VerifyGPUCode(VerifyLowers):
 
     def _check(self, mod) -> bool:
         ctx = self.ctx
+        vthreads = []
+
+        def visit(n):
+            if type(n) is For and n.kind == ForKind.THREAD_BINDING and n.thread_binding.thread_tag.startswith("vthread"):
+                vthreads.append(n)
         for func in mod.functions.values():
-            vthreads = []
-            post_order_visit(func.body, lambda n: vthreads.append(n) if type(n) is For and n.kind == ForKind.THREAD_BINDING
-                             and n.thread_binding.thread_tag.startswith("vthread") else None)
-            if any(const_extent(lp) is None or const_extent(lp) > self.MAX_VTHREAD for lp in vthreads):
-                return False
+            post_order_visit(func.body, visit)
+        if any(const_extent(lp) is None or const_extent(lp) > self.MAX_VTHREAD for lp in vthreads):
+            return False
         src = generate(mod, ctx.target)
         for m in src.meta:
             for k in m["kernels"]:

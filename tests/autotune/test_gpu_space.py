@@ -10,9 +10,19 @@ import pytest
 
 import tessera
 from tessera import te
-from tessera.autotune.measure import BuildResult, LocalRunner, MeasureCandidate, check_device
+from tessera.autotune.measure import (
+    BuildResult,
+    LocalRunner,
+    MeasureCandidate,
+    check_device,
+)
 from tessera.autotune.postproc import VerifyGPUCode
-from tessera.autotune.rules import AutoBind, MultiLevelTilingGPU, SpaceContext, default_rules
+from tessera.autotune.rules import (
+    AutoBind,
+    MultiLevelTilingGPU,
+    SpaceContext,
+    default_rules,
+)
 from tessera.autotune.rules.base import ANN_COOP_FETCH, META_PREFIX
 from tessera.autotune.space import generate_design_space, sample_candidate
 from tessera.backend import generate, get_backend

@@ -8,7 +8,12 @@ import pytest
 
 import tessera
 from tessera import autotune, te, tir
-from tessera.autotune.measure import LocalBuilder, LocalRunner, MeasureCandidate, measure
+from tessera.autotune.measure import (
+    LocalBuilder,
+    LocalRunner,
+    MeasureCandidate,
+    measure,
+)
 from tessera.autotune.space import generate_design_space, sample_candidate
 from tessera.ops.gpu import schedule_gpu_default
 from tessera.runtime import opencl as cl_rt
@@ -96,7 +101,7 @@ def test_tuning_gemm_on_opencl_prints_figures_beside_the_default_gpu_schedule(si
     secs = time.perf_counter() - t0
     tuned_lib, args = check_gemm(res.schedule, m, n, k)
     default_lib, _ = check_gemm(schedule_gpu_default(tir.Schedule(func), "opencl"), m, n, k)
-    timer = dict(number=10, repeat=5, min_repeat_ms=50)
+    timer = {"number": 10, "repeat": 5, "min_repeat_ms": 50}
     tuned = tuned_lib.time_evaluator(**timer)(*args).median
     default = default_lib.time_evaluator(**timer)(*args).median
     print(f"\nGEMM {m}x{n}x{k} on OpenCL ({cl_rt.context()[2].name.strip()}): default GPU schedule "

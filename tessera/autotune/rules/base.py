@@ -12,6 +12,7 @@ import math
 from ...errors import ScheduleError, TesseraError
 from ...ir import BufferLoad, BufferStore, IntImm, Visitor
 from ...ir.functor import collect_vars
+from ...runtime import opencl as cl_rt
 from ...target import Target
 from ...tir.schedule.analysis import loop_iter_type
 from ...tir.schedule.region import accesses
@@ -48,7 +49,6 @@ def gpu_limits(target) -> tuple:
     if t.kind == "cuda":
         threads, shared = CUDA_MAX_THREADS, CUDA_MAX_SHARED
     else:
-        from ...runtime import opencl as cl_rt   # pyopencl: optional, and only for the device's limits
         threads, shared = OPENCL_FALLBACK_THREADS, OPENCL_FALLBACK_SHARED
         if cl_rt.available() and cl_rt.usable()[0]:
             try:
@@ -273,8 +273,8 @@ __all__ = [
     "block_alive",
     "const_extent",
     "divisors",
-    "gpu_limits",
     "elementwise_reads",
+    "gpu_limits",
     "has_branch",
     "is_pure_copy",
     "is_reduction",

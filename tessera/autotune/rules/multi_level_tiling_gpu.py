@@ -22,7 +22,6 @@ block whose tiling does not apply (no data reuse, non-trivial bindings) is left 
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from .multi_level_tiling import MultiLevelTiling
 from .base import (
     ANN_COOP_FETCH,
     ANN_TILING,
@@ -32,6 +31,7 @@ from .base import (
     node_of,
     trivial_binding_loops,
 )
+from .multi_level_tiling import MultiLevelTiling
 
 STRUCTURE = "SSSRRSRS"
 TILE_BINDS = ("blockIdx.x", "vthread.x", "threadIdx.x")
@@ -123,4 +123,4 @@ class MultiLevelTilingGPU(ScheduleRule):
         return bound
 
 
-__all__ = ["MultiLevelTilingGPU", "STRUCTURE", "TILE_BINDS"]
+__all__ = ["STRUCTURE", "TILE_BINDS", "MultiLevelTilingGPU"]
