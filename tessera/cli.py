@@ -600,8 +600,8 @@ def _tune(args) -> int:
         if runner is not None:
             runner.close()
     print(table.text())
-    if table._first_trials is not None and table._first_trials >= args.trials:
-        print(f"{args.db} already holds {table._first_trials} trials of this model for {target}: nothing tuned; "
+    if table.start_trials is not None and table.start_trials >= args.trials:
+        print(f"{args.db} already holds {table.start_trials} trials of this model for {target}: nothing tuned; "
               f"raise --trials (a total, resumed trials included) to tune further")
     png = args.png or os.path.splitext(args.db)[0] + ".png"
     if res.history and any(e is not None for _, _, e in res.history):

@@ -177,6 +177,7 @@ def test_table_estimates_latency_and_eta_from_the_recent_rate():
     assert t.eta() == pytest.approx(35.0)                      # 70 trials left
     assert estimated_latency(reports) == pytest.approx(2 * 5e-4 + 2e-3)
     assert estimated_latency(reports, "default_secs") == pytest.approx(2 * 1e-3 + 2e-3)
+    assert estimated_latency([_report("conv", 1, None, 1e-3)], "default_secs", fallback=False) is None
     text = t.text()
     assert "30/100 trials" in text and "1.33x" in text and "ETA 35 s" in text
     assert text.splitlines()[2].split() == ["conv", "2", "7", "3", "1.000", "0.5000", "2.00x", "tuning"]

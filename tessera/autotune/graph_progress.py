@@ -18,13 +18,13 @@ import time
 from collections import deque
 
 
-def estimated_latency(reports, attr: str = "best_secs") -> float | None:
-    """sum(weight x kernel seconds) over the tasks; a task without a best time counts its default
-    (and the other way round); None while some task has neither."""
+def estimated_latency(reports, attr: str = "best_secs", fallback: bool = True) -> float | None:
+    """sum(weight x kernel seconds) over the tasks; with fallback a task without a best time counts
+    its default (and the other way round); None while some task has no figure."""
     total = 0.0
     for r in reports:
         v = getattr(r, attr)
-        if v is None:
+        if v is None and fallback:
             v = r.default_secs if attr == "best_secs" else r.best_secs
         if v is None:
             return None
@@ -73,7 +73,7 @@ class GraphTuneTable:
         self.reports: list = []
         self.totals: dict = {}
         self._rates: deque = deque()      # (seconds, trials) of recent rounds
-        self._first_trials = None         # trials already in the database when the run started
+        self.start_trials = None          # trials already in the database when the run started (resumed)
         self._live = None
         self._last_line = None
 
@@ -83,8 +83,8 @@ class GraphTuneTable:
         if self.time_budget is None:
             self.time_budget = totals.get("time_budget")
         secs, trials = totals.get("seconds", 0.0), totals.get("trials", 0)
-        if self._first_trials is None:
-            self._first_trials = trials
+        if self.start_trials is None:
+            self.start_trials = trials
         self._rates.append((secs, trials))
         while len(self._rates) > 2 and secs - self._rates[0][0] > self.window:
             self._rates.popleft()
@@ -132,7 +132,7 @@ class GraphTuneTable:
     def summary(self) -> str:
         """One line: trials, estimated latency (and over the defaults), elapsed, ETA."""
         lat = estimated_latency(self.reports)
-        dlat = estimated_latency(self.reports, "default_secs")
+        dlat = estimated_latency(self.reports, "default_secs", fallback=False)   # every default measured
         est = "estimated latency -"
         if lat:
             est = f"estimated latency {lat * 1e3:.3f} ms"
