@@ -467,6 +467,7 @@ def _ort_latency(args, inputs, tessera_outs, output_names):
                   f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})")
     return float(np.median(times)) * 1e3
 
+
 # ---------------------------------------------------------------------------------------------
 # tuning
 # ---------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ table is transient: the caller prints text() at the end.
 """
 from __future__ import annotations
 
+import math
 import sys
-import time
 from collections import deque
 
 
@@ -34,9 +34,9 @@ def estimated_latency(reports, attr: str = "best_secs", fallback: bool = True) -
 
 def format_duration(secs: float | None) -> str:
     """12 s, 3m05s, 1h02m; '-' for unknown."""
-    if secs is None or secs != secs or secs == float("inf"):
+    if secs is None or not math.isfinite(secs):
         return "-"
-    secs = max(0, int(round(secs)))
+    secs = max(0, round(secs))
     if secs < 60:
         return f"{secs} s"
     if secs < 3600:
