@@ -12,6 +12,7 @@ import tessera
 from tessera import te
 from tessera.autotune.measure import (
     BuildResult,
+    LocalBuilder,
     LocalRunner,
     MeasureCandidate,
     check_device,
@@ -302,6 +303,19 @@ def test_cuda_candidates_compile_with_nvcc_for_sm_90():
         assert doc["arch"] == "sm_90"
         (report,) = doc["ptxas"].values()
         assert report["registers"] > 0 and report["smem"] == src.meta[0]["kernels"][0]["shared_bytes"]
+
+
+@needs_nvcc
+def test_the_tuners_builder_compiles_cuda_candidates_with_their_ptxas_report():
+    func = gemm(64, 48, 32)
+    cands = [MeasureCandidate(func, s.trace.as_json()) for s in candidates(func, "cuda", 2)]
+    with LocalBuilder(max_workers=1) as builder:
+        results = builder.build(cands, "cuda -arch=sm_90")
+    for br in results:
+        assert br.ok, br.error_msg
+        with open(br.path) as f:
+            doc = json.load(f)
+        assert doc["arch"] == "sm_90" and set(doc["ptxas"]) == {br.func_name + "_kernel"}
 
 
 @pytest.mark.skipif(cuda_rt.available(), reason="an NVIDIA GPU is present: measurement is possible")
