@@ -155,11 +155,11 @@ class GraphTuneTable:
                         f"{sp:.2f}x" if sp else "-", state])
         return out
 
-    HEADER = ["task", "w", "trials", "errors", "default ms", "best ms", "speedup", "state"]
+    HEADER = ("task", "w", "trials", "errors", "default ms", "best ms", "speedup", "state")
 
     def text(self) -> str:
         """The table and its totals as plain text (the end of `tessera tune`)."""
-        rows = [self.HEADER] + self.rows()
+        rows = [list(self.HEADER)] + self.rows()
         widths = [max(len(row[i]) for row in rows) for i in range(len(self.HEADER))]
         lines = []
         for k, row in enumerate(rows):
