@@ -248,7 +248,10 @@ def _gemm_plan(sch, block, ctx, panel):
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
     if panel is None and _has_block(sch, "b_pack"):  # B packed in panels: the tile is one panel wide
         panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
-    target = Target(ctx.target)
+    try:
+        target = Target(ctx.target)
+    except TesseraError:  # no CPU target to ask for its micro-kernels
+        return None
     names = []
     for isa, feats, lanes in (("avx512", x86.AVX512, 16), ("avx2", x86.AVX2, 8)):
         if not all(target.has_feature(f) for f in feats):
