@@ -2,7 +2,8 @@
 sequence length, against a compile specialized to that length and ONNX Runtime, in the same run.
 
     python benchmarks/dynamic_shapes.py [--models bert_base,gpt2_small] [--seq 16,64,128,384]
-                                        [--batch 1] [--layers 12] [--threads 2] [--json PATH]
+                                        [--batch 1] [--layers 12] [--threads 2] [--breakdown]
+                                        [--json PATH]
 
 The models come from tessera.zoo with dynamic_shapes=True (every Reshape target, slice bound and
 position range computed from Shape, as an export with dynamic axes writes them); their inputs and
@@ -55,6 +56,20 @@ def max_error(got, want) -> float:
     return max(float(np.max(np.abs(np.asarray(g, np.float64) - w))) for g, w in zip(got, want))
 
 
+def breakdown(dyn, spec, feeds, row) -> None:
+    """Where the two compiles differ: kernel ms per op family (the fused group's name), largest
+    difference first, and the call time outside the kernels (the executor's own work)."""
+    pd, ps = dyn.profile(feeds, show=False), spec.profile(feeds, show=False)
+    d, s = pd.by_op(), ps.by_op()
+    outside = {"dynamic": row["dynamic_ms"] - pd.total_ms, "specialized": row["specialized_ms"] - ps.total_ms}
+    print(f"    kernels: dynamic {pd.total_ms:.2f} ms, specialized {ps.total_ms:.2f} ms; outside the kernels: "
+          f"dynamic {outside['dynamic']:.2f} ms, specialized {outside['specialized']:.2f} ms", file=sys.stderr)
+    for op in sorted(set(d) | set(s), key=lambda o: -abs(d.get(o, 0.0) - s.get(o, 0.0)))[:8]:
+        print(f"    {op:56s} dynamic {d.get(op, 0.0):8.3f} ms  specialized {s.get(op, 0.0):8.3f} ms",
+              file=sys.stderr)
+    sys.stderr.flush()
+
+
 def main(argv=None) -> int:
     import tessera
     from tessera.frontend import from_onnx
@@ -66,6 +81,9 @@ def main(argv=None) -> int:
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeat", type=int, default=9, help="timed calls per variant (default 9)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also print, per length, the kernel time of each op family in both compiles (each "
+                        "node timed by its kernel's C timer) and the rest of a call (executor, allocation)")
     args = p.parse_args(argv)
     target = f"c -num-threads={args.threads}"
     seqs = [int(s) for s in args.seq.split(",")]
@@ -100,6 +118,8 @@ def main(argv=None) -> int:
                          "spec_compile_s": round(spec_compile, 1)})
             print(f"[{name}] seq {seq}: dynamic {rows[-1]['dynamic_ms']:.2f} ms, specialized "
                   f"{rows[-1]['specialized_ms']:.2f} ms, ratio {rows[-1]['dyn/spec']:.3f}", file=sys.stderr, flush=True)
+            if args.breakdown:
+                breakdown(dyn, spec, feeds, rows[-1])
     report("dynamic_shapes", rows, args.json, extra={"threads": args.threads, "layers": args.layers})
     return 0
 
