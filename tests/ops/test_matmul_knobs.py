@@ -23,8 +23,8 @@ CASES = [
     ("row_blocks", "nn.matmul", (264, 32), (32, 64), {}, None),      # micro-kernel, M > 256
     ("padded_n", "nn.matmul", (8, 32), (32, 70), {}, None),          # B in zero-padded panels
     ("gemv", "nn.matmul", (1, 64), (64, 256), {}, None),             # one row: column chunks
-    ("loop", "nn.dense", (12, 40), (48, 40), {}, None),              # the loop schedule (ti, tj)
-    ("batch_loop", "nn.batch_matmul", (2, 8, 24), (2, 24, 32), {"transpose_b": False}, None),
+    ("loop", "nn.dense", (12, 40), (64, 40), {}, None),              # the loop schedule (ti, tj)
+    ("batched", "nn.batch_matmul", (2, 8, 24), (2, 24, 32), {"transpose_b": False}, None),  # tiles, batch
     ("symbolic_rows", "nn.matmul", (n, 64), "packed", {}, 13),       # packed B, rows padded
 ]
 
