@@ -126,7 +126,9 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
                    a_zero_point=None, b_zero_point=None, b_panel=0, b_cols=0, target=None):
     """out[batch, i, j] = sum_k a[batch', i, k] * b[batch'', k, j] (numpy matmul semantics); k is
     reduced `k_unroll(K)` steps at a time. b_panel > 0: b is already packed in panels of that many
-    columns of a B with b_cols columns (nn.pack_matmul_weight's layout)."""
+    columns of a B with b_cols columns (nn.pack_matmul_weight's layout). The micro-kernel form with a
+    symbolic M (or N, K): A's rows padded with zeros to a multiple of row_pad(panel) ("a_pad"), B
+    packed in zero-padded panels ("b_pack"), C computed padded ("<name>_acc") and cut to (M, N)."""
     odt = U.out_dtype(name, out_dtype, a.dtype)
     acc = U.accum_dtype(odt) if odt.is_float() else odt
     b_type = _unpacked_type(b, b_cols) if b_panel else U.ttype(b)
