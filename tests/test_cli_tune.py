@@ -241,6 +241,7 @@ def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
         assert r["pretrain_records"] > 0 and r["scratch_trials_2pct"] != ""   # the scratch run reaches its own final
         assert r["scratch_est_ms"] <= r["default_est_ms"] * 1.0001
         assert r["tuned_ms"] > 0 and r["tuned/ort"] == pytest.approx(r["tuned_ms"] / r["ort_ms"])
+        assert r["in_budget"] and r["goal_met"] == (r["tuned/ort"] <= 0.85)
     db = tmp_path / "dbs" / "resnet18-small-scratch.jsonl"
     e2e_out = tmp_path / "e2e.json"
     rc = _bench("e2e").main(["--small", "--models", "resnet18", "--tuned", str(db), "--no-torch", "--no-graph",
