@@ -188,7 +188,7 @@ def _kind(task) -> str:
 def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=None, *, strategy="evolutionary",
                cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 16,
                time_budget: float | None = None, early_stopping: int | None = 64, opt_level: int = 3,
-               tasks=None, progress=None, transfer=True) -> GraphTuneResult:
+               tasks=None, progress=None, transfer=True, remeasure: int = 3) -> GraphTuneResult:
     """Tune the kernels of graph (with params bound, as tessera.compile optimizes it) for target, for at
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
@@ -198,7 +198,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     Database / list of them, or False (learn from this run only). The tasks' own records are left
     out of the pre-training (they resume through the database instead). progress: None, or a
     callable given a list of TaskReport and the totals after every round (the CLI draws its live
-    table with it). Returns a GraphTuneResult."""
+    table with it). remeasure: at the end, each searched task's `remeasure` fastest candidates and
+    its default are measured again (records, not trials; 0: none), so a time taken while the machine
+    was busy cannot make a slower candidate win. Returns a GraphTuneResult."""
     target = Target(target)
     check_trials("tune_graph", max_trials, batch_size)
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
@@ -265,9 +267,16 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
         est = _estimate(reports(), "best_secs")
         history.append((total, time.perf_counter() - t0, est))
         tell()
-    for k, tu in enumerate(tuners):      # a default measured in an earlier run (resumed) is read back
-        if defaults[k] is None:
-            defaults[k] = _default_secs(tu, tasks[k], measure=False)
+    if remeasure:
+        # a second look at each searched task's best candidates and its default, one after the other
+        for k, tu in enumerate(tuners):
+            if sched.rounds[k] and tu.best_secs is not None:
+                tu.remeasure(remeasure)
+        tell()
+    for k, tu in enumerate(tuners):      # the default's fastest time (measured again, or resumed)
+        found = _default_secs(tu, tasks[k], measure=False)
+        if found is not None:
+            defaults[k] = found
     return GraphTuneResult(tasks, [tu.result() for tu in tuners], reports(), total, time.perf_counter() - t0,
                            history)
 

@@ -109,11 +109,15 @@ class TaskTuner:
         if not prior:
             return
         seeds, feats, results = [], [], []
+        counted: set = set()
         for rec in prior:
             sch = task.space.replay(rec.trace)
-            self.trials += 1
-            if rec.error is not None:
-                self.errors += 1
+            ck = search.key(sch) if sch is not None else None
+            if ck is None or ck not in counted:       # a candidate measured again is one trial
+                counted.add(ck)
+                self.trials += 1
+                if rec.error is not None:
+                    self.errors += 1
             if sch is None:
                 continue
             secs = _mean(rec.run_secs) if rec.error is None else None
@@ -147,9 +151,31 @@ class TaskTuner:
         self.search.seen.update(keys)
         return self._run(fresh) if fresh else 0
 
-    def _run(self, fresh: list) -> int:
+    def remeasure(self, k: int) -> int:
+        """Measure the k fastest candidates so far and the task's default (space.default(), where
+        the space has one and it was measured) once more, one after the other, as new records (not
+        counted as trials): a time taken while the machine was busy is only ever too slow, so a
+        second look keeps a good candidate from losing to a slower one timed in a quiet moment.
+        The number measured."""
+        search = self.search
+        picks, keys = [], set()
+        default = self.task.space.default() if hasattr(self.task.space, "default") else None
+        if default is not None and search.key(default) in {search.key(s) for _, s in search.measured}:
+            picks.append(default)
+            keys.add(search.key(default))
+        want = k + len(picks)
+        for _, s in search.measured:          # fastest first
+            if len(picks) >= want:
+                break
+            key = search.key(s)
+            if key not in keys:
+                keys.add(key)
+                picks.append(s)
+        return self._run(picks, count=False) if picks else 0
+
+    def _run(self, fresh: list, count: bool = True) -> int:
         """Build, check and time `fresh`; records to the database, results to the cost model and
-        the strategy, the best kept."""
+        the strategy, the best kept. count: the measurements are trials (not for remeasure)."""
         task, search = self.task, self.search
         mcs = [MeasureCandidate(task.workload, s.trace.as_json()) for s in fresh]
         best = self.best_secs
@@ -162,9 +188,9 @@ class TaskTuner:
         self.model.update([search.features(s) for s in fresh], results, [key] * len(fresh))
         search.notify(fresh, results)
         for s, r in zip(fresh, results):
-            self.trials += 1
+            self.trials += count
             if r.error_kind is not None:
-                self.errors += 1
+                self.errors += count
                 continue
             secs = _mean(r.run_secs)
             if secs is not None and (self.best_secs is None or secs < self.best_secs):
