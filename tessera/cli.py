@@ -30,6 +30,7 @@ from tessera import te, zoo
 from . import autotune
 from .accel.vdla import layers as vdla_layers
 from .autotune.graph_progress import GraphTuneTable, format_duration
+from .autotune.scheduler import pretrain_from
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
 from .graph import DeferredGraph
@@ -501,22 +502,26 @@ def _tune_command(args, target, resume: bool) -> str:
     return shlex.join(parts)
 
 
-def _transfer_model(args):
-    """--transfer DB: an XGBoost cost model pre-trained on another database's records, or None."""
-    if not args.transfer:
-        return args.cost_model
+def _cost_model(args, tasks, target):
+    """The cost model tune_graph starts from: "random", a fresh XGBoost model (--no-transfer), or one
+    pre-trained on the records of --transfer databases (default: the records shipped with tessera for
+    the target's CPU level), the model's own kernels left out (they resume through --db instead)."""
     if args.cost_model != "xgb":
-        raise TesseraError("--transfer pre-trains the XGBoost cost model; it cannot go with --cost-model random")
-    if not os.path.isfile(args.transfer):
-        raise TesseraError(f"--transfer {args.transfer}: no such tuning database")
+        return args.cost_model
+    if args.no_transfer:
+        return "xgb"
     model = autotune.XGBModel(seed=args.seed)
     t0 = time.perf_counter()
-    got = model.pretrain(autotune.Database(args.transfer))
-    if not got["used"]:
-        raise TesseraError(f"--transfer {args.transfer}: no record of it replays ({got['skipped']} skipped); "
-                           f"nothing to pre-train the cost model on")
-    print(f"cost model pre-trained on {got['used']} records of {args.transfer} ({got['skipped']} skipped) "
-          f"in {time.perf_counter() - t0:.1f} s")
+    got = pretrain_from(model, list(args.transfer) if args.transfer else True, target,
+                        exclude={t.workload.key for t in tasks})
+    where = ", ".join(args.transfer) if args.transfer else "the records shipped with tessera"
+    if args.transfer and not got["used"]:
+        raise TesseraError(f"--transfer: no record of {where} is for {autotune.record_target(target)} and another "
+                           f"kernel than this model's ({got['skipped']} skipped); nothing to pre-train the cost "
+                           f"model on")
+    if got["used"]:
+        print(f"cost model pre-trained on {got['used']} records of {where} ({got['skipped']} skipped) in "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
     return model
 
 
@@ -563,8 +568,14 @@ def _tune(args) -> int:
         raise TesseraError(f"--resume: tuning database {args.db} does not exist; drop --resume to start one")
     if args.png and os.path.isdir(args.png):
         raise TesseraError(f"--png {args.png} is a folder; give the path of a .png file")
+    if args.cost_model != "xgb" and args.transfer:
+        raise TesseraError("--transfer pre-trains the XGBoost cost model; it cannot go with --cost-model random")
+    if args.no_transfer and args.transfer:
+        raise TesseraError("--transfer and --no-transfer contradict each other")
+    for path in args.transfer or ():
+        if not os.path.isfile(path):
+            raise TesseraError(f"--transfer {path}: no such tuning database")
     src = _model_source(args.model)
-    cost_model = _transfer_model(args)
     graph, params = from_onnx(src, shape_dict=_parse_shapes(args.shape))
     if isinstance(graph, DeferredGraph):
         raise TesseraError(f"{args.model}: its graph depends on input values, so its kernels are not known "
@@ -573,6 +584,7 @@ def _tune(args) -> int:
     if not tasks:
         raise TesseraError(f"{args.model}: no kernel to tune for {target} (every op runs on the host or has "
                            f"symbolic shapes; fix them with --shape NAME=D0,D1,...)")
+    cost_model = _cost_model(args, tasks, target)
     db = autotune.Database(args.db)
     prior = len(db.records())
     print(f"tuning {args.model}: {len(tasks)} tasks ({sum(t.weight for t in tasks)} kernel calls) for {target} "
@@ -592,7 +604,7 @@ def _tune(args) -> int:
             res = autotune.tune_graph(graph, params, target, max_trials=args.trials, database=db,
                                       strategy=args.strategy, cost_model=cost_model, runner=runner, seed=args.seed,
                                       time_budget=budget, early_stopping=args.early_stopping or None,
-                                      opt_level=args.opt_level, tasks=tasks, progress=table)
+                                      opt_level=args.opt_level, tasks=tasks, progress=table, transfer=False)
     except KeyboardInterrupt:
         print(f"\ninterrupted; the records measured so far are in {args.db}. Continue with:\n  "
               f"{_tune_command(args, target, True)}", file=sys.stderr)
@@ -702,8 +714,11 @@ def main(argv=None) -> int:
     tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "annealing", "random"],
                       help="search strategy (default evolutionary)")
     tune.add_argument("--cost-model", default="xgb", choices=["xgb", "random"], help="cost model (default xgb)")
-    tune.add_argument("--transfer", metavar="OTHER.jsonl",
-                      help="pre-train the cost model on another tuning database's records (transfer learning)")
+    tune.add_argument("--transfer", metavar="OTHER.jsonl", action="append",
+                      help="pre-train the cost model on another tuning database's records (repeatable; default: "
+                           "the records shipped with tessera for the target's CPU level)")
+    tune.add_argument("--no-transfer", action="store_true",
+                      help="start the cost model from nothing (no pre-training on other records)")
     tune.add_argument("--early-stopping", type=int, default=64, metavar="N",
                       help="a task stops after N trials without improvement (default 64; 0: never)")
     tune.add_argument("--png", metavar="CURVE.png",

@@ -38,20 +38,29 @@ def _reference(x):
     return r.reshape(1, -1) @ M
 
 
-@pytest.fixture
-def tiny_model(tmp_path):
-    """x[1,CI,HW,HW] -> Conv(CO, 3x3, pad 1) -> Relu -> Reshape[1, CO*HW*HW] -> MatMul[CO*HW*HW, 16]."""
+def _write_model(path, ci=CI, co=CO, hw=HW):
+    """x[1,ci,hw,hw] -> Conv(co, 3x3, pad 1) -> Relu -> Reshape[1, co*hw*hw] -> MatMul[co*hw*hw, 16]."""
+    rng = np.random.default_rng(1)
+    w = W if (ci, co) == (CI, CO) else (rng.standard_normal((co, ci, 3, 3)) * 0.1).astype(np.float32)
+    b = B if co == CO else rng.standard_normal(co).astype(np.float32)
+    m = M if (co, hw) == (CO, HW) else (rng.standard_normal((co * hw * hw, 16)) * 0.02).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"]),
              helper.make_node("Reshape", ["r", "shape"], ["f"]),
              helper.make_node("MatMul", ["f", "m"], ["y"])]
-    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TP.FLOAT, [1, CI, HW, HW])],
+    g = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TP.FLOAT, [1, ci, hw, hw])],
                           [helper.make_tensor_value_info("y", TP.FLOAT, [1, 16])],
-                          [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b"),
-                           numpy_helper.from_array(M, "m"),
-                           numpy_helper.from_array(np.array([1, CO * HW * HW], np.int64), "shape")])
-    path = tmp_path / "tiny.onnx"
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                           numpy_helper.from_array(m, "m"),
+                           numpy_helper.from_array(np.array([1, co * hw * hw], np.int64), "shape")])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.fixture
+def tiny_model(tmp_path):
+    """The CI x HW x HW conv + relu + matmul model, and its input x.npy."""
+    path = _write_model(tmp_path / "tiny.onnx")
     np.save(tmp_path / "x.npy", X)
     return tmp_path, path
 
@@ -119,16 +128,22 @@ def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(t
 
 def test_tune_transfer_pretrains_the_cost_model_from_another_database(tiny_model, capsys):
     d, model = tiny_model
+    other = _write_model(d / "other.onnx", ci=8, co=16, hw=8)     # other kernels: the records transfer
     src = d / "src.jsonl"
-    assert main(["tune", str(model), "--trials", "4", "--db", str(src), "--quiet", "--seed", "0"]) == 0
+    assert main(["tune", str(other), "--trials", "4", "--db", str(src), "--threads", "2", "--quiet", "--seed", "0",
+                 "--no-transfer"]) == 0
     capsys.readouterr()
     db = d / "new.jsonl"
-    assert main(["tune", str(model), "--trials", "5", "--db", str(db), "--quiet", "--seed", "0",
+    assert main(["tune", str(model), "--trials", "5", "--db", str(db), "--threads", "2", "--quiet", "--seed", "0",
                  "--transfer", str(src), "--png", str(d / "t.png")]) == 0
     out = capsys.readouterr().out
-    used = int(re.search(r"cost model pre-trained on (\d+) records", out)[1])
+    used = int(re.search(r"cost model pre-trained on (\d+) records of " + re.escape(str(src)), out)[1])
     assert 4 <= used <= _records(src)
     assert 4 <= _trials(out, 5) <= 5
+    # a model's own records are not transferred to it (they resume through --db)
+    assert main(["tune", str(other), "--trials", "4", "--db", str(d / "again.jsonl"), "--threads", "2",
+                 "--transfer", str(src)]) == 2
+    assert "nothing to pre-train the cost model on" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("extra,message", [
@@ -138,6 +153,7 @@ def test_tune_transfer_pretrains_the_cost_model_from_another_database(tiny_model
     (["--resume"], "--resume: tuning database"),
     (["--transfer", "missing.jsonl"], "--transfer missing.jsonl: no such tuning database"),
     (["--transfer", "x.jsonl", "--cost-model", "random"], "--transfer pre-trains the XGBoost cost model"),
+    (["--transfer", "x.jsonl", "--no-transfer"], "--transfer and --no-transfer contradict each other"),
     (["--early-stopping", "-1"], "--early-stopping must be >= 0"),
 ])
 def test_tune_bad_arguments_exit_2_with_a_message(tiny_model, capsys, extra, message, monkeypatch):
