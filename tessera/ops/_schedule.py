@@ -23,6 +23,11 @@ from ..ir import collect_vars, substitute
 from ..tir.schedule.region import accesses
 from ..tir.schedule.state import child_realizes
 
+# a block annotation of an op's compute that is already in rfactor_lanes' form (softmax along a
+# symbolic row: ops/nn/softmax.py): "partial" (a row's vector of partial results, the lanes its last
+# spatial axis) or "combine" (the lanes and the row's tail reduced into one value, left scalar)
+LANE_FORM = "rows.lane_form"
+
 # below this many elements (spatial blocks) or scalar operations (reductions) a parallel loop
 # costs more in thread start-up than it saves
 PARALLEL_MIN_WORK = 1 << 15
@@ -126,11 +131,12 @@ def rfactor_lanes(sch, block, target):
     return rf, sch.get_block(name)
 
 
-def vectorize_partial(sch, rf, depth: int):
+def vectorize_partial(sch, rf, depth: int, lane: int = 0):
     """The partial block of rfactor_lanes placed under `depth` loops: its lane loop innermost, its
-    init decomposed out of the reduction loops, both vectorized (the accumulator is one vector)."""
+    init decomposed out of the reduction loops, both vectorized (the accumulator is one vector).
+    lane: the index of the lane iterator among the block's (rfactor puts the factored axis first)."""
     blk = sch.get(rf)
-    lane_var = blk.iter_vars[0]  # rfactor puts the factored axis first
+    lane_var = blk.iter_vars[lane]
     loops = sch.get_loops(rf)
     below = loops[depth:]
     lane = [lp for lp in below if bound_iter_var(sch, rf, lp) is lane_var]
@@ -171,6 +177,8 @@ def _vectorize_inner_spatial(sch, block, depth, target):
         if ext > lanes:
             inner = sch.split(inner, factors=[None, lanes])[1]
         sch.vectorize(inner)
+    elif ext is None and lanes > 1:  # symbolic: lowered to whole vectors and a scalar tail
+        sch.vectorize(inner)
 
 
 def schedule_rows(sch, target, out: str, depth: int, ctx=None) -> None:
@@ -191,9 +199,13 @@ def schedule_rows(sch, target, out: str, depth: int, ctx=None) -> None:
             raise ScheduleError(f"schedule_rows: no block {out!r} or no row loop (depth {depth})")
         rows = [_extent(s, lp) for lp in s.get_loops(s.get_block(out))[:depth]]
         work = _work([_extent(s, lp) for lp in s.get_loops(s.get_block(out))])
-        partial = []
+        partial, lane_form = [], {}
         for name in names:
             b = s.get_block(name)
+            form = s.get(b).annotations.get(LANE_FORM)
+            if form is not None:    # already in the lane form: no rfactor
+                lane_form[name] = form
+                continue
             if partials and any(iv.iter_type == "reduce" for iv in s.get(b).iter_vars):
                 try:
                     rf, _ = rfactor_lanes(s, b, target)
@@ -206,6 +218,11 @@ def schedule_rows(sch, target, out: str, depth: int, ctx=None) -> None:
         for name in order:
             if name in partial:
                 vectorize_partial(s, s.get_block(name), depth)
+            elif name in lane_form:
+                if partials and lane_form[name] == "partial":
+                    iters = s.get(s.get_block(name)).iter_vars
+                    lane = max(k for k, iv in enumerate(iters) if iv.iter_type == "data_par")
+                    vectorize_partial(s, s.get_block(name), depth, lane)
             else:
                 _vectorize_inner_spatial(s, s.get_block(name), depth, target)
         row_loops = s.get_loops(s.get_block(out))[:depth]
@@ -279,4 +296,4 @@ schedule_reduce = schedule_blocks
 
 __all__ = ["schedule_injective", "schedule_reduce", "schedule_blocks", "schedule_spatial_block",
            "schedule_reduce_block", "schedule_rows", "rfactor_lanes", "vectorize_partial",
-           "vectorize_inner_reduction", "PARALLEL_MIN_WORK"]
+           "vectorize_inner_reduction", "PARALLEL_MIN_WORK", "LANE_FORM"]

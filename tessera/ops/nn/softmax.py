@@ -10,9 +10,10 @@ from ... import te
 from ...ir import expr as E
 from ..registry import OpPattern, register_op
 from ...errors import ScheduleError
-from .._schedule import schedule_blocks, schedule_rows
+from .._schedule import LANE_FORM, schedule_blocks, schedule_rows
 from . import _util as U
 from ...errors import ShapeError
+from ...target import Target
 
 
 def _infer(op):
@@ -53,9 +54,63 @@ def _half_sum(e, axis, name):
     return _reduce_along(e, axis, lambda i: e[i], te.sum, name, "s")
 
 
-def softmax_compute(x, axis, log=False):
+def row_lanes(x, axis, target):
+    """Lanes of the symbolic-row form (see _lane_reduce), or 0 where it does not apply: along the
+    last axis of a float32/float64 tensor whose extent there is symbolic."""
+    if axis != x.ndim - 1 or isinstance(x.shape[axis], E.IntImm) or x.dtype not in ("float32", "float64"):
+        return 0
+    t = Target.host() if target is None else Target(target)
+    lanes = int(t.vector_bits) // (32 if x.dtype == "float32" else 64)
+    return lanes if lanes >= 2 else 0
+
+
+def _lane_reduce(x, reducer, identity, name, lanes):
+    """reducer over the last (symbolic, n) axis of x in two steps a vectorizing schedule can take:
+    `<name>_rf[..., l]` reduces x[..., k * lanes + l] over the whole vectors (k < n // lanes), then
+    `<name>` (extent 1 on that axis) reduces the lanes together with the n % lanes tail elements."""
+    n = x.shape[-1]
+    lead = U.axis_names(x.ndim - 1)
+    whole = n // lanes
+    k = te.reduce_axis((0, whole), "rk")
+    rf = U.compute(tuple(x.shape[:-1]) + (lanes,), lead + ["l"],
+                   lambda *i: reducer(x[i[:-1] + (k * lanes + i[-1],)], axis=k), name + "_rf",
+                   attrs={LANE_FORM: "partial"})
+    r = te.reduce_axis((0, lanes), "rl")
+    tail = n - whole * lanes
+
+    def combine(*i):
+        rest = te.if_then_else(r < tail, x[i[:-1] + (whole * lanes + r,)], identity)
+        both = reducer(rf[i[:-1] + (r,)], rest) if reducer is not te.sum else rf[i[:-1] + (r,)] + rest
+        return reducer(both, axis=r)
+
+    return U.compute(tuple(x.shape[:-1]) + (1,), lead + ["i_red"], combine, name, attrs={LANE_FORM: "combine"})
+
+
+def _softmax_rows(x, log, lanes):
+    """softmax_compute along a symbolic last axis: the row max and the exp sum by _lane_reduce (whole
+    vectors of partial results, then the lanes and the tail), so the rows vectorize at any length."""
+    names = U.axis_names(x.ndim)
+    prefix = "log_softmax" if log else "softmax"
+    last = x.ndim - 1
+    mx = _lane_reduce(x, te.max, te.min_value(x.dtype), f"{prefix}_maxelem", lanes)
+    zero = te.const(0, x.dtype)
+    if log:
+        sh = U.compute(x.shape, names, lambda *i: x[i] - mx[_at1(i, last)], f"{prefix}_shifted")
+        e = U.compute(x.shape, names, lambda *i: te.exp(sh[i]), f"{prefix}_exp")
+        s = _lane_reduce(e, te.sum, zero, f"{prefix}_expsum", lanes)
+        return U.compute(x.shape, names, lambda *i: sh[i] - te.log(s[_at1(i, last)]), prefix)
+    e = U.compute(x.shape, names, lambda *i: te.exp(x[i] - mx[_at1(i, last)]), f"{prefix}_exp")
+    s = _lane_reduce(e, te.sum, zero, f"{prefix}_expsum", lanes)
+    return U.compute(x.shape, names, lambda *i: e[i] / s[_at1(i, last)], prefix)
+
+
+def softmax_compute(x, axis, log=False, target=None):
     """Stable softmax / log-softmax along axis. Arithmetic is in x's dtype with one rounding per
-    operation, as numpy (the ONNX reference) computes it, also for float16/bfloat16."""
+    operation, as numpy (the ONNX reference) computes it, also for float16/bfloat16. Along a
+    symbolic last axis the row reductions take the vectorizable form of _softmax_rows."""
+    lanes = row_lanes(x, axis, target)
+    if lanes:
+        return _softmax_rows(x, log, lanes)
     names = U.axis_names(x.ndim)
     prefix = "log_softmax" if log else "softmax"
     mx = _reduce_along(x, axis, lambda i: x[i], te.max, f"{prefix}_maxelem", "m")
@@ -75,9 +130,9 @@ softmax.def_infer(_infer("nn.softmax"))
 
 
 @softmax.def_compute
-def _softmax_compute(tensors, attrs):
+def _softmax_compute(tensors, attrs, target=None):
     x = tensors[0]
-    return [softmax_compute(x, U.norm_axis("nn.softmax", attrs["axis"], x.ndim))]
+    return [softmax_compute(x, U.norm_axis("nn.softmax", attrs["axis"], x.ndim), target=target)]
 
 
 log_softmax = register_op("nn.log_softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
@@ -86,9 +141,9 @@ log_softmax.def_infer(_infer("nn.log_softmax"))
 
 
 @log_softmax.def_compute
-def _log_softmax_compute(tensors, attrs):
+def _log_softmax_compute(tensors, attrs, target=None):
     x = tensors[0]
-    return [softmax_compute(x, U.norm_axis("nn.log_softmax", attrs["axis"], x.ndim), log=True)]
+    return [softmax_compute(x, U.norm_axis("nn.log_softmax", attrs["axis"], x.ndim), log=True, target=target)]
 
 
 def _first_argmax():

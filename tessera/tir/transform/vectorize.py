@@ -6,6 +6,9 @@ does not depend on the loop) becomes vector statements: the loop variable is a R
 that do not depend on it stay scalar (broadcast where they meet vectors), loads with vector
 indices are vector loads (a contiguous one has a Ramp(base, 1, lanes) index; others are gathers).
 
+A loop of symbolic extent becomes a serial loop over whole vectors of the most lanes the hint
+allows, then a scalar loop over the rest (extent % lanes iterations).
+
 Vectors have a power-of-two number of lanes, at most the hint (by default one SIMD register of
 `vector_bits` for the widest element type the loop touches). A longer loop becomes an outer serial
 loop over vectors; a remainder is vectorized the same way with fewer lanes, down to one scalar
@@ -57,9 +60,16 @@ class _LoopVectorizer(StmtMutator):
 
     def visit_For(self, loop):
         loop = self.generic_visit(loop)  # inner loops first
-        if loop.kind != "vectorized" or not isinstance(loop.extent, IntImm) or loop.extent.value < 1:
+        if loop.kind != "vectorized":
             return loop
         hint = self.lanes_hint or max(1, self.vector_bits // _widest_bits(loop.body))
+        if not isinstance(loop.extent, IntImm):
+            try:
+                return _vectorize_symbolic(loop, hint)
+            except _NotVectorizable:
+                return loop
+        if loop.extent.value < 1:
+            return loop
         try:
             return _vectorize(loop, hint)
         except _NotVectorizable:
@@ -87,6 +97,22 @@ def _vectorize(loop: For, hint: int):
     rest = loop.replace(min=_plus(loop.min, IntImm(loop.min.dtype, count * lanes)),
                         extent=IntImm(loop.extent.dtype, tail))
     return seq(main, _vectorize(rest, hint))
+
+
+def _vectorize_symbolic(loop: For, hint: int):
+    """A loop of symbolic extent: a serial loop over whole vectors of `hint` lanes (a power of two),
+    then the remaining extent % lanes iterations as a scalar loop."""
+    lanes = 1 << (hint.bit_length() - 1)
+    if lanes < 2:
+        raise _NotVectorizable
+    var, dt = loop.loop_var, loop.extent.dtype
+    outer = Var(var.name + "_o", var.dtype)
+    body = _BodyVectorizer(var, Ramp(_plus(loop.min, outer * lanes), 1, lanes)).stmt(loop.body)
+    count = loop.extent // IntImm(dt, lanes)
+    main = For(outer, IntImm(outer.dtype, 0), count, "serial", body, annotations=loop.annotations)
+    done = count * IntImm(dt, lanes)
+    rest = loop.replace(min=_plus(loop.min, done), extent=loop.extent - done, kind="serial")
+    return seq(main, rest)
 
 
 class _Bits(Visitor):
