@@ -8,9 +8,11 @@ For each model (tessera.zoo, batch 1; --small: the test-size variants of e2e.py)
 "c -num-threads=N" (--threads, default 2):
 1. from scratch: autotune.tune_graph into a fresh database OUT/<model>-scratch.jsonl (--trials and
    --time-budget per model), recording its wall time, trials and the estimated model latency after
-   every round (sum of weight x best kernel time over the tasks: tune_graph's estimate);
+   every round (sum of weight x best kernel time over the tasks: tune_graph's estimate); its cost
+   model starts from nothing (tune_graph(transfer=False), not from the shipped records);
 2. with transfer (after every model's scratch run): an XGBoost cost model pre-trained on the OTHER
-   models' scratch databases (and --transfer-db files) tunes the model again into a fresh
+   models' scratch databases (and --transfer-db files; kernels the model itself has are left out,
+   as tune_graph's transfer does) tunes the model again into a fresh
    OUT/<model>-transfer.jsonl with the same limits;
 3. per model: the trials and seconds until the estimate first came within 2% of the scratch run's
    final estimate, for both runs, and their ratio (scratch / transfer: the issue's goal is >= 2x
@@ -91,10 +93,10 @@ def tune_once(name, graph, params, target, db_path, args, cost_model="xgb") -> d
     table = GraphTuneTable(args.trials, args.time_budget, show=not args.quiet, title=f"{name} -> {db_path.name}",
                            interval=30.0)
     t0 = time.perf_counter()
-    with table:
+    with table:   # transfer=False: no pre-training on the shipped records (a scratch run starts from nothing)
         res = autotune.tune_graph(graph, params, target, max_trials=args.trials, database=str(db_path),
                                   cost_model=cost_model, seed=args.seed, time_budget=args.time_budget,
-                                  progress=table)
+                                  progress=table, transfer=False)
     wall = time.perf_counter() - t0
     _log(table.text())
     return {"trials": res.trials, "tune_s": res.seconds, "wall_s": wall, "tasks": len(res.tasks),
@@ -103,16 +105,17 @@ def tune_once(name, graph, params, target, db_path, args, cost_model="xgb") -> d
             "history": [[t, s, e] for t, s, e in res.history]}
 
 
-def _pretrained(dbs: list, seed):
-    """An XGBModel fitted on the records of dbs; (model, records used, seconds)."""
+def _pretrained(dbs: list, graph, params, target, seed):
+    """An XGBModel fitted on the records of dbs for target, the model's own kernels left out (as
+    tune_graph's transfer does); (model, records used, seconds)."""
     from tessera import autotune
+    from tessera.autotune.scheduler import pretrain_from
 
     model = autotune.XGBModel(seed=seed)
     t0 = time.perf_counter()
-    used = 0
-    for path in dbs:
-        used += model.pretrain(autotune.Database(str(path)))["used"]
-    return model, used, time.perf_counter() - t0
+    own = {t.workload.key for t in autotune.extract_tasks(graph, params, target)}
+    got = pretrain_from(model, [str(p) for p in dbs], target, exclude=own)
+    return model, got["used"], time.perf_counter() - t0
 
 
 def measure_e2e(name, model, graph, params, feeds, target, threads, dbs: dict, args) -> dict:
@@ -213,10 +216,10 @@ def main(argv=None) -> int:
                 _log(f"[{n}] no transfer run: no other model's database to pre-train on (give more --models or "
                      f"--transfer-db)")
                 continue
-            model, used, secs = _pretrained(others, args.seed)
-            _log(f"[{n}] tuning with transfer: cost model pre-trained on {used} records of "
-                 f"{', '.join(q.name for q in others)} in {secs:.1f} s")
             _, graph, params, _ = built[n]
+            model, used, secs = _pretrained(others, graph, params, target, args.seed)
+            _log(f"[{n}] tuning with transfer: cost model pre-trained on {used} records of "
+                 f"{', '.join(q.name for q in others)} in {secs:.1f} s (this model's own kernels left out)")
             r = tune_once(n, graph, params, target, paths[(n, "transfer")], args, cost_model=model)
             r.update(pretrain_records=used, pretrain_s=secs, pretrained_on=[str(q) for q in others])
             results[n]["transfer"] = r
