@@ -4,7 +4,8 @@
 kernel keeps the program's loops and names; parallel loops become OpenMP (a failure inside one is
 recorded under `omp critical` and checked after it), vector code uses GCC vector extensions
 (`typedef float float32x8 __attribute__((vector_size(32)))`), with a lane-by-lane loop wherever a
-vector cannot be one C vector; buffers live on the stack or, large or symbolic, on the heap.
+vector cannot be one C vector; buffers live on the stack or, large or symbolic, on the heap (a
+symbolic one on the stack when its size at run time fits).
 `render_module` puts a unit together: the includes, ABI header and entry helpers of runtime_c/, the
 helpers the kernels need, each kernel, and around it the ABI side that c_entry writes (entry
 `tessera_call_NAME`, timer `tessera_time_NAME`, the JSON `tessera_metadata`).
@@ -822,16 +823,25 @@ class CodeGenC(CodeGenCBase):
             f"{self.func_qualifier} void* tsr_alloc(size_t bytes) {{\n"
             "  if (bytes > SIZE_MAX - 63) return NULL;\n"
             "  return aligned_alloc(64, bytes == 0 ? 64 : (bytes + 63) & ~(size_t)63);\n}"))
-        self.emit(f"{elem}* {name} = ({elem}*)tsr_alloc({size});")
+        freed = name
+        if count is None:
+            # a symbolic size: on the stack when it fits (a per-row buffer of a dynamic length would
+            # otherwise cost a malloc per row), else on the heap
+            stack = self.names.fresh(f"{name}_stack")
+            self.emit(f"{elem} {stack}[{STACK_BYTES} / sizeof({elem})]{self.array_attribute};")
+            self.emit(f"{elem}* {name} = {size} <= sizeof({stack}) ? {stack} : ({elem}*)tsr_alloc({size});")
+            freed = f"{name} == {stack} ? NULL : {name}"
+        else:
+            self.emit(f"{elem}* {name} = ({elem}*)tsr_alloc({size});")
         msg = c_string(f"out of memory: buffer {fmt(buf.name)} of {fmt(self.func_name)} needs %zu bytes")
 
         def body():
             if self.parallel_depth == 0:
-                self.heap_live.append(name)
+                self.heap_live.append(freed)
             self.stmt(s.body)
             if self.parallel_depth == 0:
                 self.heap_live.pop()
-            self.emit(f"free({name});")
+            self.emit(f"free({freed});")
         self.failure(f"{name} == NULL", f"{msg}, {size if count is None else f'(size_t){size}'}", body)
 
 

@@ -3,7 +3,8 @@
 `schedule_injective` / `schedule_reduce` schedule every block of the op's PrimFunc by its kind:
 - a spatial block (elementwise, broadcast, data movement): the innermost loop is split by the
   target's vector lanes (vector_bits // dtype bits) and vectorized when its extent is a multiple
-  of them; the loops outside are fused and run in parallel when the block is large enough;
+  of them, and vectorized as it is when its extent is symbolic (lowered to whole vectors and a
+  scalar tail); the loops outside are fused and run in parallel when the block is large enough;
 - a reduction block: when its innermost loop is a reduction along the contiguous axis of every
   load (a row sum, max, norm: static extent, a multiple of the vector lanes), the row is reduced
   into one vector of partial results (rfactor by the lanes, the partial block computed per row
@@ -84,6 +85,8 @@ def schedule_spatial_block(sch, block, target) -> None:
         sch.vectorize(ii)
         outer.append(io)
     elif ext is not None and 1 < ext <= lanes and ext in (2, 4, 8, 16):
+        sch.vectorize(inner)
+    elif ext is None and lanes > 1:  # symbolic: lowered to whole vectors and a scalar tail
         sch.vectorize(inner)
     _parallel(sch, outer, _work(exts), target)
 

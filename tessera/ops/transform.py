@@ -190,9 +190,24 @@ def _reshape_compute(tensors, attrs):
     vars_ = _vars_of(x)
     dims = resolve_newshape("reshape", _graph_shape(x.shape), attrs["newshape"])
     out_shape = [_te_dim(d, vars_) for d in dims]
-    if _graph_shape(x.shape) == dims:
+    src = _graph_shape(x.shape)
+    if src == dims:
         return [te.compute(out_shape, lambda *i: x[i], name="T_reshape")]
-    return [te.compute(out_shape, lambda *i: x[unravel(ravel(i, out_shape), x.shape)], name="T_reshape")]
+    head = tail = 0
+    if not all(isinstance(d, int) for d in tuple(src) + tuple(dims)):
+        # symbolic: equal leading and trailing dims index straight through, so no division by a
+        # symbolic extent is left that the simplifier cannot remove (a static reshape is unchanged)
+        while head < min(len(src), len(dims)) and src[head] == dims[head]:
+            head += 1
+        while tail < min(len(src), len(dims)) - head and src[-1 - tail] == dims[-1 - tail]:
+            tail += 1
+    inner_out, inner_in = out_shape[head:len(out_shape) - tail], x.shape[head:len(x.shape) - tail]
+
+    def body(*i):
+        mid = unravel(ravel(i[head:len(i) - tail], inner_out), inner_in) if inner_in else ()
+        return x[tuple(i[:head]) + tuple(mid) + tuple(i[len(i) - tail:])]
+
+    return [te.compute(out_shape, body, name="T_reshape")]
 
 
 # ---------------------------------------------------------------------------------------------

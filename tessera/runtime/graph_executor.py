@@ -10,14 +10,20 @@ so a run is the kernels' entry calls in order and fresh arrays for the graph out
 symbolic dimensions (or without a memory plan, or while another thread is in the runner) the
 general path runs: symbols are bound from the actual input shapes (the same symbol must get the
 same value everywhere), outputs are allocated as numpy arrays, and an intermediate is dropped as
-soon as its last consumer has run. A host step (an op whose output extents depend on its input
+soon as its last consumer has run. A symbolic plan without host steps remembers, per distinct set
+of input shapes (the last SHAPE_CACHE_SIZE of them), a ShapeRunner made after the general path has
+run once at those shapes: every output extent, symbol and argument struct derived once, the
+intermediates in an arena laid out by their lifetimes, so a repeated call at the same shapes only
+binds the input and output arrays and calls the kernels, as a static plan's runs do. A host step (an op whose output extents depend on its input
 values: nonzero, unique, non_max_suppression) returns its outputs; their extents bind the symbols
 of its output types, which size the kernels after it.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
+from collections import OrderedDict
 
 import numpy as np
 
@@ -25,7 +31,12 @@ from ..errors import ShapeError, TesseraError
 from .executor import Executor
 from .plan import Plan, node_error
 from .profile import ProfileReport, ProfileRow
+from .module import ERR_LEN, CTensor
+from .ndarray import dtype_info
 from .static_runner import StaticRunner
+
+# distinct sets of input shapes whose ShapeRunner a symbolic plan keeps (each holds its arena)
+SHAPE_CACHE_SIZE = 8
 
 
 class _Step:
@@ -90,6 +101,8 @@ class GraphExecutor(Executor):
         self._copy_slots = set(template) | inputs
         self._runner = None          # the StaticRunner, made on the first run of a static plan
         self._runner_lock = threading.Lock()
+        # a symbolic plan's ShapeRunners by input shapes (None: the plan cannot have them)
+        self._shape_runners = OrderedDict() if ShapeRunner.applies(self) else None
 
     # ------------------------------------------------------------------ running
     def _bind_symbols(self, arrays) -> dict:
@@ -172,6 +185,24 @@ class GraphExecutor(Executor):
                 return runner.run(arrays)
             finally:
                 runner.lock.release()
+        cache = self._shape_runners
+        if cache is None:
+            return self.execute(arrays)
+        key = tuple(x.shape for x in arrays)
+        runner = cache.get(key)
+        if runner is None:               # first run at these shapes: the general path checks them all
+            outs = self.execute(arrays)
+            with self._runner_lock:
+                if key not in cache:
+                    cache[key] = ShapeRunner(self, arrays)
+                    while len(cache) > SHAPE_CACHE_SIZE:
+                        cache.popitem(last=False)
+            return outs
+        if runner.lock.acquire(False):
+            try:
+                return runner.run(arrays)
+            finally:
+                runner.lock.release()
         return self.execute(arrays)
 
     # ------------------------------------------------------------------ profiling
@@ -232,6 +263,126 @@ def _check_symbols(st, shapes, env):
                                  f"{dim} = {env[dim]} elsewhere")
 
 
+class ShapeRunner(StaticRunner):
+    """A symbolic plan's runs at one set of input shapes, prepared as a StaticRunner prepares a static
+    plan's (its `run`): output extents and symbols derived once from the shapes (with the general
+    path's checks), intermediates in one arena laid out first-fit by their lifetimes (a tensor takes
+    the bytes of ones dead before it is written), every kernel's argument array made once."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def applies(exe) -> bool:
+        """Whether `exe`'s plan can have ShapeRunners: symbolic inputs, no host step, and every kernel
+        a C function of tensor arguments."""
+        if exe._static or any(st.host for st in exe._steps):
+            return False
+        return all(all(getattr(st.fn, "_is_tensor", (False,))) and hasattr(st.fn, "_entry") for st in exe._steps)
+
+    def __init__(self, exe, arrays):  # (not StaticRunner.__init__: that one lays out a static plan)
+        self.lock = threading.Lock()
+        self.exe = exe
+        self.err = ctypes.create_string_buffer(ERR_LEN)
+        env = exe._bind_symbols(arrays)
+        shapes = {s: tuple(x.shape) for s, x in zip(exe._input_slots, arrays)}
+        for s, arr in enumerate(exe._template):
+            if arr is not None:
+                shapes[s] = arr.shape
+        outputs = set(exe._output_slots)
+        arena = _Arena()
+        offsets = {}
+        for st in exe._steps:
+            outs = st.spec.output_shapes([shapes[s] for s in st.ins], env)
+            _check_symbols(st, outs, env)
+            for s, shape, dt in zip(st.outs, outs, st.out_np):
+                shapes[s] = tuple(shape)
+                if s not in outputs:
+                    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize
+                    offsets[s] = (arena.alloc(nbytes), nbytes)
+            for s in st.free:
+                if s in offsets:
+                    arena.release(*offsets[s])
+        raw = np.empty(arena.top + 64, np.uint8)
+        base = raw.ctypes.data + (-raw.ctypes.data % 64)
+        self.keep = [raw]
+        self.arena = raw
+        structs: dict = {}
+        live_io: dict = {}
+
+        def struct(shape, np_dt, data):
+            info = dtype_info(np.dtype(np_dt))
+            shape_c = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+            self.keep.append(shape_c)
+            return CTensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
+
+        for s, arr in enumerate(exe._template):
+            if arr is not None:
+                arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
+                self.keep.append(arr)
+                structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
+        for s in exe._input_slots:
+            structs[s] = live_io[s] = struct(shapes[s], exe.plan.values[s].np_dtype, None)
+        self.out_plan = []
+        for st in exe._steps:
+            for s, dt in zip(st.outs, st.out_np):
+                if s in structs:
+                    continue
+                if s in outputs:
+                    structs[s] = live_io[s] = struct(shapes[s], dt, None)
+                    self.out_plan.append((s, shapes[s], dt))
+                else:
+                    structs[s] = struct(shapes[s], dt, base + offsets[s][0])
+        self.keep.append(structs)
+        self.in_structs = [(live_io[s], s) for s in exe._input_slots]
+        calls = []
+        for st in exe._steps:
+            fn = st.fn
+            args = (ctypes.c_void_p * max(fn._n, 1))(*[ctypes.addressof(structs[s])
+                                                          for s in list(st.ins) + list(st.outs)])
+            self.keep.append(args)
+            calls.append((fn._entry, args, fn._kinds, fn._n, st))
+        self.calls = calls
+        self._live = live_io
+
+
+class _Arena:
+    """First-fit placement of 64-byte aligned blocks in one growing arena, with blocks released and
+    merged with their free neighbours."""
+
+    def __init__(self):
+        self.top = 0
+        self.free = []          # (offset, size), sorted by offset, no two adjacent
+
+    def alloc(self, nbytes: int) -> int:
+        size = max(64, -(-nbytes // 64) * 64)
+        for k, (off, have) in enumerate(self.free):
+            if have >= size:
+                if have == size:
+                    del self.free[k]
+                else:
+                    self.free[k] = (off + size, have - size)
+                return off
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.top:   # grow the last free block
+            off, have = self.free.pop()
+            self.top = off + size
+            return off
+        off, self.top = self.top, self.top + size
+        return off
+
+    def release(self, off: int, nbytes: int) -> None:
+        size = max(64, -(-nbytes // 64) * 64)
+        free = self.free
+        k = 0
+        while k < len(free) and free[k][0] < off:
+            k += 1
+        free.insert(k, (off, size))
+        if k + 1 < len(free) and off + size == free[k + 1][0]:          # merge with the next
+            free[k] = (off, size + free.pop(k + 1)[1])
+        if k > 0 and free[k - 1][0] + free[k - 1][1] == off:             # and with the previous
+            prev = free.pop(k - 1)
+            free[k - 1] = (prev[0], prev[1] + free[k - 1][1])
+
+
 class LibraryKernel:
     """A kernel function of a loaded library: `fn` is what the graph executor calls."""
 
@@ -252,4 +403,4 @@ def graph_executor_of(module, plan: Plan):
     return GraphExecutor(plan, kernels)
 
 
-__all__ = ["GraphExecutor", "LibraryKernel", "graph_executor_of"]
+__all__ = ["GraphExecutor", "LibraryKernel", "ShapeRunner", "graph_executor_of", "SHAPE_CACHE_SIZE"]

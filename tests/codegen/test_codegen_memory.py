@@ -52,9 +52,12 @@ def test_allocate_symbolic_size(build, lowered):
         return Allocate(T, seq(For(i, 0, n, "serial", BufferStore(T, a[i] + 1.0, [i])),
                                For(j, 0, n, "serial", BufferStore(c, T[n - 1 - j], [j]))))
     src = generate(lowered([A, C], body))
-    assert "float* T = (float*)tsr_alloc((size_t)n * sizeof(float));" in src
+    # on the stack when n fits in STACK_BYTES, else on the heap
+    assert ("float* T = (size_t)n * sizeof(float) <= sizeof(T_stack) ? T_stack : "
+            "(float*)tsr_alloc((size_t)n * sizeof(float));") in src
+    assert "free(T == T_stack ? NULL : T);" in src
     lib = build(src)
-    for size in (0, 1, 1000):
+    for size in (0, 1, 1000, STACK_BYTES // 4, STACK_BYTES // 4 + 1, 50000):
         a = np.random.rand(size).astype(np.float32)
         c = np.zeros(size, np.float32)
         lib.run(a, c)
