@@ -17,19 +17,7 @@ import math
 import sys
 from collections import deque
 
-
-def estimated_latency(reports, attr: str = "best_secs", fallback: bool = True) -> float | None:
-    """sum(weight x kernel seconds) over the tasks; with fallback a task without a best time counts
-    its default (and the other way round); None while some task has no figure."""
-    total = 0.0
-    for r in reports:
-        v = getattr(r, attr)
-        if v is None and fallback:
-            v = r.default_secs if attr == "best_secs" else r.best_secs
-        if v is None:
-            return None
-        total += r.weight * v
-    return total
+from .scheduler import estimated_latency
 
 
 def format_duration(secs: float | None) -> str:

@@ -63,11 +63,11 @@ class GraphTuneResult:
 
     @property
     def latency(self) -> float | None:
-        return _estimate(self.reports, "best_secs")
+        return estimated_latency(self.reports, "best_secs")
 
     @property
     def default_latency(self) -> float | None:
-        return _estimate(self.reports, "default_secs")
+        return estimated_latency(self.reports, "default_secs")
 
     def table(self) -> str:
         """A text table of the tasks (weight, trials, default and best ms, speedup)."""
@@ -89,11 +89,13 @@ class GraphTuneResult:
         return f"<GraphTuneResult {len(self.tasks)} tasks, {self.trials} trials, estimated latency {est}>"
 
 
-def _estimate(reports, attr) -> float | None:
+def estimated_latency(reports, attr: str = "best_secs", fallback: bool = True) -> float | None:
+    """sum(weight x kernel seconds) over the tasks' reports; with fallback a task without a best time
+    counts its default (and the other way round); None while some task has no figure."""
     total = 0.0
     for r in reports:
         v = getattr(r, attr)
-        if v is None:
+        if v is None and fallback:
             v = r.default_secs if attr == "best_secs" else r.best_secs
         if v is None:
             return None
@@ -249,7 +251,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
             break
         defaults[k] = _default_secs(tu, tasks[k])
         total = sum(x.trials for x in tuners)
-        history.append((total, time.perf_counter() - t0, _estimate(reports(), "best_secs")))
+        history.append((total, time.perf_counter() - t0, estimated_latency(reports(), "best_secs")))
         tell()
     while total < max_trials:
         if out_of_time():
@@ -264,7 +266,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
             tu.round(n)
         total = sum(x.trials for x in tuners)
         sched.record(i, before)
-        est = _estimate(reports(), "best_secs")
+        est = estimated_latency(reports(), "best_secs")
         history.append((total, time.perf_counter() - t0, est))
         tell()
     if remeasure:
@@ -328,4 +330,4 @@ def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
     return None
 
 
-__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler", "pretrain_from"]
+__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler", "pretrain_from", "estimated_latency"]
