@@ -11,7 +11,7 @@ symbolic dimensions (or without a memory plan, or while another thread is in the
 general path runs: symbols are bound from the actual input shapes (the same symbol must get the
 same value everywhere), outputs are allocated as numpy arrays, and an intermediate is dropped as
 soon as its last consumer has run. A symbolic plan without host steps remembers, per distinct set
-of input shapes (the last SHAPE_CACHE_SIZE of them), a ShapeRunner made after the general path has
+of input shapes (the SHAPE_CACHE_SIZE most recently used, within SHAPE_CACHE_BYTES), a ShapeRunner made after the general path has
 run once at those shapes: every output extent, symbol and argument struct derived once, the
 intermediates in an arena laid out by their lifetimes, so a repeated call at the same shapes only
 binds the input and output arrays and calls the kernels, as a static plan's runs do. A host step (an op whose output extents depend on its input
@@ -35,8 +35,10 @@ from .module import ERR_LEN, CTensor
 from .ndarray import dtype_info
 from .static_runner import StaticRunner
 
-# distinct sets of input shapes whose ShapeRunner a symbolic plan keeps (each holds its arena)
+# distinct sets of input shapes whose ShapeRunner a symbolic plan keeps (each holds its arena), and
+# the most arena bytes they may hold together (the newest runner is kept whatever its size)
 SHAPE_CACHE_SIZE = 8
+SHAPE_CACHE_BYTES = 512 << 20
 
 
 class _Step:
@@ -189,13 +191,17 @@ class GraphExecutor(Executor):
         if cache is None:
             return self.execute(arrays)
         key = tuple(x.shape for x in arrays)
-        runner = cache.get(key)
+        with self._runner_lock:
+            runner = cache.get(key)
+            if runner is not None:
+                cache.move_to_end(key)   # (least recently used first)
         if runner is None:               # first run at these shapes: the general path checks them all
             outs = self.execute(arrays)
             with self._runner_lock:
                 if key not in cache:
                     cache[key] = ShapeRunner(self, arrays)
-                    while len(cache) > SHAPE_CACHE_SIZE:
+                    while len(cache) > SHAPE_CACHE_SIZE or (
+                            len(cache) > 1 and sum(r.arena.nbytes for r in cache.values()) > SHAPE_CACHE_BYTES):
                         cache.popitem(last=False)
             return outs
         if runner.lock.acquire(False):
@@ -403,4 +409,5 @@ def graph_executor_of(module, plan: Plan):
     return GraphExecutor(plan, kernels)
 
 
-__all__ = ["GraphExecutor", "LibraryKernel", "ShapeRunner", "graph_executor_of", "SHAPE_CACHE_SIZE"]
+__all__ = ["GraphExecutor", "LibraryKernel", "ShapeRunner", "graph_executor_of", "SHAPE_CACHE_SIZE",
+           "SHAPE_CACHE_BYTES"]

@@ -76,6 +76,19 @@ def test_the_cache_keeps_the_latest_shapes_only(exe):
     assert ((SHAPE_CACHE_SIZE + 3, 16), (SHAPE_CACHE_SIZE + 3, 16)) in exe._shape_runners
 
 
+def test_the_cache_holds_at_most_its_byte_budget_but_always_the_newest(monkeypatch):
+    import tessera.runtime.graph_executor as ge
+    exe = _model()
+    exe.run({"x": np.ones((50, 16), np.float32), "y": np.ones((50, 16), np.float32)})
+    one = next(iter(exe._shape_runners.values())).arena.nbytes
+    monkeypatch.setattr(ge, "SHAPE_CACHE_BYTES", one + 1)
+    for n in (40, 30, 50):
+        x = np.ones((n, 16), np.float32)
+        _check(exe.run({"x": x, "y": x}), x, x)
+    # each new runner's arena (about n/50 of `one`) with the one before exceeds the budget
+    assert list(exe._shape_runners) == [((50, 16), (50, 16))]
+
+
 def test_a_bad_shape_is_refused_every_time_and_never_cached(exe):
     before = dict(exe._shape_runners)
     for _ in range(2):
