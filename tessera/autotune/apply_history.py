@@ -5,8 +5,10 @@
 ApplyHistoryBest (AutoTVM's name) answers the graph compiler's `lookup(func, target)` with the trace
 of the fastest error-free record of func's workload under the target's record key (record_target:
 records of another CPU level or thread count never apply), searching its databases in order (the
-user's, then the records shipped with tessera for the zoo models, `builtin_databases`). It keeps
-which kernels it found records for, for the compile summary and the profile's marks.
+user's, then the records shipped with tessera for the zoo models, `builtin_databases`). A record
+whose trace tensorizes with an intrinsic the target lacks the CPU features of (AVX-512 VNNI, say:
+an x86-64 level does not imply it) is passed over for the next fastest. It keeps which kernels it
+found records for, for the compile summary and the profile's marks.
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from pathlib import Path
 
 from ..errors import TesseraError
 from ..target import Target
+from ..tir.tensor_intrin import TensorIntrin
 from .database import Database, record_target
+from .measure.candidate import intrinsics_used
 from .workload import workload_key
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "records"
@@ -43,6 +47,29 @@ def _open_builtin(path):
     if db is None:
         db = _BUILTIN[path] = Database(path)
     return db
+
+
+def _buildable(trace, target) -> bool:
+    """Whether every tensor intrinsic trace tensorizes with is known and target has its features."""
+    for name in intrinsics_used(trace):
+        intrin = TensorIntrin.get(name, allow_missing=True)
+        if intrin is None or intrin.missing_features(target):
+            return False
+    return True
+
+
+def _fastest_buildable(db, key, record_key, target):
+    """The fastest error-free record of workload key under record_key that target can build, or None
+    (the records are read fastest first, a few more each time one is passed over)."""
+    k = 1
+    while True:
+        top = db.get_top_k(key, record_key, k)
+        for rec in top[k // 4 if k > 1 else 0:]:
+            if _buildable(rec.trace, target):
+                return rec
+        if len(top) < k:
+            return None
+        k *= 4
 
 
 class ApplyHistoryBest:
@@ -76,17 +103,19 @@ class ApplyHistoryBest:
         return self.databases + (builtin_databases(target) if self.builtin else [])
 
     def lookup(self, func, target):
-        """The trace JSON of the fastest error-free record of func's workload for target, or None."""
+        """The trace JSON of the fastest error-free record of func's workload for target that
+        target can build (its tensor intrinsics exist and target has their CPU features), or None."""
         sources = self._sources(target)
         if not sources:
             return None
+        target = Target(target)
         key = workload_key(func)
-        tk = record_target(Target(target))
+        tk = record_target(target)
         for db in sources:
-            top = db.get_top_k(key, tk, 1)
-            if top:
-                self.used[key] = (top[0].mean_secs, str(db.path))
-                return top[0].trace
+            rec = _fastest_buildable(db, key, tk, target)
+            if rec is not None:
+                self.used[key] = (rec.mean_secs, str(db.path))
+                return rec.trace
         self.missed.add(key)
         return None
 

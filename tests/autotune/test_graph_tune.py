@@ -282,3 +282,37 @@ def test_shipped_records_apply_to_resnet18_on_this_cpu_level():
     assert plain.tuning.startswith("no tuning records")
     x = zoo.sample_input("resnet18")["input"]
     np.testing.assert_allclose(exe(x), plain(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_record_needing_cpu_features_the_target_lacks_is_passed_over_for_the_next_fastest(tmp_path):
+    """An x86-64 level does not imply AVX-512 VNNI: a record tuned on a VNNI machine (the same record
+    key) must not be applied where its intrinsic would not build."""
+    from tessera import te
+    from tessera.autotune import ApplyHistoryBest, TuningRecord
+    from tessera.autotune.workload import workload_key
+
+    A = te.placeholder((16, 16), name="A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] * 2.0, name="B")
+    func = te.create_prim_func([A, B])
+    key = workload_key(func)
+    vnni = [[["Tensorize", ["b0"], [json.dumps("x86_avx512_vnni_gemm_6x64_u8s8s32")], []]], []]
+    plain = [[["GetBlock", [], [json.dumps("B"), json.dumps("main")], ["b0"]]], []]
+    unknown = [[["Tensorize", ["b0"], [json.dumps("no_such_intrinsic_4x4")], []]], []]
+    v4 = "c -mcpu=x86-64-v4 -num-threads=2"
+    db = Database(tmp_path / "vnni.jsonl")
+    db.commit_workload(func)
+    db.commit([TuningRecord(key, v4, vnni, (1e-6,)), TuningRecord(key, v4, unknown, (2e-6,)),
+               TuningRecord(key, v4, plain, (3e-6,))])
+    assert ApplyHistoryBest(db, builtin=False).lookup(func, v4) == plain
+    with_vnni = "c -mcpu=x86-64-v4 -mattr=+avx512vnni -num-threads=2"
+    assert Target(with_vnni).has_feature("avx512_vnni")
+    db2 = Database(tmp_path / "vnni2.jsonl")
+    db2.commit_workload(func)
+    db2.commit([TuningRecord(key, record_target(with_vnni), vnni, (1e-6,)),
+                TuningRecord(key, record_target(with_vnni), plain, (3e-6,))])
+    assert ApplyHistoryBest(db2, builtin=False).lookup(func, with_vnni) == vnni
+    only = Database(tmp_path / "only.jsonl")
+    only.commit_workload(func)
+    only.commit([TuningRecord(key, v4, vnni, (1e-6,))] * 5)
+    hist = ApplyHistoryBest(only, builtin=False)
+    assert hist.lookup(func, v4) is None and key in hist.missed
