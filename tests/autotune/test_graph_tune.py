@@ -316,3 +316,40 @@ def test_a_record_needing_cpu_features_the_target_lacks_is_passed_over_for_the_n
     only.commit([TuningRecord(key, v4, vnni, (1e-6,))] * 5)
     hist = ApplyHistoryBest(only, builtin=False)
     assert hist.lookup(func, v4) is None and key in hist.missed
+
+
+def test_an_intrinsic_family_made_while_another_thread_asks_for_it_is_found_by_both():
+    """TensorIntrin.get of a family name (a tuning record's conv micro-kernel, say) from two threads
+    at once: the second waits for the first's make() instead of reporting the name unknown."""
+    import threading
+    import time
+
+    from tessera.tir import TensorIntrin
+    from tessera.tir.tensor_intrin.x86 import gemm_desc, gemm_impl
+
+    started = threading.Event()
+
+    def make(m):
+        started.set()
+        time.sleep(0.3)
+        TensorIntrin.register(m.group(0), gemm_desc(4, 8), gemm_impl("test_family_ukr", 4, 8), override=True,
+                              c_source="static void test_family_ukr(void) {}")
+
+    TensorIntrin.register_family(r"test_race_family_(\d+)", make)
+    got, errors = [], []
+
+    def ask():
+        try:
+            got.append(TensorIntrin.get("test_race_family_7"))
+        except Exception as e:        # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    first = threading.Thread(target=ask)
+    first.start()
+    assert started.wait(5)
+    second = threading.Thread(target=ask)
+    second.start()
+    first.join()
+    second.join()
+    assert not errors, errors
+    assert len(got) == 2 and got[0] is got[1] and got[0].name == "test_race_family_7"

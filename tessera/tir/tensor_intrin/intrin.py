@@ -21,6 +21,7 @@ that uses the intrinsic for a target without them is refused, naming the missing
 from __future__ import annotations
 
 import re
+import threading
 
 from ...errors import TesseraError
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var, Visitor
@@ -28,7 +29,8 @@ from ...ir.functor import collect_vars
 from ...target import Target, canon_feature
 
 _FAMILIES: list = []   # (compiled pattern, make(match)) of TensorIntrin.register_family
-_MAKING: set = set()   # names whose family is registering them now
+_MAKING: set = set()   # names whose family is registering them now (in the thread holding _MAKE_LOCK)
+_MAKE_LOCK = threading.RLock()   # one family make() at a time: another thread asking waits for it
 _REGISTRY: dict = {}
 
 
@@ -179,17 +181,11 @@ class TensorIntrin:
         """The intrinsic registered under name, or made by its family (register_family); None when
         missing and allow_missing."""
         intrin = _REGISTRY.get(name)
-        if intrin is None and isinstance(name, str) and name not in _MAKING:
-            for pattern, make in _FAMILIES:
-                m = pattern.fullmatch(name)
-                if m is not None:
-                    _MAKING.add(name)      # make() registers through register(), which may ask get() first
-                    try:
-                        make(m)
-                    finally:
-                        _MAKING.discard(name)
-                    intrin = _REGISTRY.get(name)
-                    break
+        if intrin is None and isinstance(name, str) and _FAMILIES:
+            with _MAKE_LOCK:
+                intrin = _REGISTRY.get(name)    # made by another thread meanwhile
+                if intrin is None and name not in _MAKING:
+                    intrin = _make_from_family(name)
         if intrin is None and not allow_missing:
             import difflib
 
@@ -222,6 +218,21 @@ class TensorIntrin:
     def __repr__(self):
         feats = f", needs {'+'.join(self.features)}" if self.features else ""
         return f"<TensorIntrin {self.name}{feats}>"
+
+
+def _make_from_family(name: str):
+    """Register name through the first family whose pattern matches it in full (under _MAKE_LOCK);
+    the intrinsic, or None when no family makes it."""
+    for pattern, make in _FAMILIES:
+        m = pattern.fullmatch(name)
+        if m is not None:
+            _MAKING.add(name)      # make() registers through register(), which may ask get() first
+            try:
+                make(m)
+            finally:
+                _MAKING.discard(name)
+            return _REGISTRY.get(name)
+    return None
 
 
 __all__ = ["TensorIntrin", "pattern_of", "shape_vars"]
