@@ -116,7 +116,9 @@ class TaskScheduler:
         n = len(tuners)
         self.rounds = [0] * n
         self.best_hist: list = [[] for _ in range(n)]    # best seconds after each round
-        self.last_gain = [0] * n                         # trials at the last improvement
+        # trials at the last improvement: a resumed task's come from its records, so that early
+        # stopping counts the trials since its best, not all its trials
+        self.last_gain = [int(getattr(t, "best_trial", 0)) for t in tuners]
         self.done: list = [None] * n
 
     def weight(self, i) -> float:

@@ -78,8 +78,9 @@ class TaskTuner:
 
     start() resumes from the database's records of the task; measure(schedules) measures given
     schedules (the task's default, say); round(n) measures the strategy's next n proposals.
-    trials / errors / best_secs / best_trace / history keep the state; exhausted: the space gave
-    nothing new."""
+    trials / errors / best_secs / best_trace / history keep the state; best_trial: the trial count
+    when best_secs was reached (resumed records included: early stopping counts from it);
+    exhausted: the space gave nothing new."""
 
     def __init__(self, task: TuneTask, model, rng, strategy="evolutionary", database=None, runner=None,
                  builder=None, cutoff_factor: float | None = 8.0):
@@ -93,6 +94,7 @@ class TaskTuner:
         self.target_key = record_target(task.target)
         self.trials = self.errors = 0
         self.best_secs, self.best_trace = None, None
+        self.best_trial = 0                # trials when best_secs was reached
         self.history: list = []            # (trials, seconds since start(), best seconds)
         self.exhausted = False
         self._t0 = time.perf_counter()
@@ -125,7 +127,7 @@ class TaskTuner:
             feats.append(search.features(sch))
             results.append(rec)
             if secs is not None and (self.best_secs is None or secs < self.best_secs):
-                self.best_secs, self.best_trace = secs, sch.trace
+                self.best_secs, self.best_trace, self.best_trial = secs, sch.trace, self.trials
         search.seed_measured(seeds)
         if feats:
             self.model.update(feats, results, [key] * len(feats))
@@ -194,7 +196,7 @@ class TaskTuner:
                 continue
             secs = _mean(r.run_secs)
             if secs is not None and (self.best_secs is None or secs < self.best_secs):
-                self.best_secs, self.best_trace = secs, s.trace
+                self.best_secs, self.best_trace, self.best_trial = secs, s.trace, self.trials
         self.history.append((self.trials, time.perf_counter() - self._t0, self.best_secs))
         return len(fresh)
 

@@ -353,3 +353,38 @@ def test_an_intrinsic_family_made_while_another_thread_asks_for_it_is_found_by_b
     second.join()
     assert not errors, errors
     assert len(got) == 2 and got[0] is got[1] and got[0].name == "test_race_family_7"
+
+
+def test_a_resumed_task_stops_early_counting_from_its_best_trial_not_from_zero(tuned_cnn):
+    """Early stopping after a resume: the trials since the task's best record, not all its trials."""
+    from tessera.autotune.cost_model import make_cost_model
+    from tessera.autotune.tune import TaskTuner
+
+    class FakeTask:
+        name = op = "conv_a"
+        weight, flops = 1, 1e9
+
+    class Resumed:
+        def __init__(self, trials, best_trial):
+            self.task, self.best_secs, self.exhausted = FakeTask(), 1e-3, False
+            self.trials, self.best_trial = trials, best_trial
+
+    tu = Resumed(trials=200, best_trial=190)     # its best came 10 trials before the resume
+    sched = TaskScheduler([tu], np.random.default_rng(0), eps=0.0, early_stopping=64, negligible=0.0)
+    tu.trials = 216                              # one round of 16 without a gain
+    sched.record(0, tu.best_secs)
+    assert sched.done[0] is None                 # 26 trials since its best: still tuned
+    tu.trials = 254
+    sched.record(0, tu.best_secs)
+    assert sched.done[0] == "converged"          # 64 since its best
+    # a TaskTuner resumed from a database knows at which of its trials the best record came
+    model, g, params, path, res = tuned_cnn
+    for task, fresh in zip(res.tasks, res.results):
+        resumed = TaskTuner(task, make_cost_model("random", 0), np.random.default_rng(0), "random",
+                            Database(path))
+        resumed.start()
+        assert resumed.best_secs == fresh.run_secs
+        assert 1 <= resumed.best_trial <= resumed.trials == fresh.trials
+        # the trial count the fresh run's history shows when it first reached that best
+        first = min(t for t, _, best in fresh.history if best == fresh.run_secs)
+        assert resumed.best_trial <= first
