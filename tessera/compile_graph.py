@@ -59,6 +59,9 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     """
     if isinstance(graph, DeferredGraph):
         _check_options(opt_level, executor, disabled_passes)
+        if database is not None and database is not False:
+            # opened (and a missing file refused) now, not at the first run; read once for every specialization
+            database = ApplyHistoryBest(database, builtin=False).databases
         return SpecializingExecutor(graph, params, dict(target=target, opt_level=opt_level,
                                                         disabled_passes=tuple(disabled_passes), executor=executor,
                                                         database=database))

@@ -388,3 +388,22 @@ def test_a_resumed_task_stops_early_counting_from_its_best_trial_not_from_zero(t
         # the trial count the fresh run's history shows when it first reached that best
         first = min(t for t, _, best in fresh.history if best == fresh.run_secs)
         assert resumed.best_trial <= first
+
+
+def test_a_graph_specialized_at_run_time_refuses_a_missing_database_at_compile_and_uses_a_given_one(tuned_cnn,
+                                                                                                    tmp_path):
+    from tessera.graph import DeferredGraph
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    graph = helper.make_graph([node], "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                                  helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    g, params = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]))
+    assert isinstance(g, DeferredGraph)
+    with pytest.raises(tessera.TesseraError, match="does not exist"):
+        tessera.compile(g, params, T2, database=str(tmp_path / "none.jsonl"))
+    path = tuned_cnn[3]
+    exe = tessera.compile(g, params, T2, database=str(path))
+    (y,) = exe.run({"x": x, "shape": np.array([6, 4], np.int64)})
+    np.testing.assert_array_equal(y, x.reshape(6, 4))
