@@ -407,3 +407,20 @@ def test_a_graph_specialized_at_run_time_refuses_a_missing_database_at_compile_a
     exe = tessera.compile(g, params, T2, database=str(path))
     (y,) = exe.run({"x": x, "shape": np.array([6, 4], np.int64)})
     np.testing.assert_array_equal(y, x.reshape(6, 4))
+
+
+def test_export_best_keeps_each_workloads_fastest_records_and_refuses_an_existing_file(tuned_cnn, tmp_path):
+    path = tuned_cnn[3]
+    db = Database(path)
+    small = db.export_best(tmp_path / "best.jsonl", k=1)
+    again = Database(tmp_path / "best.jsonl")              # what was written reads back the same
+    tk = record_target(T2)
+    keys = {r.workload_key for r in db.records(target=tk) if r.is_valid}
+    assert keys and {w.key for w in again.workloads()} == keys
+    for key in keys:
+        want = db.get_top_k(key, tk, 1)[0]
+        got = again.records(workload_key=key, target=tk)
+        assert len(got) == 1 and got[0].trace == want.trace and got[0].mean_secs == want.mean_secs
+    assert len(small) == len(again) == len(keys)
+    with pytest.raises(tessera.TesseraError, match="exists"):
+        db.export_best(tmp_path / "best.jsonl")
