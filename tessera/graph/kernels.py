@@ -10,6 +10,8 @@ disk by source hash); the ahead-of-time module compiles the lowered programs in 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import warnings
 
@@ -211,9 +213,6 @@ def clear_kernel_cache() -> None:
 
 def trace_key(trace) -> str:
     """A short digest of a trace's JSON (part of a tuned kernel's cache key)."""
-    import hashlib
-    import json
-
     return hashlib.blake2b(json.dumps(trace, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
