@@ -14,6 +14,7 @@ same database); one cost model learns across all tasks.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -306,6 +307,10 @@ def pretrain_from(model, transfer, target, exclude=()) -> dict:
         dbs = builtin_databases(target)
     else:
         items = transfer if isinstance(transfer, (list, tuple)) else [transfer]
+        for d in items:
+            if (isinstance(d, (str, bytes)) or hasattr(d, "__fspath__")) and not os.path.isfile(d):
+                raise TesseraError(f"transfer: tuning database {os.fsdecode(d)!r} does not exist (nothing to "
+                                   f"pre-train the cost model on)")
         dbs = [open_database(d) for d in items]
     used = skipped = 0
     for db in dbs:

@@ -204,6 +204,9 @@ def test_transfer_pretrains_the_cost_model_on_other_workloads_only(tuned_cnn):
     assert pretrain_from(xgb, str(path), T2) == {"used": n, "skipped": 0}
     mine = {t.workload.key for t in res.tasks}
     assert pretrain_from(autotune.XGBModel(seed=0), str(path), T2, exclude=mine) == {"used": 0, "skipped": 0}
+    with pytest.raises(tessera.TesseraError, match="missing.jsonl.* does not exist"):   # a typo is not silence
+        pretrain_from(autotune.XGBModel(seed=0), [str(path), str(path.parent / "missing.jsonl")], T2)
+    assert not (path.parent / "missing.jsonl").exists()
     # the pre-trained model scores a new candidate
     feats = [autotune.extract_features(res.tasks[0].space.default(), Target(T2))]
     assert np.isfinite(xgb.predict(feats)).all()
