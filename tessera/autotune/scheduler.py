@@ -212,6 +212,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
         raise TesseraError(f"tune_graph: early_stopping must be an int >= 1 or None, got {early_stopping!r}")
     if time_budget is not None and not time_budget > 0:
         raise TesseraError(f"tune_graph: time_budget must be > 0 seconds, got {time_budget!r}")
+    if not isinstance(remeasure, (int, np.integer)) or isinstance(remeasure, bool) or remeasure < 0:
+        raise TesseraError(f"tune_graph: remeasure must be an int >= 0 (candidates measured again), got "
+                           f"{remeasure!r}")
     database = open_database(database)
     if tasks is None:
         tasks = extract_tasks(graph, params, target, opt_level)

@@ -427,3 +427,18 @@ def test_export_best_keeps_each_workloads_fastest_records_and_refuses_an_existin
     assert len(small) == len(again) == len(keys)
     with pytest.raises(tessera.TesseraError, match="exists"):
         db.export_best(tmp_path / "best.jsonl")
+
+
+@pytest.mark.parametrize("bad,message", [
+    (dict(remeasure=-1), "remeasure must be an int >= 0"),
+    (dict(remeasure="3"), "remeasure must be an int >= 0"),
+    (dict(early_stopping=0), "early_stopping must be an int >= 1 or None"),
+    (dict(time_budget=0), "time_budget must be > 0"),
+    (dict(max_trials=-1), "max_trials must be an int >= 0"),
+])
+def test_tune_graph_refuses_bad_arguments_by_name(bad, message, tmp_path):
+    g, params = from_onnx(small_cnn())
+    args = dict(max_trials=4, database=str(tmp_path / "t.jsonl")) | bad
+    with pytest.raises(tessera.TesseraError, match=message):
+        tune_graph(g, params, T2, **args)
+    assert not (tmp_path / "t.jsonl").exists()
