@@ -139,6 +139,15 @@ class SpecializingExecutor:
         return len(self._cache)
 
     @property
+    def tuning(self) -> str:
+        """Which tuning records the kernels use: decided as each specialization is compiled (its own
+        `tuning` says), so here one line saying so (tessera.compile's `exe.tuning` for this kind)."""
+        if self.options.get("database") is False:
+            return "no tuning records used (database=False)"
+        return (f"tuning records are applied per specialization as it is compiled "
+                f"(exe.specialization(inputs).tuning); {self.specializations} compiled so far")
+
+    @property
     def graph(self):
         raise TesseraError(f"model {self.name!r} has one graph per value of inputs {list(self.value_inputs)}: "
                            f"exe.specialization(inputs).graph is the one those inputs run")

@@ -408,8 +408,11 @@ def test_a_graph_specialized_at_run_time_refuses_a_missing_database_at_compile_a
         tessera.compile(g, params, T2, database=str(tmp_path / "none.jsonl"))
     path = tuned_cnn[3]
     exe = tessera.compile(g, params, T2, database=str(path))
+    assert "per specialization" in exe.tuning and "0 compiled" in exe.tuning      # what `tessera run --db` prints
     (y,) = exe.run({"x": x, "shape": np.array([6, 4], np.int64)})
     np.testing.assert_array_equal(y, x.reshape(6, 4))
+    assert exe.specialization({"x": x, "shape": np.array([6, 4], np.int64)}).tuning.startswith("tuned schedules")
+    assert "no tuning records" in tessera.compile(g, params, T2, database=False).tuning
 
 
 def test_export_best_keeps_each_workloads_fastest_records_and_refuses_an_existing_file(tuned_cnn, tmp_path):
