@@ -25,10 +25,6 @@ from .task import GeneratedSpace, Space, TuneTask, sampling_decisions
 from .workload import workload_key
 
 
-def _seed(rng) -> int:
-    return int(rng.integers(2 ** 31 - 1))
-
-
 class KernelSpace(Space):
     """The search space of one graph kernel (see the module docstring)."""
 
@@ -69,13 +65,6 @@ class KernelSpace(Space):
             except TesseraError:
                 self._generated = None
         return self._generated
-
-    def _knobbed(self, decisions, rng):
-        try:
-            sch = self.program.schedule(Knobs(decisions, seed=_seed(rng)))
-        except TesseraError:
-            return None
-        return self.finish(sch)
 
     def points(self) -> dict:
         """Every point of a knob space (decisions tuple -> postprocessed Schedule, None where the
