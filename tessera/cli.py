@@ -492,11 +492,18 @@ def _tune_command(args, target, resume: bool) -> str:
     parts = ["tessera", "tune", args.model, "--trials", str(args.trials), "--db", args.db,
              "--target", str(target)]
     for flag, value in (("--time-budget", args.time_budget), ("--pool", args.pool),
-                        ("--strategy", None if args.strategy == "evolutionary" else args.strategy)):
+                        ("--strategy", None if args.strategy == "evolutionary" else args.strategy),
+                        ("--cost-model", None if args.cost_model == "xgb" else args.cost_model),
+                        ("--opt-level", None if args.opt_level == 3 else str(args.opt_level)),
+                        ("--early-stopping", None if args.early_stopping == 64 else str(args.early_stopping))):
         if value:
             parts += [flag, value]
     for item in args.shape or ():
         parts += ["--shape", item]
+    for item in args.transfer or ():
+        parts += ["--transfer", item]
+    if args.no_transfer:
+        parts.append("--no-transfer")
     if resume:
         parts.append("--resume")
     return shlex.join(parts)

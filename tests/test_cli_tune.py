@@ -280,3 +280,30 @@ def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
     tuned, kernels = map(int, t["tuned_kernels"].split("/"))
     assert t["ok"] and tuned == kernels > 0 and t["threads"] == 2
     assert t["tuned/untuned"] == pytest.approx(t["tuned_ms"] / t["untuned_ms"])
+
+
+def test_the_resume_command_repeats_the_options_that_decide_the_tasks_and_the_search(tmp_path, capsys):
+    """An existing --db is refused with the command that continues this run: the options that change
+    which kernels are tuned (--opt-level, --shape) or how (--early-stopping, --cost-model, transfer)
+    are in it; the defaults are left out."""
+    import shlex
+
+    db = tmp_path / "t.jsonl"
+    db.write_text("")
+    base = ["tune", "resnet18", "--trials", "40", "--db", str(db)]
+    assert main(base + ["--opt-level", "2", "--early-stopping", "0", "--cost-model", "random",
+                        "--strategy", "random", "--shape", "input=1,3,64,64"]) == 2
+    err = capsys.readouterr().err
+    cmd = shlex.split(re.search(r"`(tessera tune .*?)`", err)[1])
+    assert cmd[cmd.index("--opt-level") + 1] == "2" and cmd[cmd.index("--early-stopping") + 1] == "0"
+    assert cmd[cmd.index("--cost-model") + 1] == "random" and cmd[cmd.index("--strategy") + 1] == "random"
+    assert cmd[cmd.index("--shape") + 1] == "input=1,3,64,64" and cmd[-1] == "--resume"
+    other = tmp_path / "other.jsonl"
+    other.write_text("")
+    assert main(base + ["--transfer", str(other)]) == 2
+    cmd = shlex.split(re.search(r"`(tessera tune .*?)`", capsys.readouterr().err)[1])
+    assert cmd[cmd.index("--transfer") + 1] == str(other)
+    for flag in ("--opt-level", "--early-stopping", "--cost-model", "--strategy", "--no-transfer"):
+        assert flag not in cmd
+    assert main(base + ["--no-transfer"]) == 2
+    assert "--no-transfer" in shlex.split(re.search(r"`(tessera tune .*?)`", capsys.readouterr().err)[1])
