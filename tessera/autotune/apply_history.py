@@ -50,15 +50,16 @@ def _open_builtin(path):
 
 
 def _buildable(trace, target) -> bool:
-    """Whether every tensor intrinsic trace tensorizes with is known and target has its features."""
+    """Whether every tensor intrinsic trace tensorizes with is known and, on a CPU target, target has
+    its CPU features (TensorIntrin.missing_features speaks of CPU features only)."""
     for name in intrinsics_used(trace):
         intrin = TensorIntrin.get(name, allow_missing=True)
-        if intrin is None or intrin.missing_features(target):
+        if intrin is None or (target.is_cpu and intrin.missing_features(target)):
             return False
     return True
 
 
-def _fastest_buildable(db, key, record_key, target):
+def fastest_buildable(db, key, record_key, target):
     """The fastest error-free record of workload key under record_key that target can build, or None
     (the records are read fastest first, a few more each time one is passed over)."""
     k = 1
@@ -112,7 +113,7 @@ class ApplyHistoryBest:
         key = workload_key(func)
         tk = record_target(target)
         for db in sources:
-            rec = _fastest_buildable(db, key, tk, target)
+            rec = fastest_buildable(db, key, tk, target)
             if rec is not None:
                 self.used[key] = (rec.mean_secs, str(db.path))
                 return rec.trace
@@ -129,4 +130,4 @@ class ApplyHistoryBest:
                 f"the other {len(kernels) - tuned} use the default schedules")
 
 
-__all__ = ["ApplyHistoryBest", "builtin_databases", "BUILTIN_DIR"]
+__all__ = ["ApplyHistoryBest", "builtin_databases", "fastest_buildable", "BUILTIN_DIR"]

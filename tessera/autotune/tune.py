@@ -18,6 +18,7 @@ from ..ir import PrimFunc
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
+from .apply_history import fastest_buildable
 from .cost_model import make_cost_model
 from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
@@ -267,17 +268,19 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
 
 
 def apply_best(func: PrimFunc, database, target) -> Schedule | None:
-    """func scheduled by the fastest error-free record of database for target, or None when the
-    database has none (records of another target are never applied)."""
+    """func scheduled by the fastest error-free record of database for target that target can build
+    (its tensor intrinsics' CPU features present), or None when the database has none (records of
+    another target are never applied)."""
     if isinstance(database, (str, bytes)) or hasattr(database, "__fspath__"):
         database = Database(database)
     if not isinstance(func, PrimFunc):
         raise TesseraError(f"apply_best takes a PrimFunc, got {type(func).__name__}")
-    top = database.get_top_k(Workload(func).key, record_target(target), 1)
-    if not top:
+    target = Target(target)
+    rec = fastest_buildable(database, Workload(func).key, record_target(target), target)
+    if rec is None:
         return None
     sch = Schedule(func)
-    Trace.apply_json_to_schedule(top[0].trace, sch)
+    Trace.apply_json_to_schedule(rec.trace, sch)
     return sch
 
 

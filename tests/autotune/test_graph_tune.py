@@ -307,6 +307,8 @@ def test_a_record_needing_cpu_features_the_target_lacks_is_passed_over_for_the_n
     db.commit([TuningRecord(key, v4, vnni, (1e-6,)), TuningRecord(key, v4, unknown, (2e-6,)),
                TuningRecord(key, v4, plain, (3e-6,))])
     assert ApplyHistoryBest(db, builtin=False).lookup(func, v4) == plain
+    sch = autotune.apply_best(func, db, v4)                  # the same choice
+    assert sch is not None and sch.trace.as_json() == plain
     with_vnni = "c -mcpu=x86-64-v4 -mattr=+avx512vnni -num-threads=2"
     assert Target(with_vnni).has_feature("avx512_vnni")
     db2 = Database(tmp_path / "vnni2.jsonl")
@@ -314,6 +316,13 @@ def test_a_record_needing_cpu_features_the_target_lacks_is_passed_over_for_the_n
     db2.commit([TuningRecord(key, record_target(with_vnni), vnni, (1e-6,)),
                 TuningRecord(key, record_target(with_vnni), plain, (3e-6,))])
     assert ApplyHistoryBest(db2, builtin=False).lookup(func, with_vnni) == vnni
+    # a GPU target's records keep their tensor-core intrinsics (the CPU-feature check is for CPUs)
+    wmma = [[["Tensorize", ["b0"], [json.dumps("cuda_wmma_16x16x16_f16f32")], []]], []]
+    gpu = Database(tmp_path / "gpu.jsonl")
+    gpu.commit_workload(func)
+    gpu.commit([TuningRecord(key, record_target("cuda"), wmma, (1e-6,)),
+                TuningRecord(key, record_target("cuda"), plain, (3e-6,))])
+    assert ApplyHistoryBest(gpu, builtin=False).lookup(func, "cuda") == wmma
     only = Database(tmp_path / "only.jsonl")
     only.commit_workload(func)
     only.commit([TuningRecord(key, v4, vnni, (1e-6,))] * 5)
