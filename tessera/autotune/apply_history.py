@@ -97,11 +97,17 @@ class ApplyHistoryBest:
                 raise TesseraError(f"database must be an autotune.Database or a path, got {type(d).__name__}")
             self.databases.append(d)
         self.builtin = builtin
+        self._by_target: dict = {}
         self.used: dict = {}       # workload key -> (record's mean seconds, where it came from)
         self.missed: set = set()   # workload keys without a record
 
     def _sources(self, target) -> list:
-        return self.databases + (builtin_databases(target) if self.builtin else [])
+        """The databases to search for target, in order (the shipped ones found once per target)."""
+        t = str(Target(target))
+        got = self._by_target.get(t)
+        if got is None:
+            got = self._by_target[t] = self.databases + (builtin_databases(target) if self.builtin else [])
+        return got
 
     def lookup(self, func, target):
         """The trace JSON of the fastest error-free record of func's workload for target that
