@@ -177,6 +177,16 @@ class TensorIntrin:
         _FAMILIES.append((re.compile(pattern), make))
 
     @staticmethod
+    def unregister_family(pattern: str) -> None:
+        """Remove the family registered under pattern (a TesseraError when there is none); the
+        intrinsics it made stay registered (unregister them by name)."""
+        for k, (p, _) in enumerate(_FAMILIES):
+            if p.pattern == pattern:
+                del _FAMILIES[k]
+                return
+        raise TesseraError(f"unregister_family: no intrinsic family with pattern {pattern!r}")
+
+    @staticmethod
     def get(name: str, allow_missing: bool = False) -> "TensorIntrin | None":
         """The intrinsic registered under name, or made by its family (register_family); None when
         missing and allow_missing."""
