@@ -26,7 +26,7 @@ from .apply_history import builtin_databases
 from .cost_model import make_cost_model
 from .database import record_target
 from .graph_tasks import extract_tasks
-from .tune import TaskTuner, TuneResult, check_trials, open_database
+from .tune import TaskTuner, TuneResult, check_trials, graph_runner, open_database
 
 
 @dataclass
@@ -198,7 +198,8 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
     cost_model: "xgb", "random" or a CostModel (e.g. one pre-trained on another model's records:
-    transfer). transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
+    transfer). runner: None for tune.graph_runner() (caches flushed before each timing round, as a
+    kernel runs inside a model), a LocalRunner or a DaskRunner. transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
     first: True (default) the records shipped with tessera for this target's CPU level, a path /
     Database / list of them, or False (learn from this run only). The tasks' own records are left
     out of the pre-training (they resume through the database instead). progress: None, or a
@@ -226,6 +227,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     model = make_cost_model(cost_model, None if seed is None else int(seed))
     if isinstance(cost_model, str) and cost_model == "xgb" and transfer is not False:
         pretrain_from(model, transfer, target, exclude={t.workload.key for t in tasks})
+    runner = runner if runner is not None else graph_runner()
     tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
               for t in tasks]
     t0 = time.perf_counter()
