@@ -29,7 +29,9 @@ from tessera.frontend import from_onnx  # noqa: E402
 from tessera.target import Target  # noqa: E402
 
 LEVELS = {"v4": "", "v3": "-mattr=-avx512f"}
-MODELS = ("resnet18", "mobilenet_v2", "resnet50", "bert_base")
+# BERT-base is left out: its tuned kernels measured 5% slower end to end than its default schedules
+# (benchmarks/tune_model.py, both timers), though faster one by one; shipped records apply by default
+MODELS = ("resnet18", "mobilenet_v2", "resnet50")
 
 
 def main(argv=None) -> int:
