@@ -165,7 +165,7 @@ def _demo_model(args) -> int:
     ok = all(np.allclose(y, r, rtol=1e-4, atol=1e-4) for y, r in zip(outs, ref))
     print(f"--- result ---\nmax |error| vs onnxruntime: {err:.2e}   {'OK' if ok else 'MISMATCH'} (rtol = atol = 1e-4)")
     print(f"latency: tessera {ms:.2f} ms, onnxruntime {ort_ms:.2f} ms (medians of 3): {ms / ort_ms:.1f}x "
-          f"(untuned default schedules; `python benchmarks/e2e.py` compares properly)")
+          f"(`python benchmarks/e2e.py` compares properly)\ntuning: {exe.tuning}")
     return 0 if ok else 1
 
 
