@@ -31,8 +31,7 @@ from ..errors import ShapeError, TesseraError
 from .executor import Executor
 from .plan import Plan, node_error
 from .profile import ProfileReport, ProfileRow
-from .module import ERR_LEN, CTensor
-from .ndarray import dtype_info
+from .module import ERR_LEN
 from .static_runner import StaticRunner
 
 # distinct sets of input shapes whose ShapeRunner a symbolic plan keeps (each holds its arena), and
@@ -309,46 +308,9 @@ class ShapeRunner(StaticRunner):
                 if s in offsets:
                     arena.release(*offsets[s])
         raw = np.empty(arena.top + 64, np.uint8)
-        base = raw.ctypes.data + (-raw.ctypes.data % 64)
         self.keep = [raw]
         self.arena = raw
-        structs: dict = {}
-        live_io: dict = {}
-
-        def struct(shape, np_dt, data):
-            info = dtype_info(np.dtype(np_dt))
-            shape_c = (ctypes.c_int64 * max(len(shape), 1))(*shape)
-            self.keep.append(shape_c)
-            return CTensor(data, ctypes.addressof(shape_c), None, len(shape), info[1], info[2], 1)
-
-        for s, arr in enumerate(exe._template):
-            if arr is not None:
-                arr = arr if arr.flags.c_contiguous else arr.copy(order="C")
-                self.keep.append(arr)
-                structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
-        for s in exe._input_slots:
-            structs[s] = live_io[s] = struct(shapes[s], exe.plan.values[s].np_dtype, None)
-        self.out_plan = []
-        for st in exe._steps:
-            for s, dt in zip(st.outs, st.out_np):
-                if s in structs:
-                    continue
-                if s in outputs:
-                    structs[s] = live_io[s] = struct(shapes[s], dt, None)
-                    self.out_plan.append((s, shapes[s], dt))
-                else:
-                    structs[s] = struct(shapes[s], dt, base + offsets[s][0])
-        self.keep.append(structs)
-        self.in_structs = [(live_io[s], s) for s in exe._input_slots]
-        calls = []
-        for st in exe._steps:
-            fn = st.fn
-            args = (ctypes.c_void_p * max(fn._n, 1))(*[ctypes.addressof(structs[s])
-                                                          for s in list(st.ins) + list(st.outs)])
-            self.keep.append(args)
-            calls.append((fn._entry, args, fn._kinds, fn._n, st))
-        self.calls = calls
-        self._live = live_io
+        self._lay_out(shapes, raw.ctypes.data + (-raw.ctypes.data % 64), {s: off for s, (off, _) in offsets.items()})
 
 
 class _Arena:

@@ -47,6 +47,16 @@ class StaticRunner:
         self.arena = raw[start:start + memory.arena_bytes]
         self.keep = [raw]
         self.err = ctypes.create_string_buffer(err_len)
+        shapes = {s: tuple(plan.values[s].shape) for s in exe._input_slots}
+        for st in exe._steps:
+            shapes.update(zip(st.outs, (tuple(x) for x in st.spec.static_out_shapes)))
+        self._lay_out(shapes, self.arena.ctypes.data, {s: off for s, (off, _) in memory.offsets.items()})
+
+    def _lay_out(self, shapes: dict, base: int, offsets: dict) -> None:
+        """The ABI structs of every value (constants at their arrays, graph inputs and outputs set per
+        run, intermediates at base + offsets[slot]) and every step's argument array, made once.
+        shapes: slot -> shape of the inputs and of every step's outputs."""
+        exe = self.exe
         structs: dict = {}      # value slot -> CTensor
         live_io: dict = {}      # value slot -> CTensor whose data is set per run (inputs, outputs)
 
@@ -63,21 +73,18 @@ class StaticRunner:
                 self.keep.append(arr)
                 structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
         for s in exe._input_slots:
-            v = plan.values[s]
-            structs[s] = live_io[s] = struct(v.shape, v.np_dtype, None)
+            structs[s] = live_io[s] = struct(shapes[s], exe.plan.values[s].np_dtype, None)
         outputs = set(exe._output_slots)
         self.out_plan = []      # per graph output: (slot, shape, dtype), produced by a node
         for st in exe._steps:
-            for s, shape, dt in zip(st.outs, st.spec.static_out_shapes, st.out_np):
+            for s, dt in zip(st.outs, st.out_np):
                 if s in structs:
                     continue
                 if s in outputs:
-                    structs[s] = live_io[s] = struct(shape, dt, None)
-                    self.out_plan.append((s, tuple(shape), dt))
+                    structs[s] = live_io[s] = struct(shapes[s], dt, None)
+                    self.out_plan.append((s, shapes[s], dt))
                 else:
-                    offset, nbytes = memory.offsets[s]
-                    view = self.arena[offset:offset + nbytes]
-                    structs[s] = struct(shape, dt, view.ctypes.data if nbytes else self.arena.ctypes.data)
+                    structs[s] = struct(shapes[s], dt, base + offsets[s])
         self.keep.append(structs)
         self.in_structs = [(live_io[s], s) for s in exe._input_slots]
         calls = []
