@@ -7,6 +7,15 @@ import numpy as np
 from tessera import te, tir
 
 
+def gemm(m, n, k):
+    """C = A @ B (m x k by k x n), float32: the PrimFunc."""
+    A = te.placeholder((m, k), name="A")
+    B = te.placeholder((k, n), name="B")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
+    return te.create_prim_func([A, B, C])
+
+
 def elementwise_chain(n=32, m=24):
     A = te.placeholder((n, m), name="A")
     B = te.compute((n, m), lambda i, j: A[i, j] + 1.0, name="B")

@@ -34,18 +34,12 @@ from tessera.runtime import opencl as cl_rt
 from tessera.tir import Schedule
 from tessera.tir.schedule import Trace
 
+from autotune_programs import gemm, softmax
+
 needs_opencl = pytest.mark.skipif(not cl_rt.usable()[0], reason=f"OpenCL: {cl_rt.usable()[1]}")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not on the PATH")
 
 SIZES = [(256, 256, 256), (200, 120, 72)]
-
-
-def gemm(m, n, k):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
 
 
 def candidates(func, target, count, seeds=range(64)):
@@ -174,23 +168,15 @@ def test_elementwise_and_reductions_are_bound_by_autobind():
 @needs_opencl
 def test_softmax_rows_get_a_cross_thread_reduction_space_and_every_space_is_right():
     n, d = 24, 256
-    X = te.placeholder((n, d), name="X")
-    k = te.reduce_axis((0, d), name="k")
-    Mx = te.compute((n,), lambda i: te.max(X[i, k], axis=k), name="Mx")
-    E = te.compute((n, d), lambda i, j: te.exp(X[i, j] - Mx[i]), name="E")
-    k2 = te.reduce_axis((0, d), name="k2")
-    S = te.compute((n,), lambda i: te.sum(E[i, k2], axis=k2), name="S")
-    Y = te.compute((n, d), lambda i, j: E[i, j] / S[i], name="Y")
-    func = te.create_prim_func([X, Y])
+    func, ref = softmax(n, d)
     x = np.random.default_rng(2).standard_normal((n, d)).astype("float32")
-    e = np.exp(x - x.max(1, keepdims=True))
-    want = e / e.sum(1, keepdims=True)
+    want = ref(x)
     spaces = generate_design_space(func, "opencl")
     assert len(spaces) == 4          # each of the two reductions: serial per thread, or shared by a block
     shared_by_threads = set()
     for space in spaces:
         sch = next(c for c in (sample_candidate(func, space, "opencl", seed) for seed in range(10)) if c is not None)
-        for red in ("Mx", "S"):
+        for red in ("maxelem", "expsum"):
             names = [b for b in sch.state.index("main").blocks if b.startswith(red)]
             blk = sch.get_block(names[-1])
             inner = [sch.get(lp) for lp in sch.get_loops(blk)]
@@ -201,7 +187,7 @@ def test_softmax_rows_get_a_cross_thread_reduction_space_and_every_space_is_righ
         out = np.full((n, d), np.nan, "float32")
         tessera.build(sch, target="opencl")(x, out)
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
-    assert len(shared_by_threads) == 4   # two spaces share Mx, two share S
+    assert len(shared_by_threads) == 4   # two spaces share the max, two the sum
 
 
 @needs_opencl

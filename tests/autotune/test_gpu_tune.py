@@ -18,6 +18,8 @@ from tessera.autotune.space import generate_design_space, sample_candidate
 from tessera.ops.gpu import schedule_gpu_default
 from tessera.runtime import opencl as cl_rt
 
+from autotune_programs import gemm
+
 pytestmark = pytest.mark.skipif(not cl_rt.usable()[0], reason=f"OpenCL: {cl_rt.usable()[1]}")
 
 
@@ -32,14 +34,6 @@ def builder():
 def runner():
     with LocalRunner(number=1, repeat=1, min_repeat_ms=1) as r:
         yield r
-
-
-def gemm(m, n, k):
-    A = te.placeholder((m, k), name="A")
-    B = te.placeholder((k, n), name="B")
-    r = te.reduce_axis((0, k), name="k")
-    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * B[r, j], axis=r), name="C")
-    return te.create_prim_func([A, B, C])
 
 
 def check_gemm(sch, m, n, k):
