@@ -65,6 +65,11 @@ from .rules.base import (
 )
 
 
+
+def _func_name(sch) -> str:
+    """The name of the function a candidate's postprocessors work on ("main", else its only one)."""
+    return "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+
 class Postproc:
     """A postprocessor: apply(sch) -> False when the candidate must be dropped."""
 
@@ -135,7 +140,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
     name = "RewriteParallelVectorizeUnroll"
 
     def apply(self, sch) -> bool:
-        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        fname = _func_name(sch)
         idx = sch.state.index(fname)
         root = _root(idx)
         if root is None:
@@ -310,7 +315,7 @@ class RewriteCooperativeFetch(Postproc):
     name = "RewriteCooperativeFetch"
 
     def apply(self, sch) -> bool:
-        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        fname = _func_name(sch)
         idx = sch.state.index(fname)
         todo = [(name, _int_ann(r.block, ANN_COOP_FETCH)) for name, r in idx.blocks.items()
                 if ANN_COOP_FETCH in r.block.annotations]
@@ -349,7 +354,7 @@ class RewriteReductionBlock(Postproc):
     name = "RewriteReductionBlock"
 
     def apply(self, sch) -> bool:
-        fname = "main" if "main" in sch.state.funcs else next(iter(sch.state.funcs))
+        fname = _func_name(sch)
         idx = sch.state.index(fname)
         todo = []
         for name, r in idx.blocks.items():
