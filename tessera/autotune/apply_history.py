@@ -98,6 +98,7 @@ class ApplyHistoryBest:
             self.databases.append(d)
         self.builtin = builtin
         self._by_target: dict = {}
+        self._answers: dict = {}   # (id(func), target) -> (func, trace or None)
         self.used: dict = {}       # workload key -> (record's mean seconds, where it came from)
         self.missed: set = set()   # workload keys without a record
 
@@ -116,15 +117,23 @@ class ApplyHistoryBest:
         if not sources:
             return None
         target = Target(target)
+        # every node of one signature asks with the same (cached) program: answer it once
+        memo = self._answers.get((id(func), target))
+        if memo is not None and memo[0] is func:
+            return memo[1]
         key = workload_key(func)
         tk = record_target(target)
+        trace = None
         for db in sources:
             rec = fastest_buildable(db, key, tk, target)
             if rec is not None:
                 self.used[key] = (rec.mean_secs, str(db.path))
-                return rec.trace
-        self.missed.add(key)
-        return None
+                trace = rec.trace
+                break
+        else:
+            self.missed.add(key)
+        self._answers[(id(func), target)] = (func, trace)
+        return trace
 
     def summary(self, kernels) -> str:
         """One line: how many of the compiled kernels use tuned schedules, and from where."""
