@@ -35,14 +35,21 @@ class KernelSpace(Space):
         self._generated = False           # GeneratedSpace, None (the rules give none), False (not made yet)
         self._points = None
         self._valid: list = []
-        self.knobs = 0
-        if program.what is not None:
-            probe = Knobs(seed=0)
-            try:
-                sch = program.schedule(probe)
-                self.knobs = sum(1 for inst in sch.trace.insts if inst.kind.name == "SampleCategorical")
-            except TesseraError:
-                self.knobs = 0
+        self._knobs = None
+
+    @property
+    def knobs(self) -> int:
+        """How many decisions of the default schedule are open (found by running it once with Knobs,
+        on first ask: extract_tasks does not schedule every kernel for tasks never tuned)."""
+        if self._knobs is None:
+            self._knobs = 0
+            if self.program.what is not None:
+                try:
+                    sch = self.program.schedule(Knobs(seed=0))
+                    self._knobs = sum(1 for inst in sch.trace.insts if inst.kind.name == "SampleCategorical")
+                except TesseraError:
+                    pass
+        return self._knobs
 
     @property
     def kind(self) -> str:
