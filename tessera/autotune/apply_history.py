@@ -2,13 +2,18 @@
 
     exe = tessera.compile(graph, params, target, database="tune.jsonl")   # uses ApplyHistoryBest
 
-ApplyHistoryBest (AutoTVM's name) answers the graph compiler's `lookup(func, target)` with the trace
-of the fastest error-free record of func's workload under the target's record key (record_target:
-records of another CPU level or thread count never apply), searching its databases in order (the
-user's, then the records shipped with tessera for the zoo models, `builtin_databases`). A record
-whose trace tensorizes with an intrinsic the target lacks the CPU features of (AVX-512 VNNI, say:
-an x86-64 level does not imply it) is passed over for the next fastest. It keeps which kernels it
-found records for, for the compile summary and the profile's marks.
+ApplyHistoryBest (AutoTVM's name) answers the graph compiler's `lookup(func, target)` from the
+records of func's workload under the target's record key (record_target: records of another CPU
+level or thread count never apply), searching its databases in order (the user's, then the records
+shipped with tessera for the zoo models, `builtin_databases`). The rule, per database:
+1. the workload's pick, when its latest record is one: tune_graph's in-model check compiled the
+   whole model with each heavy kernel's top candidates and its default and timed them there; a
+   pick "record" applies its trace, a pick "default" keeps the default schedule (lookup answers
+   None). Records measured after a pick (a later tuning without the check) void it;
+2. else the fastest error-free record.
+A record whose trace tensorizes with an intrinsic the target lacks the CPU features of (AVX-512
+VNNI, say: an x86-64 level does not imply it) is passed over for the next fastest. It keeps which
+kernels it found records for, for the compile summary and the profile's marks.
 """
 from __future__ import annotations
 
@@ -73,6 +78,16 @@ def fastest_buildable(db, key, record_key, target):
         k *= 4
 
 
+def chosen_record(db, key, record_key, target):
+    """(record, kept_default) of workload key in db by the rule of the module docstring: the
+    workload's pick where its latest record is one the target can build (kept_default: the pick
+    keeps the default schedule), else (fastest buildable record or None, False)."""
+    pick = db.get_pick(key, record_key)
+    if pick is not None and _buildable(pick.trace, target):
+        return pick, pick.pick == "default"
+    return fastest_buildable(db, key, record_key, target), False
+
+
 class ApplyHistoryBest:
     """The tuned schedules of one or more databases for tessera.compile (see the module docstring).
 
@@ -99,7 +114,9 @@ class ApplyHistoryBest:
         self.builtin = builtin
         self._by_target: dict = {}
         self._answers: dict = {}   # (id(func), target) -> (func, trace or None)
+        self._keys: dict = {}      # id(func) -> (func, workload key)
         self.used: dict = {}       # workload key -> (record's mean seconds, where it came from)
+        self.kept: dict = {}       # workload key -> database whose pick keeps the default schedule
         self.missed: set = set()   # workload keys without a record
 
     def _sources(self, target) -> list:
@@ -122,10 +139,14 @@ class ApplyHistoryBest:
         if memo is not None and memo[0] is func:
             return memo[1]
         key = workload_key(func)
+        self._keys[id(func)] = (func, key)
         tk = record_target(target)
         trace = None
         for db in sources:
-            rec = fastest_buildable(db, key, tk, target)
+            rec, kept_default = chosen_record(db, key, tk, target)
+            if kept_default:
+                self.kept[key] = str(db.path)
+                break
             if rec is not None:
                 self.used[key] = (rec.mean_secs, str(db.path))
                 trace = rec.trace
@@ -135,14 +156,37 @@ class ApplyHistoryBest:
         self._answers[(id(func), target)] = (func, trace)
         return trace
 
+    def key_of(self, func):
+        """The workload key lookup found for func (None when lookup never saw it)."""
+        got = self._keys.get(id(func))
+        return got[1] if got is not None and got[0] is func else None
+
     def summary(self, kernels) -> str:
-        """One line: how many of the compiled kernels use tuned schedules, and from where."""
+        """One line: how many of the compiled kernels use tuned schedules, from which databases
+        (only records that applied), how many an in-model pick kept at the default, and the kernels
+        whose record did not apply (they run the default schedule)."""
         kernels = [k for k in kernels if not getattr(k, "host", False)]
+        where, failed, kept = set(), [], 0
+        for k in kernels:
+            key = self.key_of(getattr(k, "func", None))
+            if key is None:
+                continue
+            if getattr(k, "tuned", False) and key in self.used:
+                where.add(self.used[key][1])
+            elif key in self.used:
+                failed.append(f"{k.op} (node {k.node!r}) from {Path(self.used[key][1]).name}" if k.node
+                              else f"{k.op} from {Path(self.used[key][1]).name}")
+            elif key in self.kept:
+                kept += 1
         tuned = sum(1 for k in kernels if getattr(k, "tuned", False))
-        where = sorted({src for _, src in self.used.values()})
-        names = ", ".join(Path(w).name for w in where) or "none"
-        return (f"tuned schedules for {tuned} of {len(kernels)} kernels (records: {names}); "
+        names = ", ".join(Path(w).name for w in sorted(where)) or "none"
+        line = (f"tuned schedules for {tuned} of {len(kernels)} kernels (records: {names}); "
                 f"the other {len(kernels) - tuned} use the default schedules")
+        if kept:
+            line += f" ({kept} kept there by the tuner's in-model check)"
+        if failed:
+            line += f"; records that did not apply: {', '.join(failed)}"
+        return line
 
 
-__all__ = ["ApplyHistoryBest", "builtin_databases", "fastest_buildable", "BUILTIN_DIR"]
+__all__ = ["ApplyHistoryBest", "builtin_databases", "chosen_record", "fastest_buildable", "BUILTIN_DIR"]

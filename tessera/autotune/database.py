@@ -29,6 +29,7 @@ import threading
 import time as _time
 import warnings
 
+from ..backend.cuda import DEFAULT_ARCH as _CUDA_ARCH
 from ..errors import TesseraError
 from ..target import Target
 from .workload import Workload
@@ -63,6 +64,8 @@ def record_target(target) -> str:
     AVX-512 machine apply on another, never on an AVX2-only one (x86-64-v3), and a schedule tuned
     for 2 threads is not applied to 16."""
     t = Target(target)
+    if t.kind == "cuda":
+        return _cuda_key(str(t))
     if t.kind != "c" or t.mcpu != "native":
         return str(t)
     feats = t.features
@@ -74,19 +77,40 @@ def record_target(target) -> str:
     return " ".join(parts)
 
 
+def _cuda_key(text: str) -> str:
+    """A CUDA target's record key names its architecture ("cuda -arch=sm_90"): a kernel tuned for
+    one GPU generation is not applied to another. Keys written before that ("cuda", no -arch) were
+    all compiled for the backend's default architecture, so they read as that one."""
+    if text.startswith("cuda") and "-arch=" not in text:
+        try:
+            return str(Target(f"{text} -arch={_CUDA_ARCH}"))
+        except TesseraError:
+            return text
+    return text
+
+
+PICKS = ("record", "default")
+
+
 class TuningRecord:
     """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
     (one per repeat; empty on error), error (None or {"kind": one of ERROR_KINDS, "msg": str}),
-    unix time and tessera version."""
+    unix time and tessera version.
 
-    __slots__ = ("workload_key", "target", "run_secs", "error", "time", "version", "_trace", "_line", "_at",
-                 "_path", "_lineno")
+    pick (optional): tune_graph's in-model check chose this record's trace for its workload
+    ("record") or kept the default schedule ("default"; the trace is the default's); its run_secs
+    repeat the candidate's isolated time, in_model_secs its median seconds per node inside the
+    compiled model. ApplyHistoryBest applies a pick that is the workload's latest record."""
 
-    def __init__(self, workload_key: str, target, trace, run_secs=(), error=None, time=None, version=None):
+    __slots__ = ("workload_key", "target", "run_secs", "error", "time", "version", "pick", "in_model_secs",
+                 "_trace", "_line", "_at", "_path", "_lineno")
+
+    def __init__(self, workload_key: str, target, trace, run_secs=(), error=None, time=None, version=None,
+                 pick=None, in_model_secs=None):
         if not isinstance(workload_key, str) or not workload_key:
             raise TesseraError(f"TuningRecord: workload_key must be a non-empty string, got {workload_key!r}")
         self.workload_key = workload_key
-        self.target = str(Target(target))
+        self.target = _cuda_key(str(Target(target)))
         self.run_secs = tuple(float(s) for s in run_secs)
         if not all(math.isfinite(s) and s >= 0 for s in self.run_secs):
             raise TesseraError(f"TuningRecord: run_secs must be finite seconds >= 0, got {list(self.run_secs)}")
@@ -99,6 +123,7 @@ class TuningRecord:
         self._trace, self._line, self._at, self._path, self._lineno = trace, None, 0, None, 0
         self.time = float(time) if time is not None else _time.time()
         self.version = version if version is not None else __version__
+        self.pick, self.in_model_secs = _check_pick(pick, in_model_secs, self.error)
 
     @classmethod
     def _from_line(cls, head: dict, line: str | None, at: int, trace, path, lineno: int) -> "TuningRecord":
@@ -115,10 +140,14 @@ class TuningRecord:
             sum(secs)   # a TypeError unless all are numbers
         if type(t) is not float and type(t) is not int:
             raise ValueError("time must be a number")
+        if target.startswith("cuda"):
+            target = _cuda_key(target)
         r.workload_key, r.target, r.run_secs, r.time, r.version = key, target, tuple(secs), t, ver
         r.error = _check_error(err)
         if r.error is None and not secs:
             raise ValueError("a record without an error has no run_secs")
+        r.pick, r.in_model_secs = (None, None) if "pick" not in head else _check_pick(
+            head["pick"], head.get("in_model_secs"), r.error)
         r._trace, r._line, r._at, r._path, r._lineno = trace, line, at, path, lineno
         return r
 
@@ -145,15 +174,20 @@ class TuningRecord:
         """Mean of run_secs; inf for a record with an error."""
         return sum(self.run_secs) / len(self.run_secs) if self.is_valid else math.inf
 
+    def _head(self) -> dict:
+        head = {"workload_key": self.workload_key, "target": self.target, "run_secs": list(self.run_secs),
+                "error": self.error, "time": self.time, "version": self.version}
+        if self.pick is not None:                # only on picks: older readers see a plain record
+            head["pick"] = self.pick
+            head["in_model_secs"] = self.in_model_secs
+        return head
+
     def as_json(self) -> dict:
         """The record line's object (the trace last)."""
-        return {"workload_key": self.workload_key, "target": self.target, "run_secs": list(self.run_secs),
-                "error": self.error, "time": self.time, "version": self.version, "trace": self.trace}
+        return {**self._head(), "trace": self.trace}
 
     def to_line(self) -> str:
-        head = json.dumps({"workload_key": self.workload_key, "target": self.target,
-                           "run_secs": list(self.run_secs), "error": self.error, "time": self.time,
-                           "version": self.version}, separators=(",", ":"), allow_nan=False)
+        head = json.dumps(self._head(), separators=(",", ":"), allow_nan=False)
         text = self._line[self._at:-1] if self._trace is None else json.dumps(self._trace, separators=(",", ":"))
         return head[:-1] + _TRACE_SEP + text + "}"
 
@@ -167,7 +201,24 @@ class TuningRecord:
 
     def __repr__(self):
         what = f"error={self.error['kind']}" if self.error else f"mean={self.mean_secs * 1e3:.4f} ms"
+        if self.pick is not None:
+            what += f", pick={self.pick}"
         return f"TuningRecord({self.workload_key}, {self.target!r}, {what})"
+
+
+def _check_pick(pick, in_model_secs, error):
+    """(pick, in_model_secs) checked: pick None or one of PICKS (on an error-free record),
+    in_model_secs None or seconds >= 0."""
+    if pick is None:
+        return None, None
+    if pick not in PICKS or error is not None:
+        raise TesseraError(f"a record's pick is one of {PICKS} on an error-free record, got {pick!r}")
+    if in_model_secs is not None:
+        if isinstance(in_model_secs, bool) or not isinstance(in_model_secs, (int, float)) or \
+                not math.isfinite(in_model_secs) or in_model_secs < 0:
+            raise TesseraError(f"a pick's in_model_secs must be seconds >= 0, got {in_model_secs!r}")
+        in_model_secs = float(in_model_secs)
+    return pick, in_model_secs
 
 
 def _check_error(err):
@@ -335,7 +386,7 @@ class Database:
         if isinstance(workload_key, Workload):
             workload_key = workload_key.key
         if target is not None:
-            target = str(Target(target))
+            target = _cuda_key(str(Target(target)))
         if workload_key is not None and target is not None:
             found = self._by_key.get((workload_key, target), ())
         else:
@@ -392,7 +443,7 @@ class Database:
             key = Workload(workload).key
         if not isinstance(k, int) or k < 0:
             raise TesseraError(f"get_top_k: k must be an int >= 0, got {k!r}")
-        valid = [r for r in self._by_key.get((key, str(Target(target))), ()) if r.is_valid]
+        valid = [r for r in self._by_key.get((key, _cuda_key(str(Target(target)))), ()) if r.is_valid]
         valid.sort(key=lambda r: r.mean_secs)
         out = []
         for r in valid:     # traces read only until k readable ones are found
@@ -403,17 +454,32 @@ class Database:
 
     def has_target(self, target) -> bool:
         """Whether the file holds any record for target (its text as records keep it)."""
-        t = str(Target(target))
+        t = _cuda_key(str(Target(target)))
         return any(tk == t for _, tk in self._by_key)
+
+    def get_pick(self, workload, target):
+        """The workload's pick for target: its latest record when that is a pick (tune_graph's
+        in-model check ran after every measurement of it), else None (see TuningRecord.pick)."""
+        key = workload if isinstance(workload, str) else workload.key if isinstance(workload, Workload) \
+            else Workload(workload).key
+        lst = self._by_key.get((key, _cuda_key(str(Target(target)))))
+        if not lst or lst[-1].pick is None:
+            return None
+        got = self._readable([lst[-1]])
+        return got[0] if got else None
 
     def export_best(self, path, k: int = 1) -> "Database":
         """A new database at path with each (workload, target)'s k fastest error-free records (and
-        their workloads): a small file to ship or share. path must not exist yet."""
+        their workloads), and its pick (tune_graph's in-model choice) last where it has one: a small
+        file to ship or share. path must not exist yet."""
         if os.path.exists(os.fspath(path)):
             raise TesseraError(f"export_best: {os.fspath(path)} exists; give a new file")
         out = Database(path)
         for (key, target) in list(self._by_key):
             top = self.get_top_k(key, target, k)
+            pick = self.get_pick(key, target)
+            if pick is not None:          # the in-model pick goes too, and last, so that it still applies
+                top = [r for r in top if r is not pick] + [pick]
             if top:
                 out.commit_workload(self._workloads[key])
                 out.commit(top)
@@ -426,4 +492,4 @@ class Database:
         return f"Database({self.path!r}: {len(self._workloads)} workloads, {len(self._records)} records)"
 
 
-__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "record_target"]
+__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "PICKS", "record_target"]

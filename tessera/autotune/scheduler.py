@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +26,8 @@ from ..target import Target
 from .apply_history import builtin_databases
 from .cost_model import make_cost_model
 from .database import record_target
-from .graph_tasks import extract_tasks
+from .graph_tasks import extract_tasks, optimized_graph
+from .in_model import InModelCheck, check_in_model
 from .tune import TaskTuner, TuneResult, check_trials, graph_runner, open_database
 
 
@@ -40,7 +42,8 @@ class TaskReport:
     errors: int
     default_secs: float | None
     best_secs: float | None
-    done: str | None        # None (still tuned), "converged", "exhausted", "negligible" (< 0.5% of the model)
+    done: str | None        # None (still tuned), "converged", "exhausted", "negligible" (< 0.5% of the model),
+                            # "failed" (every candidate, its default too, failed: dropped with a warning)
 
     @property
     def speedup(self) -> float | None:
@@ -53,7 +56,8 @@ class TaskReport:
 class GraphTuneResult:
     """What tune_graph did: per task its TuneResult and report; history: one (trials, seconds, estimated
     model latency in seconds) per round; latency / default_latency: the estimate (sum of weight x
-    best kernel time) now and with every default schedule."""
+    best kernel time) now and with every default schedule; validation: the in-model check's
+    InModelCheck (which tasks it checked, what it picked and what that changed), None when off."""
 
     tasks: list
     results: list
@@ -61,6 +65,7 @@ class GraphTuneResult:
     trials: int
     seconds: float
     history: list = field(default_factory=list)
+    validation: InModelCheck | None = None
 
     @property
     def latency(self) -> float | None:
@@ -82,6 +87,8 @@ class GraphTuneResult:
         if lat and dlat:
             rows.append(f"estimated latency {lat * 1e3:.3f} ms (default schedules {dlat * 1e3:.3f} ms, "
                         f"{dlat / lat:.2f}x) after {self.trials} trials in {self.seconds:.0f} s")
+        if self.validation is not None:
+            rows.append(self.validation.table())
         return "\n".join(rows)
 
     def __repr__(self):
@@ -95,6 +102,8 @@ def estimated_latency(reports, attr: str = "best_secs", fallback: bool = True) -
     counts its default (and the other way round); None while some task has no figure."""
     total = 0.0
     for r in reports:
+        if r.done == "failed":
+            continue                 # nothing of it runs in the estimate's terms; warned about
         v = getattr(r, attr)
         if v is None and fallback:
             v = r.default_secs if attr == "best_secs" else r.best_secs
@@ -126,13 +135,20 @@ class TaskScheduler:
         return float(getattr(self.tuners[i].task, "weight", 1))
 
     def record(self, i, before: float | None) -> None:
-        """After a round of task i: its history, its early stop."""
+        """After a round of task i: its history, its early stop. A task none of whose candidates
+        ran (its default included) is dropped with a warning: it has no time to improve on, and
+        would otherwise keep the most negative gradient until its space ran out."""
         t = self.tuners[i]
         self.rounds[i] += 1
         self.best_hist[i].append(t.best_secs)
         if t.best_secs is not None and (before is None or t.best_secs < before * (1 - 1e-3)):
             self.last_gain[i] = t.trials
-        if t.exhausted:
+        if t.best_secs is None and t.trials:
+            self.done[i] = "failed"
+            warnings.warn(f"tune_graph: task {t.task.name}: all {t.trials} candidates measured so far failed "
+                          f"({getattr(t, 'errors', t.trials)} errors); it is not tuned further and keeps its "
+                          f"default schedule", stacklevel=3)
+        elif t.exhausted:
             self.done[i] = "exhausted"
         elif self.early_stopping is not None and t.trials - self.last_gain[i] >= self.early_stopping:
             self.done[i] = "converged"
@@ -144,7 +160,8 @@ class TaskScheduler:
         """The task whose next round should cut the estimated latency most. A task whose share of the
         estimated latency is below `negligible` is not tuned at all ("negligible")."""
         known = [(self.weight(i) * t.best_secs) for i, t in enumerate(self.tuners) if t.best_secs]
-        if len(known) == len(self.tuners) and self.negligible:
+        pending = [i for i, t in enumerate(self.tuners) if not t.best_secs and self.done[i] is None]
+        if not pending and self.negligible:
             total = sum(known)
             for i in self.alive():
                 if self.weight(i) * self.tuners[i].best_secs < self.negligible * total:
@@ -167,8 +184,7 @@ class TaskScheduler:
         for i in alive:
             t = self.tuners[i]
             g = t.best_secs
-            if g is None:
-                grads.append((-np.inf, i))           # nothing runs yet: try it first
+            if g is None:                             # not reached: record() drops a task with no time
                 continue
             hist = self.best_hist[i]
             prev = hist[-2] if len(hist) >= 2 and hist[-2] is not None else g
@@ -179,7 +195,7 @@ class TaskScheduler:
                 forward = min(forward, self.beta * t.task.flops / rate - g)
             grad = self.weight(i) * (self.alpha * backward + (1 - self.alpha) * forward)
             grads.append((grad, i))
-        return min(grads)[1]
+        return min(grads)[1] if grads else None
 
 
 def _kind(task) -> str:
@@ -193,7 +209,8 @@ def _kind(task) -> str:
 def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=None, *, strategy="evolutionary",
                cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 16,
                time_budget: float | None = None, early_stopping: int | None = 64, opt_level: int = 3,
-               tasks=None, progress=None, transfer=True, remeasure: int = 3) -> GraphTuneResult:
+               tasks=None, progress=None, transfer=True, remeasure: int = 3, validate: bool = True,
+               validate_budget: float = 60.0) -> GraphTuneResult:
     """Tune the kernels of graph (with params bound, as tessera.compile optimizes it) for target, for at
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
@@ -206,7 +223,12 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     callable given a list of TaskReport and the totals after every round (the CLI draws its live
     table with it). remeasure: at the end, each searched task's `remeasure` fastest candidates and
     its default are measured again (records, not trials; 0: none), so a time taken while the machine
-    was busy cannot make a slower candidate win. Returns a GraphTuneResult."""
+    was busy cannot make a slower candidate win. validate: then check the picks inside the model
+    (autotune.in_model: the whole model compiled with each heavy task's default and top candidates,
+    timed in interleaved rounds, a candidate kept only where it beats the default there; each
+    checked task's choice is written as a pick record, which tessera.compile applies), within
+    validate_budget seconds (after time_budget, like remeasure); the result's `validation` says what
+    it changed. Returns a GraphTuneResult."""
     target = Target(target)
     check_trials("tune_graph", max_trials, batch_size)
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
@@ -216,9 +238,16 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     if not isinstance(remeasure, (int, np.integer)) or isinstance(remeasure, bool) or remeasure < 0:
         raise TesseraError(f"tune_graph: remeasure must be an int >= 0 (candidates measured again), got "
                            f"{remeasure!r}")
+    if not isinstance(validate, bool):
+        raise TesseraError(f"tune_graph: validate must be True or False, got {validate!r}")
+    if isinstance(validate_budget, bool) or not isinstance(validate_budget, (int, float)) or \
+            not validate_budget > 0:
+        raise TesseraError(f"tune_graph: validate_budget must be > 0 seconds, got {validate_budget!r}")
     database = open_database(database)
+    optimized = None
     if tasks is None:
-        tasks = extract_tasks(graph, params, target, opt_level)
+        optimized = optimized_graph(graph, params, target, opt_level)
+        tasks = extract_tasks(optimized, target=target, optimized=True)
     tasks = list(tasks)
     for t in tasks:
         if t.target != target:
@@ -287,8 +316,14 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
         found = _default_secs(tu, tasks[k], measure=False)
         if found is not None:
             defaults[k] = found
+    validation = None
+    if validate:
+        if optimized is None:
+            optimized = optimized_graph(graph, params, target, opt_level)
+        validation = check_in_model(optimized, target, tasks, tuners, database, float(validate_budget),
+                                    seed=0 if seed is None else int(seed))
     return GraphTuneResult(tasks, [tu.result() for tu in tuners], reports(), total, time.perf_counter() - t0,
-                           history)
+                           history, validation)
 
 
 class _Without:
@@ -342,4 +377,4 @@ def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
     return None
 
 
-__all__ = ["tune_graph", "GraphTuneResult", "TaskReport", "TaskScheduler", "pretrain_from", "estimated_latency"]
+__all__ = ["tune_graph", "GraphTuneResult", "InModelCheck", "TaskReport", "TaskScheduler", "pretrain_from", "estimated_latency"]

@@ -18,7 +18,7 @@ from ..ir import PrimFunc
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
-from .apply_history import fastest_buildable
+from .apply_history import chosen_record
 from .cost_model import make_cost_model
 from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
@@ -280,15 +280,16 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
 
 
 def apply_best(func: PrimFunc, database, target) -> Schedule | None:
-    """func scheduled by the fastest error-free record of database for target that target can build
-    (its tensor intrinsics' CPU features present), or None when the database has none (records of
-    another target are never applied)."""
+    """func scheduled by the record ApplyHistoryBest would choose for target: the workload's
+    in-model pick (tune_graph's check; a pick of the default replays the default schedule's trace),
+    else the fastest error-free record target can build (its tensor intrinsics' CPU features
+    present); None when the database has none (records of another target are never applied)."""
     if isinstance(database, (str, bytes)) or hasattr(database, "__fspath__"):
         database = Database(database)
     if not isinstance(func, PrimFunc):
         raise TesseraError(f"apply_best takes a PrimFunc, got {type(func).__name__}")
     target = Target(target)
-    rec = fastest_buildable(database, Workload(func).key, record_target(target), target)
+    rec, _ = chosen_record(database, Workload(func).key, record_target(target), target)
     if rec is None:
         return None
     sch = Schedule(func)
