@@ -14,6 +14,7 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 | 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
 | 2     | eliminate_common_subexpr  | merges equal computations and equal constants                  |
 | 3     | alter_layout              | blocked conv layouts (when tessera.graph.passes.alter_layout exists) |
+| 3     | winograd                  | 3x3 stride-1 convolutions as Winograd transforms + batched GEMM where faster |
 | 3     | pack_matmul_weights       | constant matmul weights packed once in micro-kernel panels (x86) |
 | 1     | dead_code_elimination     | drops what no output needs                                      |
 | 2     | fuse_ops                  | groups ops into fused kernels                                   |
@@ -63,6 +64,7 @@ PIPELINE = (
     PassInfo("fold_constant", 1, fold_constant),
     PassInfo("eliminate_common_subexpr", 2, eliminate_common_subexpr),
     PassInfo("alter_layout", 3, None, module=f"{__name__}.alter_layout"),
+    PassInfo("winograd", 3, None, module=f"{__name__}.winograd"),
     PassInfo("pack_matmul_weights", 3, pack_matmul_weights),
     PassInfo("fold_constant", 3, fold_constant),
     PassInfo("dead_code_elimination", 1, dead_code_elimination),

@@ -1,0 +1,171 @@
+"""Winograd F(2x2, 3x3) / F(4x4, 3x3) against the direct blocked convolution, per layer and end to end.
+
+    python benchmarks/winograd.py --threads 1                       # layers, then ResNet-18 and -50
+    python benchmarks/winograd.py --threads 2 --json wino.json      # the figures that decide the rule
+    python benchmarks/winograd.py --no-models --rounds 20           # layers only
+
+Layers: every 3x3 stride-1 convolution shape of ResNet-18 and ResNet-50 (batch 1, C = O, padding 1:
+64x56x56, 128x28x28, 256x14x14, 512x7x7; ResNet-50's bottleneck 3x3 layers have these shapes too),
+each as a model conv -> bias add -> ReLU compiled at opt_level 3 three ways: direct (the pass
+disabled: nn.contrib_conv2d_NCHWc), and with the winograd pass forced to F(2x2) and to F(4x4)
+(graph/passes/winograd.py, tile_size=2 / 4). A layer's time is the sum of its nodes' C timers
+inside the compiled model's one entry (exe.profile: the real order and cache state of a call) less
+the layout transforms at the model's edges, which are the same for all three; the three are timed
+round-robin (`--rounds` rounds of `--number` calls each, so load drifts hit them alike) and the
+minimum and median over rounds reported, with the ratio Winograd / direct (below 1 Winograd is
+faster), the GEMM's share and which m the pass's rule (choose_tile_size) picks.
+
+Models: ResNet-18 and ResNet-50 (tessera.zoo, batch 1) compiled with the pass (its rule) and without
+(disabled_passes=["winograd"]), beside ONNX Runtime, timed interleaved as benchmarks/e2e.py does,
+outputs checked against ONNX Runtime's.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+from _common import parser, quiesce, report  # noqa: E402
+
+import tessera  # noqa: E402
+from tessera import graph  # noqa: E402
+from tessera.graph.passes import passes_for, run_pass  # noqa: E402
+from tessera.graph.passes.winograd import choose_tile_size, winograd  # noqa: E402
+
+LAYERS = [(64, 56), (128, 28), (256, 14), (512, 7)]    # (channels, side): ResNet-18/50's 3x3 stride-1 layers
+
+
+def _log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def layer_graph(C, side, seed=0):
+    """conv 3x3 pad 1 (C -> C) + bias + ReLU on a (1, C, side, side) input."""
+    rng = np.random.default_rng(seed)
+    gb = graph.Builder(f"conv{C}x{side}")
+    x = gb.input("x", (1, C, side, side))
+    w = gb.const((rng.standard_normal((C, C, 3, 3)) / np.sqrt(9 * C)).astype("float32"), "w")
+    b = gb.const(rng.standard_normal((C, 1, 1)).astype("float32"), "b")
+    gb.output(gb.op("nn.relu", gb.op("add", gb.op("nn.conv2d", x, w, padding=(1, 1, 1, 1)), b)))
+    return gb.finish()
+
+
+def optimize_with(g, target, tile_size):
+    """The opt_level-3 pipeline with the winograd pass forced to `tile_size` (None: left out)."""
+    for p in passes_for(3):
+        if p.name == "winograd":
+            if tile_size is not None:
+                g = winograd(g, target, tile_size=tile_size)
+            continue
+        g = run_pass(p.resolve(), g, target, p.name)
+    return g
+
+
+def _layer_ms(exe, x, number):
+    """(layer ms, gemm ms): the nodes' C timers in one profile round, less the edge layout transforms."""
+    rep = exe.profile({"x": x}, number=number, repeat=1, show=False)
+    total = sum(r.ms for r in rep.rows if r.op != "layout_transform")
+    gemm = sum(r.ms for r in rep.rows if r.op == "nn.matmul")
+    return total, gemm
+
+
+def bench_layers(args, rows):
+    target = tessera.Target(f"c -num-threads={args.threads}")
+    for C, side in LAYERS:
+        g = layer_graph(C, side)
+        x = np.random.default_rng(1).standard_normal((1, C, side, side)).astype("float32")
+        exes, ref = {}, None
+        for name, m in (("direct", None), ("F2", 2), ("F4", 4)):
+            exe = tessera.compile(optimize_with(g, target, m), target=target, opt_level=0)
+            y = exe(x)
+            if ref is None:
+                ref = y
+            err = float(np.max(np.abs(y - ref)))
+            if not np.allclose(y, ref, rtol=1e-3, atol=1e-3 * float(np.max(np.abs(ref)))):
+                raise SystemExit(f"{name} on layer {C}x{side}: max |err| {err:.2e} against the direct convolution")
+            exes[name] = (exe, err)
+        times = {k: [] for k in exes}
+        gemms = {k: [] for k in exes}
+        for _ in range(args.rounds):
+            for k, (exe, _) in exes.items():
+                quiesce()
+                t, gm = _layer_ms(exe, x, args.number)
+                times[k].append(t)
+                gemms[k].append(gm)
+        d_min, d_med = min(times["direct"]), statistics.median(times["direct"])
+        flops = 2 * C * C * 9 * side * side
+        rule = choose_tile_size(1, C, C, side, side, target)
+        for k in exes:
+            t_min, t_med = min(times[k]), statistics.median(times[k])
+            rows.append({"layer": f"{C}x{side}x{side}", "threads": args.threads, "impl": k,
+                         "min_ms": t_min, "median_ms": t_med, "gemm_ms": min(gemms[k]) if k != "direct" else "",
+                         "ratio_min": t_min / d_min, "ratio_median": t_med / d_med,
+                         "direct_gflops": flops / t_min / 1e6, "max_abs_err": exes[k][1],
+                         "rule": f"F{rule}" if rule else "direct"})
+        _log(f"layer {C}x{side}: " + ", ".join(f"{k} {min(v):.3f} ms" for k, v in times.items()))
+
+
+def bench_models(args, rows):
+    from e2e import _ort_session, _time_interleaved
+    from tessera import zoo
+
+    for name in args.models:
+        model = zoo.get_model(name, batch=1)
+        feeds = zoo.sample_input(name, batch=1)
+        g, params = tessera.frontend.from_onnx(model)
+        sess = _ort_session(model, args.threads)
+        ref = sess.run(None, feeds)
+        timed = {"onnxruntime": lambda: sess.run(None, feeds)}
+        info = {}
+        for cfg, disabled in (("winograd", ()), ("direct", ("winograd",))):
+            t0 = time.perf_counter()
+            exe = tessera.compile(g, params, target=f"c -num-threads={args.threads}", disabled_passes=disabled,
+                                  database=False)
+            out = exe.run(feeds)
+            err = max(float(np.max(np.abs(np.asarray(o) - r))) for o, r in zip(out, ref))
+            n_wino = sum(1 for n in exe.graph.nodes if n.op == "nn.winograd_input_transform")
+            info[cfg] = (err, n_wino, time.perf_counter() - t0)
+            timed[cfg] = (lambda exe=exe: exe.run(feeds))
+        times = _time_interleaved(timed, 3, args.model_repeat, 20.0)
+        ort = times["onnxruntime"]
+        for cfg in ("winograd", "direct"):
+            err, n_wino, comp = info[cfg]
+            t = times[cfg]
+            rows.append({"layer": name, "threads": args.threads, "impl": cfg, "min_ms": t[1] * 1e3,
+                         "median_ms": t[0] * 1e3, "ratio_min": t[1] / times["direct"][1],
+                         "ratio_median": t[0] / times["direct"][0], "ort_median_ms": ort[0] * 1e3,
+                         "vs_ort_median": t[0] / ort[0], "vs_ort_min": t[1] / ort[1], "max_abs_err": err,
+                         "winograd_layers": n_wino, "compile_s": comp})
+        _log(f"{name}: " + ", ".join(f"{k} {v[0] * 1e3:.2f} ms" for k, v in times.items()))
+
+
+def main(argv=None):
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=10, help="layer timing rounds (round-robin)")
+    p.add_argument("--number", type=int, default=5, help="calls per layer round")
+    p.add_argument("--models", default="resnet18,resnet50", help="comma-separated zoo models ('' for none)")
+    p.add_argument("--no-models", action="store_true")
+    p.add_argument("--no-layers", action="store_true")
+    p.add_argument("--model-repeat", type=int, default=20)
+    args = p.parse_args(argv)
+    args.models = [] if args.no_models else [m for m in args.models.split(",") if m]
+    rows = []
+    import os
+    load0 = os.getloadavg()
+    if not args.no_layers:
+        bench_layers(args, rows)
+    if args.models:
+        bench_models(args, rows)
+    print(f"load average before {load0[0]:.2f}, after {os.getloadavg()[0]:.2f}")
+    report("winograd", rows, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The winograd pass: eligible 3x3 stride-1 convolutions (after alter_layout) become input transform ->
+batched GEMM -> output transform with the epilogue fused into the output transform; everything else is
+left alone; the models compute what the direct convolution, numpy (float64) and onnxruntime compute."""
+import numpy as np
+import pytest
+
+import tessera
+from tessera.graph import Builder
+from tessera.graph.ir import FUSED_OP
+from tessera.graph.passes import optimize, pass_names, passes_for, run_pass
+from tessera.graph.passes.alter_layout import alter_layout
+from tessera.graph.passes.winograd import _isa, choose_tile_size, gemm_rows, winograd
+from tessera.target import Target
+from tessera.tir.tensor_intrin.x86 import FP32_GEMM
+
+rng = np.random.default_rng(31)
+TARGET = Target("c")
+HAS_GEMM = _isa(TARGET) is not None
+needs_gemm = pytest.mark.skipif(not HAS_GEMM, reason="the pass runs on CPUs with the x86 GEMM micro-kernels")
+EPS = float(np.finfo(np.float32).eps)
+
+
+def rand(*shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype("float32")
+
+
+def all_nodes(graph):
+    out = []
+    for n in graph.nodes:
+        out.extend(n.attrs["function"].body.nodes if n.op == FUSED_OP else [n])
+    return out
+
+
+def ops_of(graph):
+    return [n.op for n in all_nodes(graph)]
+
+
+def optimize_forced(g, tile_size, target=TARGET):
+    """The opt_level-3 pipeline with the winograd pass forced to tile_size."""
+    for p in passes_for(3):
+        g = winograd(g, target, tile_size=tile_size) if p.name == "winograd" else run_pass(p.resolve(), g, target, p.name)
+    return g
+
+
+def residual_block(C, H, W, pad, residual=True):
+    """conv(3x3) + bias + ReLU -> conv(3x3) [+ x] -> ReLU, weights scaled like a trained net's."""
+    gb = Builder("block")
+    x = gb.input("x", (1, C, H, W))
+    w1, w2 = (gb.const(rand(C, C, 3, 3, scale=1 / np.sqrt(9 * C)), f"w{k}") for k in (1, 2))
+    b1 = gb.const(rand(C, 1, 1), "b1")
+    y = gb.op("nn.relu", gb.op("add", gb.op("nn.conv2d", x, w1, padding=(pad,) * 4), b1))
+    z = gb.op("nn.conv2d", y, w2, padding=(pad,) * 4)
+    if residual:
+        z = gb.op("add", z, x)
+    gb.output(gb.op("nn.relu", z))
+    return gb.finish(), gb
+
+
+def block_f64(consts, x, pad, residual):
+    """The block in float64 numpy, and the error scale of its output: the second convolution's sum of
+    |terms| plus the first's carried through |w2| (bias and ReLU do not amplify an error)."""
+    w1, b1, w2 = (consts[k].astype(np.float64) for k in ("w1", "b1", "w2"))
+
+    def conv(a, w):
+        ap = np.pad(a, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        OH, OW = ap.shape[2] - 2, ap.shape[3] - 2
+        out, scale = 0.0, 0.0
+        for kh in range(3):
+            for kw in range(3):
+                p = ap[:, :, kh:kh + OH, kw:kw + OW]
+                out = out + np.einsum("nchw,oc->nohw", p, w[:, :, kh, kw])
+                scale = scale + np.einsum("nchw,oc->nohw", np.abs(p), np.abs(w[:, :, kh, kw]))
+        return out, scale
+
+    y1, s1 = conv(x.astype(np.float64), w1)
+    z, s2 = conv(np.maximum(y1 + b1, 0), w2)
+    if residual:
+        z = z + x
+    return np.maximum(z, 0), s2 + conv(s1, np.abs(w2))[0]
+
+
+@needs_gemm
+@pytest.mark.parametrize("m,H,W,pad,residual", [(2, 14, 14, 1, True), (4, 9, 7, 1, True), (4, 11, 9, 0, False),
+                                                (2, 9, 11, 0, False)])
+def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual):
+    C = 16
+    g, gb = residual_block(C, H, W, pad, residual)
+    consts = {v.name: a for v, a in g.constants.items()}
+    x = rand(1, C, H, W)
+    go = optimize_forced(g, m)
+    assert ops_of(go).count("nn.winograd_input_transform") == 2
+    assert "nn.contrib_conv2d_NCHWc" not in ops_of(go)
+    y = tessera.compile(go, opt_level=0)(x)
+    want, scale = block_f64(consts, x, pad, residual)
+    # the error of each convolution is at most eps32 x (its sum of |terms|) x the transforms' growth
+    # (tests/ops/nn/test_winograd.py: <= 4 for F(2x2), <= 45 for F(4x4)); +1e-6: the residual add's rounding
+    growth = {2: 4.0, 4: 45.0}[m]
+    assert y.shape == want.shape
+    assert np.all(np.abs(y - want) <= growth * EPS * scale + 1e-6)
+
+
+@needs_gemm
+def test_epilogue_fuses_into_the_output_transform_and_no_layout_transform_appears():
+    g, _ = residual_block(16, 12, 12, 1)
+    go = optimize_forced(g, 2)
+    fused = [n for n in go.nodes if n.op == FUSED_OP]
+    names = [[m.op for m in n.attrs["function"].body.nodes] for n in fused]
+    assert ["nn.winograd_output_transform", "add", "nn.relu"] in names          # bias + ReLU
+    assert ["nn.winograd_output_transform", "add", "nn.relu"] in names[1:] or \
+        sum(1 for ns in names if ns[0] == "nn.winograd_output_transform") == 2   # residual add + ReLU
+    # one transform into the blocked layout at the input, one out of it at the output
+    assert sum(1 for n in go.nodes if n.op == "layout_transform") == 2
+    # the transformed weights are packed constants (folded at compile time)
+    mms = [n for n in all_nodes(go) if n.op == "nn.matmul"]
+    assert len(mms) == 2 and all(n.attrs["b_panel"] and n.inputs[1] in go.constants for n in mms)
+
+
+@needs_gemm
+def test_only_3x3_stride_1_dense_convolutions_are_rewritten():
+    C = 16
+    gb = Builder("mix")
+    x = gb.input("x", (1, C, 16, 16))
+
+    def conv(v, shape, **attrs):
+        return gb.op("nn.conv2d", v, gb.const(rand(*shape, scale=0.1)), **attrs)
+
+    a = conv(x, (C, C, 3, 3), padding=(1,) * 4)                           # eligible
+    b = conv(a, (C, C, 3, 3), padding=(1,) * 4, strides=(2, 2))           # stride 2
+    c = conv(b, (C, C, 1, 1))                                             # 1x1
+    d = conv(c, (C, C, 3, 3), padding=(2,) * 4, dilation=(2, 2))          # dilated
+    e = conv(d, (C, C // 2, 3, 3), padding=(1,) * 4, groups=2)            # grouped
+    f = conv(e, (C, 1, 3, 3), padding=(1,) * 4, groups=C)                 # depthwise
+    gb.output(f)
+    g = gb.finish()
+    blocked = alter_layout(g, TARGET)
+    go = winograd(blocked, TARGET, tile_size=2)
+    assert [n.op for n in go.nodes].count("nn.winograd_input_transform") == 1
+    convs = [n for n in go.nodes if n.op in ("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc",
+                                             "nn.conv2d")]
+    before = [n for n in blocked.nodes if n.op in ("nn.contrib_conv2d_NCHWc", "nn.contrib_depthwise_conv2d_NCHWc",
+                                                   "nn.conv2d")]
+    assert len(convs) == len(before) - 1
+    # the stride-2, 1x1, dilated, grouped and depthwise convolutions stay as they were
+    assert {(n.name, n.op, tuple(n.attrs.items())) for n in convs} == \
+        {(n.name, n.op, tuple(n.attrs.items())) for n in before[1:]}
+
+
+def test_runtime_weights_and_other_targets_are_left_alone():
+    gb = Builder("rt")
+    x = gb.input("x", (1, 16, 12, 12))
+    w = gb.input("w", (16, 16, 3, 3))
+    gb.output(gb.op("nn.conv2d", x, w, padding=(1,) * 4))
+    g = gb.finish()
+    assert winograd(alter_layout(g, TARGET), TARGET, tile_size=2) is not None
+    assert "nn.winograd_input_transform" not in ops_of(optimize_forced(g, 2))
+    g2, _ = residual_block(16, 8, 8, 1)
+    assert winograd(g2, "opencl", tile_size=2) is g2
+    with pytest.raises(tessera.TesseraError, match="tile_size"):
+        winograd(g2, TARGET, tile_size=3)
+
+
+def test_the_pass_is_named_in_the_pipeline_and_can_be_disabled():
+    assert "winograd" in pass_names()
+    names = [p.name for p in passes_for(3)]
+    assert names.index("alter_layout") < names.index("winograd") < names.index("pack_matmul_weights")
+    assert "winograd" not in [p.name for p in passes_for(2)]
+    g, _ = residual_block(64, 16, 16, 1)
+    off = optimize(g, 3, TARGET, disabled_passes=["winograd"])
+    assert "nn.winograd_input_transform" not in ops_of(off)
+    on = optimize(g, 3, TARGET)
+    assert ("nn.winograd_input_transform" in ops_of(on)) == HAS_GEMM
+
+
+def test_rule_and_gemm_rows():
+    layers = {(64, 56): 4, (128, 28): 4, (256, 14): 4, (512, 7): 2}
+    for (C, side), m in layers.items():
+        assert choose_tile_size(1, C, C, side, side, TARGET) == (m if HAS_GEMM else None)
+    assert choose_tile_size(1, 64, 64, 4, 4, TARGET) is None          # 4 tiles of F(2x2)
+    assert choose_tile_size(1, 16, 16, 56, 56, TARGET) is None        # few channels
+    if HAS_GEMM:
+        isa, _ = _isa(TARGET)
+        for tiles, chans in ((196, 64), (16, 512), (49, 256), (13, 8)):
+            p = gemm_rows(tiles, chans, TARGET)
+            assert tiles <= p <= tiles + 16
+            assert any(p % mr == 0 and chans % nr == 0 for mr, nr in FP32_GEMM[isa] + FP32_GEMM["avx2"])
+
+
+def _onnx_block(C=64, H=16):
+    from onnx import TensorProto, helper, numpy_helper
+
+    def init(name, *shape):
+        return numpy_helper.from_array(rand(*shape, scale=1 / np.sqrt(9 * C) if len(shape) == 4 else 0.1), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    inits = [init("w1", C, C, 3, 3), init("b1", C), init("w2", C, C, 3, 3), init("b2", C)]
+    graph = helper.make_graph(nodes, "wino_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, H])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, H, H])], inits)
+    return helper.make_model_gen_version(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_onnx_resnet_block_matches_onnxruntime_with_the_pass_on():
+    ort = pytest.importorskip("onnxruntime")
+    model = _onnx_block()
+    x = rand(1, 64, 16, 16)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    graph, params = tessera.frontend.from_onnx(model)
+    exe = tessera.compile(graph, params)                   # opt_level 3: the rule picks F(4x4) (16 tiles)
+    assert ops_of(exe.graph).count("nn.winograd_input_transform") == (2 if HAS_GEMM else 0)
+    # F(4x4)'s error: <= 45 eps32 x the sum of |terms| (test_winograd.py), here ~1e-5 at outputs ~1
+    np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=2e-4)
