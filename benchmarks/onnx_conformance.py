@@ -6,7 +6,8 @@
 Every node test case of the installed onnx package (generated in memory by
 `onnx.backend.test.case.node.collect_testcases`) goes from_onnx -> tessera.compile -> run, and each
 output is compared with the expected one (the case's rtol/atol, NaN where NaN is expected, and the
-same dtype and shape).
+same dtype and shape). A sequence is fed and compared as a list of arrays, an empty optional as None
+(for tessera and onnxruntime alike).
 
 The headline count feeds every graph input at run time, exactly as onnxruntime is fed: nothing is
 frozen (an input whose value decides the graph's structure is specialized on at run time, as
@@ -113,6 +114,39 @@ def _as_array(x, what):
     return a
 
 
+def _as_value(x, what, optional_ok: bool):
+    """A case's input or expected output: an array, a list of arrays (a sequence), or None (an empty
+    optional, where the model's type is an optional: optional_ok)."""
+    if x is None and optional_ok:
+        return None
+    if isinstance(x, list):
+        return [_as_array(e, f"{what}[{i}]") for i, e in enumerate(x)]
+    return _as_array(x, what)
+
+
+def _optional_inputs(model) -> set:
+    return {vi.name for vi in model.graph.input if vi.type.HasField("optional_type")}
+
+
+def compare_value(got, want, rtol, atol) -> str | None:
+    """compare() through sequences (lists) and empty optionals (None)."""
+    if want is None or isinstance(want, list):
+        if want is None:
+            return None if got is None else f"{type(got).__name__}, expected an empty optional (None)"
+        if not isinstance(got, (list, tuple)):
+            return f"{type(got).__name__}, expected a sequence (a list of {len(want)} arrays)"
+        if len(got) != len(want):
+            return f"a sequence of {len(got)} elements, expected {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            why = compare_value(g, w, rtol, atol)
+            if why:
+                return f"element {i}: {why}"
+        return None
+    if got is None or isinstance(got, (list, tuple)):
+        return f"{'None' if got is None else 'a list'}, expected a tensor"
+    return compare(np.asarray(got), want, rtol, atol)
+
+
 def compare(got, want, rtol, atol) -> str | None:
     """None when `got` matches `want`, else why not."""
     if got.dtype != want.dtype:
@@ -149,10 +183,11 @@ def run_tessera(case, freeze: bool = False) -> tuple:
     model = case.model
     init = {t.name for t in model.graph.initializer}
     in_names = [vi.name for vi in model.graph.input if vi.name not in init]
+    optional = _optional_inputs(model)
     try:
         for inputs, outputs in case.data_sets:
-            arrays = [_as_array(x, f"input {n!r}") for n, x in zip(in_names, inputs)]
-            wants = [_as_array(x, f"expected output {i}") for i, x in enumerate(outputs)]
+            arrays = [_as_value(x, f"input {n!r}", n in optional) for n, x in zip(in_names, inputs)]
+            wants = [_as_value(x, f"expected output {i}", True) for i, x in enumerate(outputs)]
             if len(arrays) != len(in_names):
                 # fewer data than inputs: trailing optional inputs are omitted
                 in_names = in_names[: len(arrays)]
@@ -175,7 +210,7 @@ def run_tessera(case, freeze: bool = False) -> tuple:
             if len(got) != len(wants):
                 return WRONG, f"{len(got)} outputs, expected {len(wants)}"
             for k, (g, w) in enumerate(zip(got, wants)):
-                why = compare(np.asarray(g), w, case.rtol, case.atol)
+                why = compare_value(g, w, case.rtol, case.atol)
                 if why:
                     return WRONG, f"output {k}: {why}"
         return PASS, ""
@@ -210,11 +245,12 @@ def run_ort(case) -> tuple:
         opts.log_severity_level = 4
         sess = ort.InferenceSession(case.model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
         names = [i.name for i in sess.get_inputs()]
+        optional = _optional_inputs(case.model)
         for inputs, outputs in case.data_sets:
-            feeds = {n: _as_array(x, n) for n, x in zip(names, inputs)}
+            feeds = {n: _as_value(x, n, n in optional) for n, x in zip(names, inputs)}
             got = sess.run(None, feeds)
             for k, (g, w) in enumerate(zip(got, outputs)):
-                why = compare(np.asarray(g), _as_array(w, "expected"), case.rtol, case.atol)
+                why = compare_value(g, _as_value(w, "expected", True), case.rtol, case.atol)
                 if why:
                     return WRONG, f"output {k}: {why}"
         return PASS, ""

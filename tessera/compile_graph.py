@@ -2,7 +2,8 @@
 
 A DeferredGraph (a model whose structure depends on the values of some runtime inputs) compiles to
 a SpecializingExecutor: per distinct value of those inputs, the graph is built and compiled on
-first use and kept (the most recent `max_specializations`), then run on the other inputs."""
+first use and kept (the most recent `max_specializations`), then run on the other inputs. A sequence
+input is given as a list of arrays and a sequence output comes back as one (graph/deferred.py)."""
 from __future__ import annotations
 
 import collections
@@ -17,8 +18,8 @@ from .errors import ShapeError, TesseraError
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
-from .graph.deferred import DeferredGraph
-from .graph.ir import Graph
+from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of
+from .graph.ir import Graph, TensorType
 from .graph.passes import optimize, passes_for
 from .runtime.inputs import check_input_names, gather_inputs, input_array, named_inputs
 from .runtime.plan import TensorSpec
@@ -101,7 +102,9 @@ class SpecializingExecutor:
     kept (the `max_specializations` most recently used); the other inputs run through it.
 
     exe(x, axes) / exe.run({...}) as any executor; `specializations` is how many are kept,
-    `specialization(inputs)` the executor a run on these inputs uses (its graph, plan, profile)."""
+    `specialization(inputs)` the executor a run on these inputs uses (its graph, plan, profile). An
+    input of sequence type takes a list of arrays, an optional one None or its value (one graph input
+    per element, named 'name[i]', in the specialization); sequence outputs come back as lists."""
 
     kind = "specializing"
     max_specializations = 64
@@ -115,6 +118,7 @@ class SpecializingExecutor:
         self._cache: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
         self._np = [t.dtype.numpy() for t in deferred.input_types]
+        self._layouts: dict = {}      # compiled executor -> how its outputs make the model's (deferred.regroup)
 
     @property
     def name(self) -> str:
@@ -130,9 +134,10 @@ class SpecializingExecutor:
 
     @property
     def inputs(self) -> list:
-        """The inputs' TensorSpecs (dtype, shape with symbol names), in input_names' order."""
-        return [TensorSpec(n, t.dtype, t.shape) for n, t in zip(self.deferred.input_names, self.deferred.input_types)
-                if n not in self.params]
+        """The inputs' TensorSpecs (dtype, shape with symbol names), in input_names' order (a sequence
+        or optional input: its SequenceType / OptionalType)."""
+        return [TensorSpec(n, t.dtype, t.shape) if isinstance(t, TensorType) else t
+                for n, t in zip(self.deferred.input_names, self.deferred.input_types) if n not in self.params]
 
     @property
     def specializations(self) -> int:
@@ -169,6 +174,9 @@ class SpecializingExecutor:
         for n, t, dt in zip(self.deferred.input_names, self.deferred.input_types, self._np):
             if n not in given:
                 continue
+            if not isinstance(t, TensorType):
+                out[n] = check_input(n, given[n], t)
+                continue
             x = input_array(n, given[n], dt, t.dtype, t)
             if x.ndim != t.ndim or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)):
                 raise ShapeError(f"input {n!r}: shape {x.shape}, the model expects {t}")
@@ -176,7 +184,7 @@ class SpecializingExecutor:
         return out
 
     def _key(self, given: dict) -> tuple:
-        key = [(n, given[n].shape) for n in self.shape_inputs]
+        key = [(n, structure_of(given[n], self.deferred.input_type(n))) for n in self.shape_inputs]
         for n in self.value_inputs:
             x = given[n]
             key.append((n, x.dtype.str, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest()))
@@ -197,8 +205,8 @@ class SpecializingExecutor:
                 return exe
             frozen = {n: x for n, x in given.items() if n in self.value_inputs}
             frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
-            names, shaped, graph, params = self.deferred.specialize({**given, **frozen}, list(frozen),
-                                                                    list(self.shape_inputs))
+            names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
+                                                                            list(self.shape_inputs))
             extra = [n for n in names if n not in self.value_inputs and n not in self.params]
             more = [n for n in shaped if n not in self.shape_inputs]
             if extra or more:
@@ -208,13 +216,21 @@ class SpecializingExecutor:
             merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
             exe = compile(graph, merged, **self.options)
             self._cache[key] = exe
+            self._layouts[exe] = layout
             while len(self._cache) > self.max_specializations:
-                self._cache.popitem(last=False)
+                self._layouts.pop(self._cache.popitem(last=False)[1], None)
             return exe
+
+    def _feeds(self, exe, given: dict) -> dict:
+        """The inputs of specialization `exe`: sequences flattened to one array per element."""
+        flat: dict = {}
+        for n, x in given.items():
+            flatten(n, x, self.deferred.input_type(n), flat)
+        return {n: flat[n] for n in exe.input_names}
 
     def _run_given(self, given: dict) -> list:
         exe = self._specialization(given)
-        return exe.run({n: given[n] for n in exe.input_names})
+        return regroup(exe.run(self._feeds(exe, given)), self._layouts.get(exe))
 
     def run(self, inputs=None, **kwargs) -> list:
         """Run on a dict {input name: array}; a list of numpy arrays in the model's output order."""
@@ -228,7 +244,7 @@ class SpecializingExecutor:
         """The per-node profile of the specialization these inputs run."""
         given = self._given((), {**(inputs or {})})
         exe = self._specialization(given)
-        return exe.profile({n: given[n] for n in exe.input_names}, **kwargs)
+        return exe.profile(self._feeds(exe, given), **kwargs)
 
     def __repr__(self):
         return (f"<tessera.SpecializingExecutor {self.name!r}: per value of {list(self.value_inputs)}, "

@@ -12,6 +12,12 @@ Constant nodes, and subgraphs computed only from those (evaluated with tessera's
 When such a value comes from a runtime input, the error carries `needs_constant` = that input's
 name, so a caller can retry with `const_inputs={name: value}`.
 
+Sequences and optionals (onnx_ops/sequence.py) are host-side values while converting: a list of
+tensor Values, or an empty-optional marker; the graph stays tensor-only. A sequence-typed model input
+becomes one graph input per element, named 'name[0]', 'name[1]', ... (its length and element shapes
+given by shape_dict, or, by default, by the value of each run: a DeferredGraph); a sequence-typed
+output, one graph output per element, regrouped into a list by the DeferredGraph's executor.
+
 `check_model(model)` lists every unsupported node at once (what `tessera check` prints).
 """
 from __future__ import annotations
@@ -27,6 +33,8 @@ from ..ir.names import fresh_name
 from ..graph.builder import Builder
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
+from .onnx_ops.sequence import EmptyOptional, SequenceValue, kind_of
+from ..graph.deferred import DeferredGraph, OptionalType, SequenceType, flat_name
 from ..ir.dtype import numpy_dtype
 from ..ir.dtype import dtype_of_numpy
 from ..graph.transform import topo_nodes
@@ -209,12 +217,39 @@ class OnnxContext(ConvertContext):
         return self._node.input[i] if 0 <= i < len(self._node.input) else ""
 
     def input(self, i: int, optional: bool = False):
+        v = self.any_input(i, optional)
+        if v is not None and not isinstance(v, Value):
+            raise self._unsup(f"input {i} ({self.input_name(i)!r}) is {kind_of(v)}; {self.op_type} takes a "
+                              f"tensor there")
+        return v
+
+    def any_input(self, i: int, optional: bool = True):
+        """Input i as it is: a Value, a SequenceValue, an EmptyOptional, or None when omitted."""
         if not self.has_input(i):
             if optional:
                 return None
             raise self._error(f"input {i} is required but the node does not give it "
                               f"({self.num_inputs} inputs)")
         return self._conv.lookup(self._node.input[i], self)
+
+    def sequence_input(self, i: int) -> SequenceValue:
+        """Input i, which must be a sequence (a SequenceValue)."""
+        v = self.any_input(i, optional=False)
+        if not isinstance(v, SequenceValue):
+            raise self._unsup(f"input {i} ({self.input_name(i)!r}) is {kind_of(v)}; {self.op_type} takes a "
+                              f"sequence there")
+        return v
+
+    def needs_static_dim(self, dim, why: str):
+        """Refuse because symbolic dimension `dim` must be known here; the error's `needs_shape` names
+        the runtime inputs whose shapes hold it (so from_onnx specializes per shape)."""
+        shaped = tuple(sorted({name for v, name in self._conv.input_of_value.items()
+                               if dim in v.type.shape and name in self._conv.runtime_names}))
+        err = self._unsup(f"{why}; it must be known here"
+                          + (f" (fix the shape of {', '.join(map(repr, shaped))} with shape_dict)" if shaped else ""))
+        if shaped:
+            err.needs_shape = shaped
+        raise err
 
     def inputs(self) -> list:
         """All inputs as Values (None for omitted optional ones)."""
@@ -306,7 +341,8 @@ class OnnxContext(ConvertContext):
 
     def subgraph(self, graph, inputs=()) -> list:
         """Convert an ONNX subgraph (an If branch, a Loop or Scan body) inline, here: its inputs
-        read `inputs`, names of the enclosing graphs stay visible; returns its output Values."""
+        read `inputs`, names of the enclosing graphs stay visible; returns its outputs (Values, or
+        SequenceValues / EmptyOptionals)."""
         return self._conv.convert_subgraph(graph, list(inputs), self)
 
     def value_const(self, v: Value, what: str = "a value"):
@@ -336,7 +372,8 @@ class OnnxContext(ConvertContext):
 # the conversion
 # ---------------------------------------------------------------------------------------------
 class _Converter:
-    def __init__(self, model, shape_dict=None, const_inputs=None, opset=None, target="c"):
+    def __init__(self, model, shape_dict=None, const_inputs=None, opset=None, target="c",
+                 defer_structure: bool = False):
         import onnx
 
         self.model = model
@@ -350,7 +387,11 @@ class _Converter:
         self.params: dict[Value, np.ndarray] = {}
         self.param_values: list[Value] = []
         self.onnx_name: dict[Value, str] = {}    # Value -> the ONNX name it first got
-        self.input_of_value: dict[Value, str] = {}  # runtime input Value -> ONNX input name
+        self.input_of_value: dict[Value, str] = {}  # runtime input Value -> ONNX input name ('s[0]': a sequence's)
+        self.runtime_names: set = set()      # the model's runtime inputs (ONNX names; what deferral may ask for)
+        self.interface: list = []            # (public name, type) of every runtime input, in order
+        self.pending: list = []              # sequence/optional inputs whose structure a run decides
+        self.defer_structure = defer_structure   # an optional input not in shape_dict: pending (else a tensor)
         self.problems: list | None = None    # check_model collects UnsupportedNode entries here
         self._node_names: set = set()
         self._depth = 0               # nesting of subgraphs being converted inline
@@ -392,6 +433,8 @@ class _Converter:
         for vi in graph_inputs:
             if vi.name in init_names:
                 continue
+            if not vi.type.HasField("tensor_type") and self._structured_input(vi):
+                continue
             if vi.name in self.const_inputs:
                 arr = self._const_input_array(vi)
                 v = self.builder.const(arr, sanitize_name(vi.name))
@@ -406,9 +449,7 @@ class _Converter:
                 self.problems.append(UnsupportedNode("graph input", vi.name, 0, e.detail))
                 self.env[vi.name] = _Missing("graph input", vi.name, None, 0, vi.name, reason=e.detail)
                 continue
-            v = self.builder.input(self._free_name(vi.name), t.shape, t.dtype)
-            self.input_of_value[v] = vi.name
-            self._bind(vi.name, v)
+            self._bind(vi.name, self._runtime_input(vi.name, t, vi.name))
         inits = [(t.name, t) for t in g.initializer] + [(t.values.name, t) for t in g.sparse_initializer]
         for name, t in inits:
             try:
@@ -423,6 +464,129 @@ class _Converter:
             self.params[v] = arr
             self.param_values.append(v)
             self._bind(name, v)
+
+    def _runtime_input(self, public: str, t: TensorType, model_input: str) -> Value:
+        v = self.builder.input(self._free_name(public), t.shape, t.dtype)
+        self.input_of_value[v] = public
+        self.runtime_names.add(model_input)
+        self.interface.append((public, t))
+        return v
+
+    # sequence- and optional-typed inputs ---------------------------------------------------
+    def _structured_input(self, vi) -> bool:
+        """Bind sequence/optional input vi: frozen (const_inputs), fixed (shape_dict: a list of element
+        shapes, None for an empty optional) or pending (its structure is decided per run); False for
+        an optional tensor taken as a tensor that is given (the caller reads it as one)."""
+        name = vi.name
+        try:
+            t = self._structured_type(vi.type, f"model input {name!r}")
+        except UnsupportedOpError as e:
+            if self.problems is None:
+                raise
+            self.problems.append(UnsupportedNode("graph input", name, 0, e.detail))
+            self.env[name] = _Missing("graph input", name, None, 0, name, reason=e.detail)
+            return True
+        if name in self.const_inputs:
+            self._bind(name, self._frozen_structure(name, self.const_inputs[name], t))
+            return True
+        if name in self.shape_dict:
+            self._bind(name, self._fixed_structure(name, self.shape_dict[name], t, name))
+            return True
+        if isinstance(t, OptionalType) and not isinstance(t.elem, SequenceType) and not self.defer_structure:
+            if t.elem is None:
+                raise _unsupported("graph input", name, None, f"model input {name!r} is an optional tensor of "
+                                   f"unknown rank; give its shape with shape_dict (None: empty)")
+            return False
+        self.runtime_names.add(name)
+        self.interface.append((name, t))
+        self.pending.append(name)
+        self.env[name] = _Missing("graph input", name, None, 0, name, reason="its structure is decided per run")
+        return True
+
+    def _structured_type(self, ty, where: str):
+        """The SequenceType / OptionalType of a sequence- or optional-typed ONNX TypeProto (sequences
+        of tensors and optionals of those; maps and nested sequences refused)."""
+        kind = ty.WhichOneof("value")
+        inner = ty.sequence_type.elem_type if kind == "sequence_type" else \
+            ty.optional_type.elem_type if kind == "optional_type" else None
+        inner_kind = inner.WhichOneof("value") if inner is not None else None
+        if inner_kind == "tensor_type":
+            dtype, elem = self._elem_type(inner.tensor_type, where)
+            return SequenceType(dtype, elem) if kind == "sequence_type" else OptionalType(elem, dtype)
+        if kind == "optional_type" and inner_kind == "sequence_type":
+            seq = self._structured_type(inner, where)
+            return OptionalType(seq)
+        what = {"sequence_type": f"sequence of {inner_kind}", "map_type": "map", "optional_type": f"optional of "
+                f"{inner_kind}", "sparse_tensor_type": "sparse tensor"}.get(kind, str(kind))
+        raise _unsupported("graph input", where, None, f"{where} is a {what} (tessera takes tensors, sequences of "
+                                                      f"tensors and optionals of those)")
+
+    def _elem_type(self, tt, where):
+        """(dtype, TensorType or None when the shape is left open) of a sequence's or optional's tensor."""
+        try:
+            dtype = dtype_of_onnx(tt.elem_type, where)
+        except DTypeError as e:
+            raise _unsupported("graph input", where, None, str(e)) from None
+        if not tt.HasField("shape"):
+            return dtype, None
+        return dtype, TensorType([d.dim_value if d.HasField("dim_value") else _symbol(d.dim_param or "d")
+                                  for d in tt.shape.dim], dtype)
+
+    def _frozen_structure(self, name, value, t):
+        """A const_inputs value of a sequence/optional input: a list of arrays, None (empty), an array."""
+        if isinstance(t, OptionalType):
+            return EmptyOptional(_what(t)) if value is None else self._frozen_structure(name, value, _elem(t))
+        if isinstance(t, SequenceType):
+            if not isinstance(value, (list, tuple)):
+                raise TesseraError(f"from_onnx: const_inputs[{name!r}] must be a list of arrays (the input is a {t})")
+            items = []
+            for i, a in enumerate(value):
+                a = _contiguous(np.asarray(a))
+                if str(TensorType.of(a).dtype) != str(t.dtype):
+                    raise DTypeError(f"from_onnx: const_inputs[{name!r}][{i}] is {a.dtype}, the sequence holds {t.dtype}")
+                v = self.builder.const(a, sanitize_name(flat_name(name, i)))
+                self.known[v] = a
+                items.append(v)
+            return SequenceValue(items, t.dtype)
+        a = _contiguous(np.asarray(value))
+        if str(TensorType.of(a).dtype) != str(t.dtype):
+            raise DTypeError(f"from_onnx: const_inputs[{name!r}] is {a.dtype}, the input is {t.dtype}")
+        v = self.builder.const(a, sanitize_name(name))
+        self.known[v] = a
+        return v
+
+    def _fixed_structure(self, name, spec, t, model_input):
+        """A shape_dict entry of a sequence/optional input: element shapes, None for an empty optional."""
+        if isinstance(t, OptionalType):
+            return EmptyOptional(_what(t)) if spec is None else self._fixed_structure(name, spec, _elem(t),
+                                                                                    model_input)
+        if isinstance(t, SequenceType):
+            if not isinstance(spec, (list, tuple)) or not all(isinstance(e, (list, tuple)) for e in spec):
+                raise TesseraError(f"from_onnx: shape_dict[{name!r}] must be a list of element shapes (the input "
+                                   f"is a {t}), got {spec!r}")
+            items = []
+            for i, shape in enumerate(spec):
+                public = flat_name(name, i)
+                et = TensorType(self._shape_of(public, shape), t.dtype)
+                if t.elem is not None and (et.ndim != t.elem.ndim or any(
+                        isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(et.shape, t.elem.shape))):
+                    raise ShapeError(f"from_onnx: shape_dict[{name!r}][{i}] is {list(shape)}, the model's sequence "
+                                     f"elements are {t.elem}")
+                items.append(self._runtime_input(public, et, model_input))
+            return SequenceValue(items, t.dtype)
+        return self._runtime_input(name, TensorType(self._shape_of(name, spec), t.dtype), model_input)
+
+    def _shape_of(self, name, spec) -> list:
+        """A shape_dict shape: ints, symbol names, -1/None for a fresh symbol per dimension."""
+        shape = []
+        for d, s in enumerate(spec):
+            if s is None or (isinstance(s, (int, np.integer)) and s < 0):
+                shape.append(_symbol(f"{name}_d{d}"))
+            elif isinstance(s, str):
+                shape.append(_symbol(s))
+            else:
+                shape.append(int(s))
+        return shape
 
     def _free_name(self, onnx_name: str) -> str:
         """A sanitized name no value has yet (not reserved: Builder.input reserves it)."""
@@ -466,15 +630,7 @@ class _Converter:
         except DTypeError as e:
             raise _unsupported("graph input", vi.name, None, str(e)) from None
         if vi.name in self.shape_dict:
-            shape = []
-            for d, s in enumerate(self.shape_dict[vi.name]):
-                if s is None or (isinstance(s, (int, np.integer)) and s < 0):
-                    shape.append(_symbol(f"{vi.name}_d{d}"))
-                elif isinstance(s, str):
-                    shape.append(_symbol(s))
-                else:
-                    shape.append(int(s))
-            return TensorType(shape, dtype)
+            return TensorType(self._shape_of(vi.name, self.shape_dict[vi.name]), dtype)
         if not tt.HasField("shape"):
             raise ShapeError(f"{where} has no shape (unknown rank); give it with shape_dict={{{vi.name!r}: (...)}}")
         shape = []
@@ -489,12 +645,14 @@ class _Converter:
                 shape.append(_symbol(f"{vi.name}_d{d}"))
         return TensorType(shape, dtype)
 
-    def _bind(self, onnx_name: str, v: Value):
+    def _bind(self, onnx_name: str, v):
         self.env[onnx_name] = v
-        self.onnx_name.setdefault(v, onnx_name)
+        if isinstance(v, Value):
+            self.onnx_name.setdefault(v, onnx_name)
 
     # ------------------------------------------------------------------ values
-    def lookup(self, name: str, ctx: OnnxContext) -> Value:
+    def lookup(self, name: str, ctx: OnnxContext):
+        """The Value (or SequenceValue / EmptyOptional) bound to ONNX name `name`."""
         v = self.env.get(name)
         if v is None:
             raise ctx._error(f"input {name!r} is not defined by any earlier node, initializer or graph input")
@@ -736,7 +894,7 @@ class _Converter:
             prefix = f"{ctx.node_name}/{g.name or 'body'}{self._subgraph_count}/"
             for i, node in enumerate(g.node):
                 self.convert_node(node, i, prefix)
-            return [self.lookup(o.name, ctx) for o in g.output]
+            return [self.lookup(o.name, ctx) for o in g.output]     # tensors, sequences, optionals
         finally:
             self.env = saved
             self._depth -= 1
@@ -779,7 +937,7 @@ class _Converter:
         self._bind_results(node, name, opset, result)
 
     def _bind_results(self, node, name, opset, result):
-        if isinstance(result, Value) or result is None:
+        if isinstance(result, (Value, SequenceValue, EmptyOptional)) or result is None:
             result = [result]
         result = list(result)
         for k, out in enumerate(node.output):
@@ -789,7 +947,7 @@ class _Converter:
             if v is None:
                 self.env[out] = _Missing(node.op_type, name, opset, k, out)
                 continue
-            if not isinstance(v, Value):
+            if not isinstance(v, (Value, SequenceValue, EmptyOptional)):
                 raise TesseraError(f"ONNX node {name!r} ({node.op_type}): the converter returned "
                                    f"{type(v).__name__} for output {k}, not a Value")
             self._bind(out, v)
@@ -802,11 +960,22 @@ class _Converter:
     # ------------------------------------------------------------------ the whole model
     def run(self):
         self._read_inputs()
+        if self.pending:
+            kinds = ", ".join(f"{n!r} ({t})" for n, t in self.interface if n in self.pending)
+            err = _unsupported("graph input", self.pending[0], None,
+                               f"the structure of model inputs {kinds} (a sequence's length and element shapes, "
+                               f"whether an optional is empty) decides the graph; give it with shape_dict (a "
+                               f"list of element shapes; None for an empty optional)")
+            err.needs_shape = tuple(self.pending)
+            raise err
         for i, node in enumerate(self.graph_proto.node):
             self.convert_node(node, i)
 
     def finish(self) -> tuple:
-        outs = []
+        """(graph, params, layout): the graph's outputs are the model's tensors, each sequence output
+        flattened to its elements ('name[i]'); layout (deferred.regroup) regroups them, None when
+        every model output is a tensor."""
+        outs, names, layout = [], [], []
         for vi in self.graph_proto.output:
             v = self.env.get(vi.name)
             if v is None:
@@ -815,12 +984,28 @@ class _Converter:
                 if v.unsupported:
                     raise _unsupported("graph output", vi.name, None, v.reason)
                 raise TesseraError(f"from_onnx: graph output {vi.name!r} ({v.describe()}) was not produced")
-            outs.append(v)
-        if not outs:
+            declared = vi.type.WhichOneof("value") if vi.HasField("type") else None
+            if declared == "tensor_type" and not isinstance(v, Value):
+                raise TesseraError(f"from_onnx: graph output {vi.name!r} is declared a tensor but is {kind_of(v)}")
+            if declared == "sequence_type" and not isinstance(v, SequenceValue):
+                raise TesseraError(f"from_onnx: graph output {vi.name!r} is declared a sequence but is {kind_of(v)}")
+            if isinstance(v, SequenceValue):
+                layout.append(list(range(len(outs), len(outs) + len(v))))
+                outs.extend(v.items)
+                names.extend(flat_name(vi.name, i) for i in range(len(v)))
+            elif isinstance(v, EmptyOptional):
+                layout.append(None)
+            else:
+                layout.append(len(outs))
+                outs.append(v)
+                names.append(vi.name)
+        if not len(self.graph_proto.output):
             raise TesseraError("from_onnx: the model has no outputs")
-        return self._final_graph(outs)
+        plain = all(isinstance(x, int) for x in layout)
+        graph, params = self._final_graph(outs, names)
+        return graph, params, None if plain else layout
 
-    def _final_graph(self, outs):
+    def _final_graph(self, outs, output_names):
         """The graph with dead nodes dropped, Values named after their ONNX tensors, and the params."""
         b = self.builder
         nodes = topo_nodes(outs)
@@ -886,7 +1071,6 @@ class _Converter:
             new_nodes.append(nn)
         # the public names: the model's own input and output names (the Values keep sanitized ones)
         input_names = [self.input_of_value.get(v, v.name) for v in b.inputs] + param_public
-        output_names = [vi.name for vi in self.graph_proto.output]
         graph = Graph(list(b.inputs) + param_inputs, [vmap[v] for v in outs], new_nodes, consts, b.name,
                       input_names, output_names)
         return graph, params
@@ -914,6 +1098,16 @@ class _Missing:
         if self.reason is not None:
             return _Blocked(f"input {self.name!r} comes from node {self.node!r}, which was not converted")
         return ctx._error(f"input {self.name!r} is {self.describe()}, which the converter did not produce")
+
+
+def _what(t: OptionalType) -> str:
+    """What an optional of type t would hold, for messages."""
+    return "a sequence" if isinstance(t.elem, SequenceType) else "a tensor"
+
+
+def _elem(t: OptionalType):
+    """The type of what an optional holds (a tensor of open shape: a rank-0 stand-in, only its dtype read)."""
+    return t.elem if t.elem is not None else TensorType((), t.dtype)
 
 
 def _obj(items, shape) -> np.ndarray:
@@ -977,38 +1171,73 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     sanitized, unique names (sanitize_name), and params is keyed by those value names.
     """
     m = inline_functions(load_model(model))
-    conv = _Converter(m, shape_dict, const_inputs, opset, target=target)
+    graph, params, layout = _convert(m, shape_dict, const_inputs, opset, target, specialize)
+    if layout is None or isinstance(graph, DeferredGraph):
+        return graph, params
+    if not specialize:
+        names = [vi.name for vi in m.graph.output]
+        seq = [n for n, item in zip(names, layout) if not isinstance(item, int)]
+        raise _unsupported("graph output", seq[0], None,
+                           f"model outputs {seq} are sequences or optionals; a Graph's outputs are tensors: "
+                           f"from_onnx(specialize=True) gives a model whose executor returns them as lists "
+                           f"(None for an empty optional)")
+    first = (graph, params, layout)
+    return _deferred(m, None, [], [], "its outputs hold sequences or optionals, returned as lists",
+                     shape_dict, const_inputs, opset, target, first), {}
+
+
+def _convert(m, shape_dict, const_inputs, opset, target, specialize) -> tuple:
+    """(graph, params, layout) of ModelProto m (see _Converter.finish), or (DeferredGraph, {}, None)
+    when the conversion needs runtime values or structures and `specialize`."""
+    conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=specialize)
     try:
         conv.run()
     except UnsupportedOpError as e:
-        runtime = set(conv.input_of_value.values())
+        runtime = conv.runtime_names
         need = getattr(e, "needs_constant", None)
         shaped = getattr(e, "needs_shape", None) or ()
         if specialize and need in runtime:
-            return _deferred(m, conv, [need], [], str(e), shape_dict, const_inputs, opset, target), {}
+            return _deferred(m, conv, [need], [], str(e), shape_dict, const_inputs, opset, target), {}, None
         if specialize and shaped and set(shaped) <= runtime:
-            return _deferred(m, conv, [], list(shaped), str(e), shape_dict, const_inputs, opset, target), {}
+            return _deferred(m, conv, [], list(shaped), str(e), shape_dict, const_inputs, opset, target), {}, None
         raise
     return conv.finish()
 
 
-def _deferred(m, conv: "_Converter", values_needed, shapes_needed, reason: str, shape_dict, const_inputs, opset,
-              target):
+def _deferred(m, conv: "_Converter | None", values_needed, shapes_needed, reason: str, shape_dict, const_inputs,
+              opset, target, first=None):
     """The DeferredGraph of model m, whose conversion needs the values of runtime inputs
     `values_needed` or the shapes of `shapes_needed` (a value computed from a dynamic axis that
-    tessera does not track symbolically)."""
-    from ..graph.deferred import DeferredGraph
-
+    tessera does not track symbolically, or the structure of a sequence or optional input), or whose
+    outputs are sequences or optionals (first: the conversion already made, for the build with
+    nothing more given; conv None: read the inputs again for the interface)."""
     frozen = dict(const_inputs or {})
     fixed = dict(shape_dict or {})
 
     def build(values, shapes):
-        return from_onnx(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)
+        if first is not None and not values and not shapes:
+            return first
+        return _convert(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)
 
-    names = [conv.input_of_value[v] for v in conv.builder.inputs]
-    types = [v.type for v in conv.builder.inputs]
+    if conv is None:
+        conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=True)
+        conv._read_inputs()
+    names = [n for n, _ in conv.interface]
+    types = [t for _, t in conv.interface]
+    shapes_needed = list(dict.fromkeys(list(shapes_needed) + list(conv.pending) + _sharing_symbols(conv)))
     return DeferredGraph(conv.builder.name, names, types, [vi.name for vi in m.graph.output], values_needed, build,
                          reason, shapes_needed)
+
+
+def _sharing_symbols(conv: "_Converter") -> list:
+    """Tensor inputs with a symbolic dimension that a pending sequence's declared element type names:
+    a run fixes the elements' shapes, so it fixes those inputs' shapes too (element [N] + input [N])."""
+    symbols = set()
+    for n, t in conv.interface:
+        elem = t.elem if isinstance(t, OptionalType) else t
+        if n in conv.pending and isinstance(elem, SequenceType) and elem.elem is not None:
+            symbols.update(elem.elem.symbols)
+    return [n for n, t in conv.interface if isinstance(t, TensorType) and symbols & set(t.symbols)]
 
 
 def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:

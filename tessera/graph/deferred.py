@@ -12,13 +12,147 @@ of another runtime input raises UnsupportedOpError with `needs_constant` naming 
 `specialize` retries with that input's value too. Likewise `needs_shape` (a value computed from a
 dynamic axis that the frontend does not track symbolically): the graph is then built per distinct
 shape of those inputs (`shape_inputs`).
+
+A model input of sequence or optional type (ONNX's seq(tensor), optional(...)) is a shape input too:
+its *structure* (structure_of: a sequence's element shapes, whether an optional is empty) decides the
+graph, which takes a sequence as one tensor input per element (named 'name[0]', 'name[1]', ...,
+flat_name). A build may also return, per model output, how the graph's tensor outputs make it up
+(`outputs`: an index, a list of those for a sequence, None for an empty optional), and the executor
+regroups them (regroup): a sequence output comes back as a list of arrays.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from ..errors import TesseraError, UnsupportedOpError
+from ..errors import ShapeError, TesseraError, UnsupportedOpError
+from ..ir.dtype import DataType
 from ..ir.tensor_type import TensorType
+from ..runtime.inputs import input_array
+
+
+class SequenceType:
+    """A sequence-typed model input: a list of tensors of one dtype; `elem` is the declared element
+    TensorType, or None when the model leaves the element's shape unknown (shapes may differ)."""
+
+    __slots__ = ("dtype", "elem")
+
+    def __init__(self, dtype, elem: TensorType | None = None):
+        object.__setattr__(self, "dtype", DataType(str(dtype)))
+        object.__setattr__(self, "elem", elem)
+
+    def __setattr__(self, key, value):
+        raise AttributeError("SequenceType is immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, SequenceType) and (self.dtype, self.elem) == (other.dtype, other.elem)
+
+    def __hash__(self):
+        return hash(("sequence", self.dtype, self.elem))
+
+    def __str__(self):
+        return f"sequence<{self.elem if self.elem is not None else self.dtype}>"
+
+    __repr__ = __str__
+
+
+class OptionalType:
+    """An optional-typed model input: None (empty) or a value of `elem`: a TensorType, a SequenceType,
+    or None for a tensor of `dtype` whose shape the model leaves open."""
+
+    __slots__ = ("elem", "dtype")
+
+    def __init__(self, elem, dtype=None):
+        if elem is None and dtype is None or elem is not None and not isinstance(elem, (TensorType, SequenceType)):
+            raise TesseraError(f"OptionalType holds a TensorType, a SequenceType or a dtype, got {elem!r}")
+        object.__setattr__(self, "elem", elem)
+        object.__setattr__(self, "dtype", elem.dtype if elem is not None else DataType(str(dtype)))
+
+    def __setattr__(self, key, value):
+        raise AttributeError("OptionalType is immutable")
+
+    def __eq__(self, other):
+        return isinstance(other, OptionalType) and (self.elem, self.dtype) == (other.elem, other.dtype)
+
+    def __hash__(self):
+        return hash(("optional", self.elem, self.dtype))
+
+    def __str__(self):
+        return f"optional<{self.elem if self.elem is not None else self.dtype}>"
+
+    __repr__ = __str__
+
+
+INPUT_TYPES = (TensorType, SequenceType, OptionalType)
+
+
+def flat_name(name: str, index: int) -> str:
+    """The public name of element `index` of sequence input (or output) `name` in a built graph."""
+    return f"{name}[{index}]"
+
+
+def check_input(name: str, x, t):
+    """Input `name`'s value checked against its type t: an array of TensorType t (dtype checked), a
+    list of arrays for a SequenceType, None or the element's value for an OptionalType."""
+    if isinstance(t, TensorType):
+        return input_array(name, x, t.dtype.numpy(), t.dtype, t)
+    if isinstance(t, OptionalType):
+        if x is None:
+            return None
+        if t.elem is None:
+            return input_array(name, x, t.dtype.numpy(), t.dtype, t)
+        return check_input(name, x, t.elem)
+    if isinstance(t, SequenceType):
+        if not isinstance(x, (list, tuple)):
+            raise TesseraError(f"input {name!r} is a {t}: give a list of arrays, got {type(x).__name__}")
+        out = []
+        for i, e in enumerate(x):
+            e = input_array(flat_name(name, i), e, t.dtype.numpy(), t.dtype, t)
+            if t.elem is not None and (e.ndim != t.elem.ndim or any(
+                    isinstance(d, int) and d != g for d, g in zip(t.elem.shape, e.shape))):
+                raise ShapeError(f"input {flat_name(name, i)!r}: shape {e.shape}, the model's sequence "
+                                   f"elements are {t.elem}")
+            out.append(e)
+        return out
+    raise TesseraError(f"input {name!r}: unknown input type {t!r}")
+
+
+def structure_of(x, t):
+    """What of input value x (checked by check_input) decides the graph: a tensor's shape, a
+    sequence's element shapes (a tuple of shapes), None for an empty optional."""
+    if isinstance(t, OptionalType):
+        return None if x is None else structure_of(x, t.elem) if t.elem is not None else tuple(x.shape)
+    if isinstance(t, SequenceType):
+        return tuple(tuple(e.shape) for e in x)
+    return tuple(x.shape)
+
+
+def flatten(name: str, x, t, into: dict) -> dict:
+    """Add the graph inputs that input `name`'s value x makes (flat_name per sequence element) to `into`."""
+    if isinstance(t, OptionalType):
+        if x is not None:
+            flatten(name, x, t.elem if t.elem is not None else TensorType((), t.dtype), into)
+    elif isinstance(t, SequenceType):
+        for i, e in enumerate(x):
+            into[flat_name(name, i)] = e
+    else:
+        into[name] = x
+    return into
+
+
+def regroup(outputs: list, layout) -> list:
+    """The model's outputs from a built graph's tensor outputs: layout holds per model output an index
+    into `outputs`, a list of layouts (a sequence), or None (an empty optional); layout None: as they are."""
+    if layout is None:
+        return list(outputs)
+
+    def make(item):
+        if item is None:
+            return None
+        if isinstance(item, list):
+            return [make(x) for x in item]
+        return outputs[item]
+
+    return [make(item) for item in layout]
 
 
 class DeferredGraph:
@@ -26,9 +160,11 @@ class DeferredGraph:
 
     name: the model's name; input_names / input_types: every runtime input, in order (public names,
     TensorTypes with symbolic dimensions as the model declares them); output_names: the outputs;
-    value_inputs / shape_inputs: the inputs whose values / shapes are known so far to decide the
-    structure; build(values, shapes) -> (Graph, params) for {input name: array} and {input name:
-    shape} of (at least) those; reason: the refusal that deferred it.
+    value_inputs / shape_inputs: the inputs whose values / shapes (structures, for sequence and
+    optional inputs: structure_of) are known so far to decide the structure; build(values, shapes) ->
+    (Graph, params) or (Graph, params, outputs layout: see regroup) for {input name: array} and {input
+    name: shape} of (at least) those; reason: the refusal that deferred it. input_types may hold
+    SequenceType / OptionalType for inputs of those types (always shape inputs).
     """
 
     __slots__ = ("name", "input_names", "input_types", "output_names", "value_inputs", "shape_inputs", "_build",
@@ -42,8 +178,9 @@ class DeferredGraph:
         if len(self.input_names) != len(self.input_types):
             raise TesseraError(f"DeferredGraph {name!r}: {len(self.input_names)} input names for "
                                f"{len(self.input_types)} types")
-        if not all(isinstance(t, TensorType) for t in self.input_types):
-            raise TesseraError(f"DeferredGraph {name!r}: input_types must be TensorTypes")
+        if not all(isinstance(t, INPUT_TYPES) for t in self.input_types):
+            raise TesseraError(f"DeferredGraph {name!r}: input_types must be TensorTypes, SequenceTypes or "
+                               f"OptionalTypes")
         self.output_names = tuple(output_names)
         unknown = [n for n in value_inputs if n not in self.input_names]
         if unknown:
@@ -57,10 +194,13 @@ class DeferredGraph:
         self._build = build
         self.reason = reason
 
+    def input_type(self, name: str):
+        return self.input_types[self.input_names.index(name)]
+
     def specialize(self, arrays: dict, value_inputs=None, shape_inputs=None) -> tuple:
-        """(names, shaped, graph, params): the Graph for these inputs, built from the values of
+        """(names, shaped, graph, params, layout): the Graph for these inputs, built from the values of
         `names` and the shapes of `shaped` (value_inputs / shape_inputs, or this graph's, plus any
-        the build found it needs)."""
+        the build found it needs); layout: how its outputs make the model's (regroup), or None."""
         names = list(self.value_inputs if value_inputs is None else value_inputs)
         shaped = list(self.shape_inputs if shape_inputs is None else shape_inputs)
         for _ in range(2 * len(self.input_names) + 1):
@@ -68,8 +208,8 @@ class DeferredGraph:
             if missing:
                 raise TesseraError(f"model {self.name!r}: inputs {missing} decide its graph; they must be given")
             try:
-                graph, params = self._build({n: arrays[n] for n in names},
-                                            {n: tuple(arrays[n].shape) for n in shaped})
+                built = self._build({n: arrays[n] for n in names},
+                                    {n: structure_of(arrays[n], self.input_type(n)) for n in shaped})
             except UnsupportedOpError as e:
                 need = getattr(e, "needs_constant", None)
                 if need in self.input_names and need not in names:
@@ -80,7 +220,8 @@ class DeferredGraph:
                     shaped.extend(more)
                     continue
                 raise
-            return tuple(names), tuple(shaped), graph, params
+            graph, params, layout = built if len(built) == 3 else (*built, None)
+            return tuple(names), tuple(shaped), graph, params, layout
         raise TesseraError(f"model {self.name!r}: building its graph did not settle which inputs decide it")
 
     # a Graph's text and passes need the structure: say why there is none yet
@@ -94,4 +235,5 @@ class DeferredGraph:
                 f"{list(self.value_inputs)}>")
 
 
-__all__ = ["DeferredGraph"]
+__all__ = ["DeferredGraph", "OptionalType", "SequenceType", "check_input", "flat_name", "flatten", "regroup",
+           "structure_of"]

@@ -2,14 +2,16 @@
 and Scan with a known trip count are unrolled (each iteration converts the body inline).
 
 A condition or trip count that is only known at run time is refused (with `needs_constant` naming
-the runtime input it comes from, so the caller can freeze it). Sequence- and optional-typed values
-are not tensors and are refused by the frontend before they get here.
+the runtime input it comes from, so the caller can freeze it). Sequences and optionals (host-side
+values while converting, onnx_ops/sequence.py) flow through If outputs and Loop-carried values as
+tensors do; Scan's state and scan outputs, and Loop's scan outputs, are tensors.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import converter
+from .sequence import kind_of
 
 MAX_UNROLL = 1024    # iterations; beyond this the unrolled graph is too large to be useful
 
@@ -59,6 +61,13 @@ def _stack(ctx, parts, axis, what):
     return expanded[0] if len(expanded) == 1 else ctx.op("concatenate", *expanded, axis=ax)
 
 
+def _tensor(ctx, v, what):
+    """v when it is a tensor Value (a scan output, a condition), else refused."""
+    if kind_of(v) != "a tensor":
+        ctx.unsupported(f"{what} is {kind_of(v)}, not a tensor")
+    return v
+
+
 def _empty_stack(ctx, t, axis, what):
     shape = list(t.shape)
     if not all(isinstance(d, int) for d in shape):
@@ -77,7 +86,7 @@ def _loop(ctx):
         ctx.unsupported("a Loop without a trip count or a condition never ends")
     body = _graph_attr(ctx, "body")
     n_carried = ctx.num_inputs - 2
-    carried = [ctx.input(2 + k) for k in range(n_carried)]
+    carried = [ctx.any_input(2 + k) for k in range(n_carried)]
     n_body_out = len(body.output)
     n_scan = n_body_out - 1 - n_carried
     if n_scan < 0:
@@ -96,11 +105,12 @@ def _loop(ctx):
         it = ctx.const(np.array(i, np.int64), f"iter{i}")
         c = ctx.const(np.array(True), f"cond{i}")
         outs = ctx.subgraph(body, [it, c, *carried])
-        going = _truth(ctx, ctx.value_const(outs[0], f"the loop condition after iteration {i}"),
+        cond_out = _tensor(ctx, outs[0], "the loop condition")
+        going = _truth(ctx, ctx.value_const(cond_out, f"the loop condition after iteration {i}"),
                        "the loop condition")
         carried = list(outs[1:1 + n_carried])
         for k in range(n_scan):
-            scans[k].append(outs[1 + n_carried + k])
+            scans[k].append(_tensor(ctx, outs[1 + n_carried + k], f"scan output {k}"))
         i += 1
     results = list(carried)
     for k in range(n_scan):
@@ -109,7 +119,8 @@ def _loop(ctx):
         else:
             # no iteration ran: the types come from converting the body once (the nodes stay dead)
             outs = ctx.subgraph(body, [ctx.const(np.array(0, np.int64)), ctx.const(np.array(True)), *carried])
-            results.append(_empty_stack(ctx, outs[1 + n_carried + k].type, 0, f"scan output {k}"))
+            out = _tensor(ctx, outs[1 + n_carried + k], f"scan output {k}")
+            results.append(_empty_stack(ctx, out.type, 0, f"scan output {k}"))
     return results
 
 
@@ -162,32 +173,11 @@ def _scan(ctx):
             pos = length - 1 - t if in_dirs[j] else t
             slices.append(ctx.op("take", x, np.array(pos, np.int64), axis=in_axes[j]))
         outs = ctx.subgraph(body, [*state, *slices])
-        state = list(outs[:n])
+        state = [_tensor(ctx, v, f"scan state {k}") for k, v in enumerate(outs[:n])]
         for k in range(k_out):
-            outs_per_step[k].append(outs[n + k])
+            outs_per_step[k].append(_tensor(ctx, outs[n + k], f"scan output {k}"))
     results = list(state)
     for k in range(k_out):
         parts = outs_per_step[k][::-1] if out_dirs[k] else outs_per_step[k]
         results.append(_stack(ctx, parts, out_axes[k], f"scan output {k}"))
     return results
-
-
-# ---------------------------------------------------------------------------------------------
-# optionals of tensors (an optional-typed graph input is refused by the frontend)
-# ---------------------------------------------------------------------------------------------
-@converter("Optional", since=15)
-def _optional(ctx):
-    if not ctx.has_input(0):
-        ctx.unsupported("an empty optional is not a tensor tessera can hold")
-    return ctx.input(0)
-
-
-@converter("OptionalHasElement", since=15)
-def _optional_has_element(ctx):
-    # tessera values are tensors: one that is given is always present
-    return ctx.const(np.array(ctx.has_input(0)), "has_element")
-
-
-@converter("OptionalGetElement", since=15)
-def _optional_get_element(ctx):
-    return ctx.input(0)

@@ -152,7 +152,7 @@ def _convert(ctx, x, dtype: str):
 
 @converter("Identity")
 def _identity(ctx):
-    return ctx.input(0)
+    return ctx.any_input(0)      # a tensor, or (opset 14+) a sequence or an optional
 
 
 @converter("Dropout")

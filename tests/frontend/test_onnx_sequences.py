@@ -1,0 +1,347 @@
+"""ONNX sequences and optionals (frontend/onnx_ops/sequence.py): host-side lists of tensors while
+converting, flattened graph inputs/outputs regrouped by the executor; against onnxruntime."""
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import tessera
+from tessera.errors import ShapeError, TesseraError, UnsupportedOpError
+from tessera.frontend.onnx import from_onnx
+from tessera.graph import DeferredGraph
+from tessera.graph.ir import Graph
+
+RNG = np.random.default_rng(7)
+
+
+def vi(name, dtype=TP.FLOAT, shape=None):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def seq_vi(name, dtype=TP.FLOAT, shape=None):
+    return helper.make_value_info(name, helper.make_sequence_type_proto(helper.make_tensor_type_proto(dtype, shape)))
+
+
+def opt_vi(name, inner):
+    return helper.make_value_info(name, helper.make_optional_type_proto(inner))
+
+
+def model(nodes, inputs, outputs, opset=18):
+    return helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def const(name, value):
+    value = np.asarray(value)
+    dt = {np.dtype(np.int64): TP.INT64, np.dtype(np.float32): TP.FLOAT}[value.dtype]
+    return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, dt, value.shape, value.reshape(-1)))
+
+
+def ort_run(m, feeds):
+    return ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def assert_same(got, want):
+    """Outputs equal, through lists (sequences) and None (empty optionals)."""
+    if want is None:
+        assert got is None
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_same(g, w)
+    else:
+        got = np.asarray(got)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def run_both(m, feeds):
+    graph, params = from_onnx(m)
+    got = tessera.compile(graph, params).run(feeds)
+    want = ort_run(m, feeds)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_same(g, w)
+    return graph, got
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# building, editing and reading sequences (positions known while converting)
+# ---------------------------------------------------------------------------------------------
+def test_construct_insert_erase_at_length_with_constant_positions():
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s0"]),
+             const("p_front", np.array(0, np.int64)), const("p_neg", np.array(-2, np.int64)),
+             helper.make_node("SequenceInsert", ["s0", "x"], ["s1"]),             # appended
+             helper.make_node("SequenceInsert", ["s1", "x", "p_front"], ["s2"]),  # at the front
+             helper.make_node("SequenceErase", ["s2", "p_neg"], ["s3"]),          # the one before the last
+             helper.make_node("SequenceErase", ["s3"], ["s4"]),                   # the last
+             helper.make_node("SequenceAt", ["s4", "p_neg"], ["at"]),
+             helper.make_node("SequenceLength", ["s4"], ["n"]),
+             helper.make_node("Add", ["at", "x"], ["y"])]
+    shapes = {"a": [2, 3], "b": [4, 3], "c": [1, 3], "x": [2, 3]}
+    m = model(nodes, [vi(k, shape=s) for k, s in shapes.items()],
+              [seq_vi("s4"), vi("y"), vi("n", TP.INT64, [])])
+    feeds = {k: rand(*s) for k, s in shapes.items()}
+    graph, (s4, y, n) = run_both(m, feeds)
+    assert isinstance(graph, DeferredGraph)       # a sequence output: the executor regroups it
+    assert [e.shape for e in s4] == [(2, 3), (2, 3), (4, 3)] and int(n) == 3
+    np.testing.assert_array_equal(s4[0], feeds["x"])
+
+
+def test_empty_sequence_insert_and_concat_along_a_new_axis():
+    nodes = [helper.make_node("SequenceEmpty", [], ["e"], dtype=TP.FLOAT),
+             helper.make_node("SequenceInsert", ["e", "a"], ["s1"]),
+             helper.make_node("SequenceInsert", ["s1", "b"], ["s2"]),
+             helper.make_node("ConcatFromSequence", ["s2"], ["stacked"], axis=-1, new_axis=1),
+             helper.make_node("ConcatFromSequence", ["s2"], ["joined"], axis=-1),
+             helper.make_node("SequenceLength", ["e"], ["n0"])]
+    m = model(nodes, [vi("a", shape=[2, 3]), vi("b", shape=[2, 3])],
+              [vi("stacked"), vi("joined"), vi("n0", TP.INT64, [])])
+    graph, (stacked, joined, n0) = run_both(m, {"a": rand(2, 3), "b": rand(2, 3)})
+    assert isinstance(graph, Graph)           # tensor outputs only: a plain graph
+    assert stacked.shape == (2, 3, 2) and joined.shape == (2, 6) and int(n0) == 0
+
+
+@pytest.mark.parametrize("split,axis,keepdims", [(np.array(2, np.int64), 1, 1),      # last chunk smaller
+                                                 (np.array([1, 4, 0], np.int64), 1, 1),
+                                                 (None, 0, 0), (None, -1, 1)])
+def test_split_to_sequence_then_concat_back(split, axis, keepdims):
+    nodes = ([const("split", split)] if split is not None else []) + [
+        helper.make_node("SplitToSequence", ["x"] + (["split"] if split is not None else []), ["parts"],
+                         axis=axis, keepdims=keepdims),
+        helper.make_node("ConcatFromSequence", ["parts"], ["back"], axis=axis, new_axis=0 if keepdims else 1)]
+    m = model(nodes, [vi("x", shape=[3, 5])], [seq_vi("parts"), vi("back")])
+    x = rand(3, 5)
+    _, (parts, back) = run_both(m, {"x": x})
+    np.testing.assert_array_equal(back, x)
+    if split is not None and split.ndim == 0:
+        assert [p.shape[1] for p in parts] == [2, 2, 1]
+
+
+def test_split_to_sequence_with_a_runtime_split_specializes_per_value():
+    m = model([helper.make_node("SplitToSequence", ["x", "split"], ["parts"], axis=1)],
+              [vi("x", shape=[2, 6]), vi("split", TP.INT64, [])], [seq_vi("parts")])
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and graph.value_inputs == ("split",)
+    exe = tessera.compile(graph, params)
+    x = rand(2, 6)
+    for k in (2, 4, 2):
+        feeds = {"x": x, "split": np.array(k, np.int64)}
+        assert_same(exe.run(feeds), ort_run(m, feeds))
+    assert exe.specializations == 2
+
+
+def test_sequence_at_with_a_runtime_position_specializes_per_value():
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+             helper.make_node("SequenceAt", ["s", "pos"], ["y"])]
+    m = model(nodes, [vi("a", shape=[2]), vi("b", shape=[3]), vi("c", shape=[4]), vi("pos", TP.INT64, [])],
+              [vi("y")])
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and graph.value_inputs == ("pos",)
+    exe = tessera.compile(graph, params)
+    feeds = {"a": rand(2), "b": rand(3), "c": rand(4)}
+    for p in (0, -1, 1):
+        y = exe(**feeds, pos=np.array(p, np.int64))
+        np.testing.assert_array_equal(y, [feeds["a"], feeds["b"], feeds["c"]][p])
+    with pytest.raises(ShapeError, match="position 3 is out of range for a sequence of 3 elements"):
+        exe(**feeds, pos=np.array(3, np.int64))
+    with pytest.raises(UnsupportedOpError, match="pos") as e:
+        from_onnx(m, specialize=False)
+    assert e.value.needs_constant == "pos"
+
+
+# ---------------------------------------------------------------------------------------------
+# sequence-typed model inputs: the given list decides the structure
+# ---------------------------------------------------------------------------------------------
+def _map_model():
+    """SequenceMap over two sequences and a tensor, two outputs (one a sequence of shapes)."""
+    body = helper.make_graph([helper.make_node("Add", ["xi", "yi"], ["s0"]),
+                              helper.make_node("Mul", ["s0", "t"], ["o"]),
+                              helper.make_node("Shape", ["xi"], ["shp"])], "body",
+                             [vi("xi", shape=["L"]), vi("yi", shape=["L"]), vi("t", shape=[1])],
+                             [vi("o", shape=["L"]), vi("shp", TP.INT64, [1])])
+    return model([helper.make_node("SequenceMap", ["xs", "ys", "t"], ["outs", "shapes"], body=body)],
+                 [seq_vi("xs", shape=["L"]), seq_vi("ys", shape=["L"]), vi("t", shape=[1])],
+                 [seq_vi("outs"), seq_vi("shapes", TP.INT64)])
+
+
+def test_sequence_map_over_sequence_inputs_of_any_length():
+    m = _map_model()
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and set(graph.shape_inputs) == {"xs", "ys"}
+    exe = tessera.compile(graph, params)
+    t = np.array([2.0], np.float32)
+    for lengths in ([3, 5], [4], [3, 5]):
+        xs, ys = [rand(n) for n in lengths], [rand(n) for n in lengths]
+        assert_same(exe.run({"xs": xs, "ys": ys, "t": t}), ort_run(m, {"xs": xs, "ys": ys, "t": t}))
+    assert exe.specializations == 2       # [3, 5] again reuses its compile
+    assert exe.run({"xs": [], "ys": [], "t": t}) == [[], []]     # nothing to compute: two empty sequences
+    with pytest.raises(ShapeError, match="input 1 has 1 elements, input 0 has 2"):
+        exe.run({"xs": [rand(2), rand(2)], "ys": [rand(2)], "t": t})
+    with pytest.raises(TesseraError, match="give a list of arrays"):
+        exe.run({"xs": rand(2), "ys": [rand(2)], "t": t})
+
+
+def test_sequence_input_element_shared_symbol_fixes_the_tensor_input():
+    # element [N] + tensor [N]: a run fixes both (the case of onnx's sequence_map_add_1_sequence_1_tensor)
+    body = helper.make_graph([helper.make_node("Add", ["xi", "y"], ["o"])], "body",
+                             [vi("xi", shape=["N"]), vi("y", shape=["N"])], [vi("o", shape=["N"])])
+    m = model([helper.make_node("SequenceMap", ["xs", "y"], ["outs"], body=body)],
+              [seq_vi("xs", shape=["N"]), vi("y", shape=["N"])], [seq_vi("outs")])
+    graph, params = from_onnx(m)
+    assert set(graph.shape_inputs) == {"xs", "y"}
+    feeds = {"xs": [rand(6), rand(6)], "y": rand(6)}
+    assert_same(tessera.compile(graph, params).run(feeds), ort_run(m, feeds))
+
+
+def test_a_sequence_input_fixed_by_shape_dict_is_one_graph_input_per_element():
+    m = model([helper.make_node("ConcatFromSequence", ["xs"], ["y"], axis=0)], [seq_vi("xs", shape=[None, 2])],
+              [vi("y")])
+    graph, params = from_onnx(m, shape_dict={"xs": [(1, 2), (3, 2)]})
+    assert isinstance(graph, Graph) and graph.input_names == ("xs[0]", "xs[1]")
+    a, b = rand(1, 2), rand(3, 2)
+    np.testing.assert_array_equal(tessera.compile(graph, params).run({"xs[0]": a, "xs[1]": b})[0],
+                                  np.concatenate([a, b]))
+    with pytest.raises(ShapeError, match=r"shape_dict\['xs'\]\[0\] is \[1, 3\]"):
+        from_onnx(m, shape_dict={"xs": [(1, 3)]})
+    # frozen: a list of arrays
+    g2, p2 = from_onnx(m, const_inputs={"xs": [a, b]})
+    np.testing.assert_array_equal(tessera.compile(g2, p2).run({})[0], np.concatenate([a, b]))
+    with pytest.raises(UnsupportedOpError, match="structure of model inputs 'xs'") as e:
+        from_onnx(m, specialize=False)
+    assert e.value.needs_shape == ("xs",)
+
+
+def test_identity_of_a_sequence_and_wrong_element_dtype():
+    m = model([helper.make_node("Identity", ["xs"], ["ys"])], [seq_vi("xs", shape=[None])], [seq_vi("ys")])
+    exe = tessera.compile(*from_onnx(m))
+    xs = [rand(2), rand(5), rand(1)]
+    assert_same(exe(xs), ort_run(m, {"xs": xs})[0])       # one output: the list itself
+    with pytest.raises(TesseraError, match=r"input 'xs\[0\]': dtype float64"):
+        exe([np.zeros(2)])
+
+
+# ---------------------------------------------------------------------------------------------
+# control flow with sequence state
+# ---------------------------------------------------------------------------------------------
+def test_loop_carried_sequence_and_if_branch_sequences():
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                              helper.make_node("Cast", ["i"], ["fi"], to=TP.FLOAT),
+                              helper.make_node("Add", ["x", "fi"], ["xi"]),
+                              helper.make_node("SequenceInsert", ["seq_in", "xi"], ["seq_out"]),
+                              helper.make_node("Mul", ["x", "fi"], ["scan"])], "body",
+                             [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), seq_vi("seq_in")],
+                             [vi("cond_out", TP.BOOL, []), seq_vi("seq_out"), vi("scan")])
+    then_g = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["t"])], "then", [], [seq_vi("t")])
+    else_g = helper.make_graph([helper.make_node("SequenceEmpty", [], ["e"])], "else", [], [seq_vi("e")])
+    nodes = [const("trip", np.array(3, np.int64)),
+             helper.make_node("If", ["c"], ["init"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Loop", ["trip", "", "init"], ["final", "scans"], body=body),
+             helper.make_node("SequenceLength", ["final"], ["n"])]
+    m = model(nodes, [vi("x", shape=[4]), vi("c", TP.BOOL, [])],
+              [seq_vi("final"), vi("scans"), vi("n", TP.INT64, [])])
+    graph, params = from_onnx(m)
+    assert graph.value_inputs == ("c",)
+    exe = tessera.compile(graph, params)
+    x = rand(4)
+    for c in (True, False):
+        feeds = {"x": x, "c": np.array(c)}
+        got = exe.run(feeds)
+        assert_same(got, ort_run(m, feeds))
+        assert int(got[2]) == 3 + 2 * c
+
+
+# ---------------------------------------------------------------------------------------------
+# optionals
+# ---------------------------------------------------------------------------------------------
+def test_optional_built_in_the_graph_empty_or_not():
+    f5 = helper.make_tensor_type_proto(TP.FLOAT, [5])
+    nodes = [helper.make_node("Optional", ["x"], ["full"]),
+             helper.make_node("Optional", [], ["empty"], type=f5),
+             helper.make_node("OptionalHasElement", ["full"], ["has_full"]),
+             helper.make_node("OptionalHasElement", ["empty"], ["has_empty"]),
+             helper.make_node("OptionalGetElement", ["full"], ["got"])]
+    m = model(nodes, [vi("x", shape=[5])],
+              [vi("has_full", TP.BOOL, []), vi("has_empty", TP.BOOL, []), vi("got"), opt_vi("empty", f5)])
+    x = rand(5)
+    has_full, has_empty, got, empty = tessera.compile(*from_onnx(m)).run({"x": x})
+    assert bool(has_full) and not bool(has_empty) and empty is None
+    np.testing.assert_array_equal(got, x)
+    m_bad = model(nodes[1:2] + [helper.make_node("OptionalGetElement", ["empty"], ["y"])], [], [vi("y")])
+    with pytest.raises(TesseraError, match="OptionalGetElement of an empty optional"):
+        from_onnx(m_bad)
+
+
+def test_optional_inputs_given_or_none():
+    f3 = helper.make_tensor_type_proto(TP.FLOAT, [3])
+    seq = helper.make_sequence_type_proto(f3)
+    nodes = [helper.make_node("OptionalHasElement", ["o"], ["has"]),
+             helper.make_node("OptionalHasElement", ["os"], ["has_s"]),
+             helper.make_node("Identity", ["os"], ["os_out"])]
+    m = model(nodes, [opt_vi("o", f3), opt_vi("os", seq)],
+              [vi("has", TP.BOOL, []), vi("has_s", TP.BOOL, []), opt_vi("os_out", seq)])
+    graph, params = from_onnx(m)
+    assert set(graph.shape_inputs) == {"o", "os"}
+    exe = tessera.compile(graph, params)
+    x, s = rand(3), [rand(3), rand(3)]
+    for o, os_ in ((x, s), (None, None), (x, None), (None, [])):
+        has, has_s, os_out = exe.run({"o": o, "os": os_})
+        assert bool(has) == (o is not None) and bool(has_s) == (os_ is not None)
+        assert_same(os_out, os_)
+        assert_same([has, has_s], ort_run(m, {"o": o, "os": os_})[:2])
+    # without specialization an optional tensor is a tensor that is given; shape_dict None makes it empty
+    g2, _ = from_onnx(model(nodes[:1], [opt_vi("o", f3)], [vi("has", TP.BOOL, [])]), specialize=False)
+    assert isinstance(g2, Graph) and g2.input_names == ("o",)
+    g3, _ = from_onnx(model(nodes[:1], [opt_vi("o", f3)], [vi("has", TP.BOOL, [])]), shape_dict={"o": None})
+    assert not bool(tessera.compile(g3, {}).run({})[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# refusals
+# ---------------------------------------------------------------------------------------------
+def test_refusals_name_what_is_wrong():
+    # a sequence where a tensor is taken
+    m = model([helper.make_node("SequenceConstruct", ["x"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],
+              [vi("x", shape=[2])], [vi("y")])
+    with pytest.raises(UnsupportedOpError, match=r"input 0 \('s'\) is a sequence; Relu takes a tensor"):
+        from_onnx(m)
+    # a tensor where a sequence is taken
+    m = model([helper.make_node("SequenceLength", ["x"], ["n"])], [vi("x", shape=[2])], [vi("n", TP.INT64, [])])
+    with pytest.raises(UnsupportedOpError, match="is a tensor; SequenceLength takes a sequence"):
+        from_onnx(m)
+    # a sequence output without specialization
+    m = model([helper.make_node("SequenceConstruct", ["x"], ["s"])], [vi("x", shape=[2])], [seq_vi("s")])
+    with pytest.raises(UnsupportedOpError, match=r"model outputs \['s'\] are sequences or optionals"):
+        from_onnx(m, specialize=False)
+    # concatenating nothing
+    m = model([helper.make_node("SequenceEmpty", [], ["e"]), helper.make_node("ConcatFromSequence", ["e"], ["y"],
+                                                                             axis=0)], [], [vi("y")])
+    with pytest.raises(ShapeError, match="ConcatFromSequence of an empty sequence"):
+        from_onnx(m)
+    # a dtype the sequence does not hold
+    m = model([helper.make_node("SequenceEmpty", [], ["e"], dtype=TP.INT64),
+               helper.make_node("SequenceInsert", ["e", "x"], ["s"])], [vi("x", shape=[2])], [seq_vi("s")])
+    with pytest.raises(UnsupportedOpError, match="a sequence of int64 cannot hold a float32 tensor"):
+        from_onnx(m)
+    # a map input
+    mp = helper.make_value_info("m", helper.make_map_type_proto(TP.INT64, helper.make_tensor_type_proto(TP.FLOAT, [2])))
+    with pytest.raises(UnsupportedOpError, match="model input 'm' is a map"):
+        from_onnx(model([helper.make_node("Identity", ["m"], ["y"])], [mp], [vi("y")]))
+
+
+def test_split_of_a_symbolic_extent_specializes_per_shape():
+    m = model([helper.make_node("SplitToSequence", ["x"], ["parts"], axis=0, keepdims=0)],
+              [vi("x", shape=["n", 2])], [seq_vi("parts")])
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and graph.shape_inputs == ("x",)
+    exe = tessera.compile(graph, params)
+    for n in (3, 1):
+        x = rand(n, 2)
+        assert_same(exe(x), [x[i] for i in range(n)])
+    with pytest.raises(UnsupportedOpError, match="the extent 'n' of axis 0 decides the sequence's length"):
+        from_onnx(m, specialize=False)
