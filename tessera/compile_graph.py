@@ -7,7 +7,6 @@ input is given as a list of arrays and a sequence output comes back as one (grap
 from __future__ import annotations
 
 import collections
-import hashlib
 import logging
 import threading
 
@@ -18,7 +17,7 @@ from .errors import ShapeError, TesseraError
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
-from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of
+from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of, value_key
 from .graph.ir import Graph, TensorType
 from .graph.passes import optimize, passes_for
 from .runtime.inputs import check_input_names, gather_inputs, input_array, named_inputs
@@ -186,8 +185,7 @@ class SpecializingExecutor:
     def _key(self, given: dict) -> tuple:
         key = [(n, structure_of(given[n], self.deferred.input_type(n))) for n in self.shape_inputs]
         for n in self.value_inputs:
-            x = given[n]
-            key.append((n, x.dtype.str, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest()))
+            key.append((n,) + value_key(given[n]))
         return tuple(key)
 
     # ------------------------------------------------------------------ running

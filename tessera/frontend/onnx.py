@@ -389,6 +389,7 @@ class _Converter:
         self.onnx_name: dict[Value, str] = {}    # Value -> the ONNX name it first got
         self.input_of_value: dict[Value, str] = {}  # runtime input Value -> ONNX input name ('s[0]': a sequence's)
         self.runtime_names: set = set()      # the model's runtime inputs (ONNX names; what deferral may ask for)
+        self.model_input: dict[Value, str] = {}   # runtime input Value -> the model input it is (or is part of)
         self.interface: list = []            # (public name, type) of every runtime input, in order
         self.pending: list = []              # sequence/optional inputs whose structure a run decides
         self.defer_structure = defer_structure   # an optional input not in shape_dict: pending (else a tensor)
@@ -468,6 +469,7 @@ class _Converter:
     def _runtime_input(self, public: str, t: TensorType, model_input: str) -> Value:
         v = self.builder.input(self._free_name(public), t.shape, t.dtype)
         self.input_of_value[v] = public
+        self.model_input[v] = model_input
         self.runtime_names.add(model_input)
         self.interface.append((public, t))
         return v
@@ -798,7 +800,7 @@ class _Converter:
             blocker = e.input
             data_dep = self._data_dependency(v)
             if data_dep is None:
-                shaped = sorted({self.input_of_value.get(x, x.name) for x in self._shape_dependencies(v)})
+                shaped = sorted({self.model_input.get(x, x.name) for x in self._shape_dependencies(v)})
                 if not shaped:
                     raise ctx._unsup(f"{label} must be a constant here, but it has a symbolic extent "
                                      f"(a Range or Slice to a dynamic axis)") from None
@@ -809,13 +811,15 @@ class _Converter:
                 err.needs_shape = tuple(shaped)
                 raise err from None
             blocker = data_dep
-            onnx_in = self.input_of_value.get(blocker)
+            onnx_in = self.model_input.get(blocker)
             if onnx_in is None:
                 raise ctx._unsup(f"{label} must be a constant, but it depends on "
                                  f"%{blocker.name}, which could not be converted") from None
             dep = "is" if blocker is v else "depends on"
+            part = self.input_of_value[blocker]
+            what = repr(onnx_in) if part == onnx_in else f"{onnx_in!r} (its element {part!r})"
             raise ctx._unsup(f"{label} must be a constant here, but it {dep} the "
-                             f"runtime input {onnx_in!r}; pass const_inputs={{{onnx_in!r}: value}} to "
+                             f"runtime input {what}; pass const_inputs={{{onnx_in!r}: value}} to "
                              f"from_onnx to freeze it", needs_constant=onnx_in) from None
         self.known[v] = arr
         return arr
@@ -1166,6 +1170,14 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     `needs_constant` names the input to freeze with const_inputs, or `needs_shape` the inputs to fix
     with shape_dict).
 
+    Sequences and optionals: a sequence-typed input takes, in shape_dict, a list of element shapes
+    (it becomes one graph input per element, 'name[0]', 'name[1]', ...) and, in const_inputs, a list
+    of arrays; an optional-typed input None there for an empty optional. An input of such a type that
+    neither gives, and a sequence or optional output, make the result a DeferredGraph (with
+    specialize=True): its executor takes a list (None) and returns lists (None), compiling per
+    distinct structure (element shapes, emptiness). specialize=False refuses sequence outputs and
+    takes an optional tensor input as a tensor that is given.
+
     The graph's inputs and outputs keep the model's own names as their public names
     (graph.input_names / output_names: what the compiled model takes and reports); its Values get
     sanitized, unique names (sanitize_name), and params is keyed by those value names.
@@ -1244,7 +1256,8 @@ def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:
     """Every node tessera cannot convert, as UnsupportedNode(op_type, node, opset, reason), at once.
 
     Nodes whose inputs come from an unconvertible node are skipped (not reported twice). A model
-    input tessera cannot take (a sequence, a string tensor) is reported as op 'graph input'.
+    input tessera cannot take (a map, a string tensor) is reported as op 'graph input'; nodes that
+    read a sequence input whose length shape_dict does not give are not checked (a run decides it).
     """
     m = load_model(model)
     try:

@@ -22,6 +22,7 @@ regroups them (regroup): a sequence output comes back as a list of arrays.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Callable
 
 from ..errors import ShapeError, TesseraError, UnsupportedOpError
@@ -124,6 +125,15 @@ def structure_of(x, t):
     if isinstance(t, SequenceType):
         return tuple(tuple(e.shape) for e in x)
     return tuple(x.shape)
+
+
+def value_key(x) -> tuple:
+    """A hashable key of an input's value (dtype, shape and bytes; through sequences and optionals)."""
+    if x is None:
+        return (None,)
+    if isinstance(x, list):
+        return ("sequence",) + tuple(value_key(e) for e in x)
+    return (x.dtype.str, x.shape, hashlib.blake2b(x.tobytes(), digest_size=16).digest())
 
 
 def flatten(name: str, x, t, into: dict) -> dict:
@@ -236,4 +246,4 @@ class DeferredGraph:
 
 
 __all__ = ["DeferredGraph", "OptionalType", "SequenceType", "check_input", "flat_name", "flatten", "regroup",
-           "structure_of"]
+           "structure_of", "value_key"]

@@ -217,6 +217,21 @@ def test_a_sequence_input_fixed_by_shape_dict_is_one_graph_input_per_element():
     assert e.value.needs_shape == ("xs",)
 
 
+def test_a_value_read_from_a_sequence_input_specializes_on_the_sequence():
+    nodes = [const("zero", np.array(0, np.int64)), helper.make_node("SequenceAt", ["shapes", "zero"], ["shape"]),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    m = model(nodes, [vi("x", shape=[6]), seq_vi("shapes", TP.INT64, [None])], [vi("y")])
+    graph, params = from_onnx(m)
+    exe = tessera.compile(graph, params)
+    x = rand(6)
+    for shape in ([2, 3], [3, 2], [2, 3]):
+        np.testing.assert_array_equal(exe(x, [np.array(shape, np.int64)]), x.reshape(shape))
+    assert exe.value_inputs == ("shapes",) and exe.specializations == 2
+    with pytest.raises(UnsupportedOpError, match=r"runtime input 'shapes' \(its element 'shapes\[0\]'\)") as e:
+        from_onnx(m, shape_dict={"shapes": [(2,)]}, specialize=False)
+    assert e.value.needs_constant == "shapes"
+
+
 def test_identity_of_a_sequence_and_wrong_element_dtype():
     m = model([helper.make_node("Identity", ["xs"], ["ys"])], [seq_vi("xs", shape=[None])], [seq_vi("ys")])
     exe = tessera.compile(*from_onnx(m))

@@ -13,7 +13,7 @@ the frontend core in `tessera/frontend/onnx.py`):
         ...
 
 A converter returns a Value, or a tuple/list of Values (one per ONNX output; None for an omitted
-optional output). It raises `UnsupportedOpError` via `ctx.unsupported("why")` for a case it cannot
+optional output); sequences and empty optionals are host-side values (onnx_ops/sequence.py). It raises `UnsupportedOpError` via `ctx.unsupported("why")` for a case it cannot
 handle (a dynamic shape, an attribute value tessera does not implement), never a bare exception.
 """
 from __future__ import annotations
@@ -75,6 +75,20 @@ class ConvertContext:
 
     def has_input(self, i: int) -> bool:
         """Whether input i is given (ONNX marks omitted optional inputs with an empty name)."""
+        raise NotImplementedError
+
+    def any_input(self, i: int, optional: bool = True):
+        """Input i as it is: a Value, a sequence (sequence.SequenceValue), an empty optional
+        (sequence.EmptyOptional), or None when omitted. `input` refuses the non-tensors."""
+        raise NotImplementedError
+
+    def sequence_input(self, i: int):
+        """Input i, which must be a sequence (a SequenceValue); UnsupportedOpError otherwise."""
+        raise NotImplementedError
+
+    def needs_static_dim(self, dim, why: str):
+        """Refuse because the symbolic dimension `dim` must be known here (from_onnx then specializes
+        per shape of the runtime inputs that hold it)."""
         raise NotImplementedError
 
     def const_input(self, i: int, optional: bool = False):
