@@ -299,7 +299,10 @@ def _input_arrays(exe, items) -> dict:
 
 
 def _type_text(value) -> str:
-    """An input's type (a runtime TensorSpec) as 'float32[1, 3, 224, 224]' (symbolic dims by name)."""
+    """An input's type (a runtime TensorSpec) as 'float32[1, 3, 224, 224]' (symbolic dims by name); a
+    sequence or optional input's type as it prints ('sequence<float32[N]>')."""
+    if not hasattr(value, "shape"):
+        return str(value)
     return f"{value.dtype}[{', '.join(str(d) for d in value.shape)}]"
 
 
@@ -309,6 +312,9 @@ def _random_inputs(exe, symbol_value=1):
     rng = np.random.default_rng(0)
     out = {}
     for name, v in zip(exe.input_names, exe.inputs):
+        if not hasattr(v, "shape"):
+            raise TesseraError(f"input {name!r} is a {v}: the command line feeds tensors only; run the model "
+                               f"from Python (exe.run({{{name!r}: [array, ...]}}))")
         shape = tuple(d if isinstance(d, int) else symbol_value for d in v.shape)
         dt = v.np_dtype
         if dt == np.bool_:

@@ -157,9 +157,14 @@ class SpecializingExecutor:
                            f"exe.specialization(inputs).graph is the one those inputs run")
 
     def export_library(self, path, prefix=None):
-        raise TesseraError(f"export_library: model {self.name!r} is compiled per value of its inputs "
-                           f"{list(self.value_inputs)}; freeze them (from_onnx(..., const_inputs=...)) to export "
-                           f"one library")
+        per = ([f"value of its inputs {list(self.value_inputs)}"] if self.value_inputs else []) + \
+              ([f"shape (a sequence's element shapes, an optional's emptiness) of {list(self.shape_inputs)}"]
+               if self.shape_inputs else [])
+        if per:
+            raise TesseraError(f"export_library: model {self.name!r} is compiled per {' and per '.join(per)}; "
+                               f"freeze them (from_onnx(..., const_inputs=..., shape_dict=...)) to export one library")
+        raise TesseraError(f"export_library: model {self.name!r} returns sequences or optionals, which its "
+                           f"executor regroups in Python; a library returns tensors")
 
     # ------------------------------------------------------------------ inputs
     def _given(self, args, kwargs) -> dict:

@@ -360,3 +360,21 @@ def test_split_of_a_symbolic_extent_specializes_per_shape():
         assert_same(exe(x), [x[i] for i in range(n)])
     with pytest.raises(UnsupportedOpError, match="the extent 'n' of axis 0 decides the sequence's length"):
         from_onnx(m, specialize=False)
+
+
+def test_export_and_command_line_refuse_sequences_clearly(tmp_path, capsys):
+    import onnx
+
+    from tessera.cli import main
+
+    m = model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"])], [vi("x", shape=[2])], [seq_vi("s")])
+    exe = tessera.compile(*from_onnx(m))
+    with pytest.raises(TesseraError, match="returns sequences or optionals"):
+        exe.export_library(str(tmp_path / "m.so"))
+    m2 = model([helper.make_node("ConcatFromSequence", ["xs"], ["y"], axis=0)], [seq_vi("xs", shape=[2])], [vi("y")])
+    exe2 = tessera.compile(*from_onnx(m2))
+    with pytest.raises(TesseraError, match=r"per shape \(a sequence's element shapes"):
+        exe2.export_library(str(tmp_path / "m2.so"))
+    onnx.save(m2, str(tmp_path / "seq.onnx"))
+    assert main(["run", str(tmp_path / "seq.onnx")]) == 2
+    assert "xs: sequence<float32[2]>" in capsys.readouterr().err
