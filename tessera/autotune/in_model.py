@@ -74,6 +74,7 @@ class InModelCheck:
     seconds: float = 0.0
     reverted: bool = False
     skipped: str | None = None
+    node_sums: list = field(default_factory=list)    # per config: median over rounds of its nodes' seconds
 
     @property
     def changed(self) -> list:
@@ -127,7 +128,8 @@ def _inputs(exe, rng) -> dict:
 
 def _candidates(tuner, task, top: int) -> list:
     """[(label, schedule, isolated seconds)]: the task's default first, then its `top` fastest
-    measured candidates (distinct programs)."""
+    measured candidates (distinct programs, fastest first: "#1" is what the isolated times pick),
+    the default among them where it ranks there."""
     search = tuner.search
     default = task.space.default() if hasattr(task.space, "default") else None
     if default is None:
@@ -137,12 +139,21 @@ def _candidates(tuner, task, top: int) -> list:
     for secs, s in search.measured:             # fastest first
         iso.setdefault(search.key(s), (secs, s))
     out = [("default", default, iso.get(dkey, (None,))[0])]
-    for secs, s in sorted(iso.values(), key=lambda p: p[0]):
-        if len(out) > top:
-            break
-        if search.key(s) != dkey:
-            out.append((ORDINALS[len(out)] if len(out) < len(ORDINALS) else f"#{len(out)}", s, secs))
+    for rank, (secs, s) in enumerate(sorted(iso.values(), key=lambda p: p[0])[:top], 1):
+        if search.key(s) == dkey:
+            out[0] = (f"default #{rank}", default, secs)
+        else:
+            out.append((f"#{rank}", s, secs))
     return out
+
+
+def _rank_of(cands, j) -> int:
+    """Which of cands config j runs: config 0 the default, config j the j-th fastest (the last
+    there is where the task has fewer)."""
+    if j == 0:
+        return 0
+    order = sorted(range(len(cands)), key=lambda c: (cands[c][2] is None, cands[c][2] or 0.0))
+    return order[min(j, len(order)) - 1]
 
 
 def check_in_model(optimized, target, tasks, tuners, database, budget: float, top: int = 3,
@@ -174,12 +185,12 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     if not checked:
         res.skipped = "no searched task with another candidate than its default"
         return res
-    ncfg = 1 + max(len(c) - 1 for _, _, c in checked)
+    ncfg = 1 + min(top, max(len(c) for _, _, c in checked))
 
     def config(j):
         traces = dict(base)
         for _, key, cands in checked:
-            traces[key] = cands[min(j, len(cands) - 1)][1].trace.as_json()
+            traces[key] = cands[_rank_of(cands, j)][1].trace.as_json()
         return traces
 
     def build(traces):
@@ -194,7 +205,9 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
         exes.append(build(config(j)))
         compile_secs.append(time.perf_counter() - c0)
     res.configs = len(exes)
-    checked = [(i, key, cands[:len(exes)]) for i, key, cands in checked]
+    # the candidates some built config runs
+    checked = [(i, key, [c for n, c in enumerate(cands) if any(_rank_of(cands, j) == n for j in range(len(exes)))])
+               for i, key, cands in checked]
     rng = np.random.default_rng(seed)
     feeds = _inputs(exes[0], rng)
     # which plan steps run each checked task's kernel
@@ -239,7 +252,9 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     for i, key, cands in checked:
         steps = steps_of[key]
         w = len(steps)
-        node = [np.array([r[0][steps].sum() / w for r in per[j]]) for j in range(len(cands))]
+        # each candidate's rounds, from every config that runs it
+        node = [np.concatenate([[r[0][steps].sum() / w for r in per[j]] for j in range(len(exes))
+                                if _rank_of(cands, j) == c]) for c in range(len(cands))]
         med = [float(np.median(x)) for x in node]
         mn = [float(np.min(x)) for x in node]
         wins = [j for j in range(1, len(cands)) if med[j] < med[0] * (1 - margin) and mn[j] < mn[0] * (1 - margin)]
@@ -252,8 +267,10 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
         whole = np.array([r[1] for r in per_j])
         return float(np.median(whole)), float(np.min(whole))
 
+    res.node_sums = [float(np.median([r[0].sum() for r in p])) for p in per]     # diagnostics
+
     res.end_to_end = {"default": e2e(per[0]), "isolated": e2e(per[1])}
-    final = [j for j in range(len(exes)) if all(picks[key] == min(j, len(c) - 1) for _, key, c in checked)]
+    final = [j for j in range(len(exes)) if all(picks[key] == _rank_of(c, j) for _, key, c in checked)]
     if final:
         res.end_to_end["picked"] = e2e(per[final[0]])
     else:

@@ -10,6 +10,7 @@ disk by source hash); the ahead-of-time module compiles the lowered programs in 
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
@@ -347,13 +348,22 @@ class KernelProgram:
     __slots__ = ("op", "node", "where", "kernel_name", "func", "outs", "in_vars", "out_exprs", "target", "what",
                  "_apply")
 
-    def schedule(self, knobs=None):
+    def schedule(self, knobs=None, where=None):
         """The default schedule of func (a tir.Schedule; with knobs, its decisions sampled or set),
         or None where the kernel has no default schedule. Raises the TesseraError of a schedule that
-        fails."""
+        fails. where: how warnings name the kernel (where_of(node) of the node asking; default the
+        node the program was first made for)."""
         if self._apply is None:
             return None
-        return self._apply(Schedule(self.func) if knobs is None else Schedule(self.func, seed=knobs.seed), knobs)
+        sch = Schedule(self.func) if knobs is None else Schedule(self.func, seed=knobs.seed)
+        return self._apply(sch, knobs, where or self.where)
+
+    def where_of(self, node) -> str:
+        """The kernel named with `node` (the program is cached by signature, so its own `where`
+        names the first node it was made for, not necessarily the one asking)."""
+        if not node or node == self.node:
+            return self.where
+        return _where(self.where.split(" (node ")[0], node)
 
     def __repr__(self):
         return f"<KernelProgram {self.where} on {self.target}>"
@@ -456,18 +466,22 @@ def kernel_program(op_name, attrs, input_types, output_types, target, node) -> K
     if target.kind in GPU_KINDS:
         what = "the default GPU schedule"   # ops and fused groups alike (ops/gpu)
 
-        def apply(sch, knobs):
+        def apply(sch, knobs, where):
             return schedule_gpu_default(sch, target)
     elif fused is not None:
         what = "scheduling the fused kernel"
         func = fused.program(func)
 
-        def apply(sch, knobs):
-            return fused.schedule(sch, func, outs, target, knobs=knobs)   # the Schedule to build (maybe a new one)
+        def apply(sch, knobs, where):
+            fk = fused
+            if where != fused.where:      # its warnings name the node asking (a shallow copy: read-only use)
+                fk = copy.copy(fused)
+                fk.where = where
+            return fk.schedule(sch, func, outs, target, knobs=knobs)   # the Schedule to build (maybe a new one)
     elif opdef.schedule is not None:
         what = "the default schedule"
 
-        def apply(sch, knobs):
+        def apply(sch, knobs, where):
             ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
                                   input_types=input_types, output_types=output_types, knobs=knobs)
             opdef.schedule(sch, ctx)
@@ -485,6 +499,7 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trac
     target = Target(target)
     prog = get_program(op_name, attrs, input_types, output_types, target, node)
     func, name = prog.func, identifier(prog.kernel_name)
+    where = prog.where_of(node)       # the program is shared by signature: name the node asking now
     scheduled = tuned = False
     sched_obj, source, lowered = func, None, None
     if trace is not None:
@@ -494,15 +509,15 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trac
             source, lowered = _generate(sch, target, name)
             sched_obj, scheduled, tuned = sch, True, True
         except TesseraError as e:
-            warnings.warn(f"{prog.where}: its tuning record does not apply ({e}); using the default schedule",
+            warnings.warn(f"{where}: its tuning record does not apply ({e}); using the default schedule",
                           stacklevel=4)
     if source is None and prog.what is not None:
         try:
-            sch = prog.schedule()
+            sch = prog.schedule(where=where)
             source, lowered = _generate(sch, target, name)
             sched_obj, scheduled = sch, True
         except TesseraError as e:
-            warnings.warn(f"{prog.where}: {prog.what} failed ({e}); using the unscheduled kernel", stacklevel=4)
+            warnings.warn(f"{where}: {prog.what} failed ({e}); using the unscheduled kernel", stacklevel=4)
             sched_obj, source = func, None
     if source is None:
         source, lowered = _generate(func, target, name)

@@ -469,3 +469,185 @@ def test_tune_graph_refuses_bad_arguments_by_name(bad, message, tmp_path):
     with pytest.raises(tessera.TesseraError, match=message):
         tune_graph(g, params, T2, **args)
     assert not (tmp_path / "t.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# the in-model check, pick records, and the review's leftovers
+# ---------------------------------------------------------------------------------------------
+def test_in_model_check_runs_and_compile_applies_each_checked_tasks_pick(tmp_path):
+    """tune_graph(validate=True) times the candidates inside the compiled model, writes each checked
+    task's pick, and tessera.compile then builds exactly that choice (the default where it kept it)."""
+    from tessera.autotune import ApplyHistoryBest
+
+    model = small_cnn(seed=4)
+    g, params = from_onnx(model)
+    tasks = extract_tasks(g, params, T2)
+    some = [t for t in tasks if t.weight == 2]                 # the repeated conv: most of the model
+    path = tmp_path / "checked.jsonl"
+    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0, warmup=False, timeout=120)
+    try:
+        res = tune_graph(g, params, T2, max_trials=5, database=str(path), batch_size=2, seed=0, tasks=some,
+                         runner=runner, remeasure=0, validate_budget=3)
+    finally:
+        runner.close()
+    check = res.validation
+    assert check is not None and check.skipped is None, check
+    assert [t.name for t in check.tasks] == [some[0].name] and check.configs >= 2 and check.rounds >= 3
+    tc = check.tasks[0]
+    assert tc.labels[0].startswith("default") and len(tc.labels) == len(tc.median_secs) >= 2
+    assert all(m > 0 for m in tc.median_secs) and set(check.end_to_end) >= {"default", "isolated", "picked"}
+    db = Database(path)
+    pick = db.get_pick(some[0].workload.key, record_target(T2))
+    assert pick is not None and pick.pick == ("default" if tc.chosen == 0 else "record")
+    assert pick.in_model_secs == pytest.approx(tc.median_secs[tc.chosen])
+    hist = ApplyHistoryBest(str(path), builtin=False)
+    want = None if tc.chosen == 0 else pick.trace
+    assert hist.lookup(some[0].func, T2) == want
+    exe = tessera.compile(g, params, T2, database=str(path))
+    kernel = [k for k in exe.kernels if workload_key_of(k) == some[0].workload.key]
+    assert len(kernel) == 1 and kernel[0].tuned == (tc.chosen != 0)
+    if tc.chosen:
+        assert kernel[0].prim.trace.as_json() == pick.trace
+    else:
+        assert "kept there by the tuner's in-model check" in exe.tuning
+    x = np.random.default_rng(5).standard_normal((1, 8, 16, 16)).astype(np.float32)
+    np.testing.assert_allclose(exe(x), _ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    assert "in-model check" in res.table()
+
+
+def workload_key_of(kernel):
+    from tessera.autotune.workload import workload_key
+
+    return workload_key(kernel.func)
+
+
+def _pick_db(tmp_path, name="picks.jsonl"):
+    from tessera import te
+    from tessera.autotune import TuningRecord
+    from tessera.autotune.workload import workload_key
+
+    A = te.placeholder((16, 16), name="A")
+    B = te.compute((16, 16), lambda i, j: A[i, j] * 2.0, name="B")
+    func = te.create_prim_func([A, B])
+    key = workload_key(func)
+    db = Database(tmp_path / name)
+    db.commit_workload(func)
+    return db, func, key, TuningRecord
+
+
+def test_a_pick_record_is_applied_over_the_fastest_while_it_is_the_latest(tmp_path):
+    from tessera.autotune import ApplyHistoryBest
+
+    db, func, key, TuningRecord = _pick_db(tmp_path)
+    v = record_target(T2)
+    fast, slow = [], []
+    for k, out in ((4, fast), (8, slow)):
+        sch = Schedule(func)
+        i, _ = sch.get_loops(sch.get_block("B"))
+        sch.split(i, factors=[None, k])
+        out.extend(sch.trace.as_json())
+    default = Schedule(func).trace.as_json()
+    db.commit([TuningRecord(key, v, fast, (1e-6,)), TuningRecord(key, v, slow, (2e-6,))])
+    assert ApplyHistoryBest(db, builtin=False).lookup(func, T2) == fast       # no pick: the fastest
+    db.commit([TuningRecord(key, v, slow, (2e-6,), pick="record", in_model_secs=5e-7)])
+    again = Database(db.path)                                                   # the pick reads back
+    assert again.get_pick(key, v).pick == "record" and again.get_pick(key, v).in_model_secs == 5e-7
+    hist = ApplyHistoryBest(again, builtin=False)
+    assert hist.lookup(func, T2) == slow                                        # the pick, not the fastest
+    assert autotune.apply_best(func, again, T2).trace.as_json() == slow
+    # exported, the pick goes along and still applies
+    small = again.export_best(tmp_path / "small.jsonl", k=1)
+    assert ApplyHistoryBest(Database(small.path), builtin=False).lookup(func, T2) == slow
+    # a pick of the default: the default schedule (lookup answers None) and the summary says so
+    db.commit([TuningRecord(key, v, default, (3e-6,), pick="default")])
+    hist = ApplyHistoryBest(Database(db.path), builtin=False)
+    assert hist.lookup(func, T2) is None and key in hist.kept and key not in hist.missed
+    # a record measured after the pick (a later tuning without the check) voids it: the fastest again
+    db.commit([TuningRecord(key, v, default, (9e-6,))])
+    assert Database(db.path).get_pick(key, v) is None
+    assert ApplyHistoryBest(Database(db.path), builtin=False).lookup(func, T2) == fast
+    with pytest.raises(tessera.TesseraError, match="pick"):
+        TuningRecord(key, v, fast, (1e-6,), pick="maybe")
+    with pytest.raises(tessera.TesseraError, match="pick"):
+        TuningRecord(key, v, fast, (), error={"kind": "run", "msg": "x"}, pick="record")
+    # a plain record's line has no pick fields (older readers see what they always saw)
+    assert "pick" not in TuningRecord(key, v, fast, (1e-6,)).to_line()
+
+
+def test_cuda_records_are_keyed_by_architecture_and_old_cuda_keys_read_as_the_default_arch(tmp_path):
+    from tessera.backend.cuda import DEFAULT_ARCH
+
+    assert record_target("cuda") == f"cuda -arch={DEFAULT_ARCH}"
+    assert record_target("cuda -arch=sm_80") == "cuda -arch=sm_80"
+    db, func, key, TuningRecord = _pick_db(tmp_path, "gpu.jsonl")
+    plain = Schedule(func).trace.as_json()
+    # a line written before the key named the architecture
+    old = TuningRecord(key, "cuda -arch=sm_80", plain, (1e-6,)).as_json()
+    old["target"] = "cuda"
+    with open(db.path, "a") as f:
+        f.write(json.dumps(old) + "\n")
+    again = Database(db.path)
+    assert [r.target for r in again.records()] == [f"cuda -arch={DEFAULT_ARCH}"]
+    assert len(again.records(target="cuda")) == 1 and again.get_top_k(key, record_target("cuda"), 1)
+    assert again.records(target="cuda -arch=sm_80") == [] and again.has_target(f"cuda -arch={DEFAULT_ARCH}")
+    assert autotune.apply_best(func, again, "cuda") is not None
+    assert autotune.apply_best(func, again, "cuda -arch=sm_80") is None
+
+
+def test_a_task_whose_candidates_all_fail_is_dropped_with_a_warning():
+    class FakeTask:
+        def __init__(self, name, weight, flops):
+            self.name, self.op, self.weight, self.flops = name, name, weight, flops
+
+    class FakeTuner:
+        def __init__(self, task, best, trials):
+            self.task, self.best_secs, self.trials, self.errors, self.exhausted = task, best, trials, trials, False
+
+    good = FakeTuner(FakeTask("conv_a", 1, 1e9), 4e-3, 10)
+    bad = FakeTuner(FakeTask("conv_b", 4, 1e9), None, 17)
+    sched = TaskScheduler([good, bad], np.random.default_rng(0), eps=0.0, early_stopping=None)
+    sched.record(0, None)
+    with pytest.warns(UserWarning, match="conv_b: all 17 candidates .* failed"):
+        sched.record(1, None)
+    assert sched.done[1] == "failed" and sched.alive() == [0]
+    for _ in range(3):                      # every later round goes to the task that runs
+        assert sched.next_task() == 0
+    from tessera.autotune.scheduler import TaskReport, estimated_latency
+
+    reps = [TaskReport("a", 1, 1e9, 10, 0, 5e-3, 4e-3, None), TaskReport("b", 4, 1e9, 17, 17, None, None, "failed")]
+    assert estimated_latency(reps) == pytest.approx(4e-3)     # the estimate goes on without it
+
+
+def test_exe_tuning_names_only_records_that_applied_and_the_ones_that_did_not(tuned_cnn, tmp_path):
+    model, g, params, path, res = tuned_cnn
+    broken = tmp_path / "broken2.jsonl"
+    with open(path) as src, open(broken, "w") as dst:
+        for line in src:
+            doc = json.loads(line)
+            if "trace" in doc:
+                doc["trace"] = [[["Split", ["no_such_loop"], [], []]], []]
+            dst.write(json.dumps(doc) + "\n")
+    with pytest.warns(UserWarning, match="does not apply"):
+        exe = tessera.compile(g, params, T2, database=str(broken))
+    assert exe.tuning.startswith("tuned schedules for 0 of") and "(records: none)" in exe.tuning, exe.tuning
+    assert "records that did not apply: " in exe.tuning and "broken2.jsonl" in exe.tuning
+    good = tessera.compile(g, params, T2, database=[str(path), str(broken)])      # the good one answers first
+    assert "(records: cnn.jsonl)" in good.tuning and "did not apply" not in good.tuning, good.tuning
+
+
+def test_a_shared_kernel_program_names_the_node_that_asked_in_its_warnings():
+    """graph.kernels caches a program by signature: a later node's warning names that node."""
+    from tessera.graph.ir import TensorType
+    from tessera.graph.kernels import get_kernels, get_program
+
+    t = TensorType((3, 7, 13), "float32")
+    get_program("nn.relu", {}, [t], [t], T2, "first_relu")
+
+    class Bad:
+        def lookup(self, func, target):
+            return [[["Split", ["no_such_loop"], [], []]], []]
+
+    with pytest.warns(UserWarning) as got:
+        get_kernels([("nn.relu", {}, [t], [t], "second_relu")], T2, compile=False, schedules=Bad())
+    msgs = [str(w.message) for w in got if "does not apply" in str(w.message)]
+    assert msgs and "second_relu" in msgs[0] and "first_relu" not in msgs[0]
