@@ -243,8 +243,7 @@ class OnnxContext(ConvertContext):
     def needs_static_dim(self, dim, why: str):
         """Refuse because symbolic dimension `dim` must be known here; the error's `needs_shape` names
         the runtime inputs whose shapes hold it (so from_onnx specializes per shape)."""
-        shaped = tuple(sorted({name for v, name in self._conv.input_of_value.items()
-                               if dim in v.type.shape and name in self._conv.runtime_names}))
+        shaped = tuple(sorted({name for v, name in self._conv.model_input.items() if dim in v.type.shape}))
         err = self._unsup(f"{why}; it must be known here"
                           + (f" (fix the shape of {', '.join(map(repr, shaped))} with shape_dict)" if shaped else ""))
         if shaped:
@@ -481,7 +480,11 @@ class _Converter:
         an optional tensor taken as a tensor that is given (the caller reads it as one)."""
         name = vi.name
         try:
-            t = self._structured_type(vi.type, f"model input {name!r}")
+            t = self._structured_type(vi.type, name)
+            if isinstance(t, OptionalType) and t.elem is None and name not in self.shape_dict and \
+                    name not in self.const_inputs and not self.defer_structure:
+                raise _unsupported("graph input", name, None, f"model input {name!r} is an optional tensor of "
+                                   f"unknown rank; give its shape with shape_dict (None: empty)")
         except UnsupportedOpError as e:
             if self.problems is None:
                 raise
@@ -494,10 +497,7 @@ class _Converter:
         if name in self.shape_dict:
             self._bind(name, self._fixed_structure(name, self.shape_dict[name], t, name))
             return True
-        if isinstance(t, OptionalType) and not isinstance(t.elem, SequenceType) and not self.defer_structure:
-            if t.elem is None:
-                raise _unsupported("graph input", name, None, f"model input {name!r} is an optional tensor of "
-                                   f"unknown rank; give its shape with shape_dict (None: empty)")
+        if isinstance(t, OptionalType) and isinstance(t.elem, TensorType) and not self.defer_structure:
             return False
         self.runtime_names.add(name)
         self.interface.append((name, t))
@@ -505,34 +505,38 @@ class _Converter:
         self.env[name] = _Missing("graph input", name, None, 0, name, reason="its structure is decided per run")
         return True
 
-    def _structured_type(self, ty, where: str):
-        """The SequenceType / OptionalType of a sequence- or optional-typed ONNX TypeProto (sequences
-        of tensors and optionals of those; maps and nested sequences refused)."""
+    def _structured_type(self, ty, name: str):
+        """The SequenceType / OptionalType of model input `name`, of a sequence- or optional-typed ONNX
+        TypeProto (sequences of tensors and optionals of those; maps and nested sequences refused)."""
         kind = ty.WhichOneof("value")
         inner = ty.sequence_type.elem_type if kind == "sequence_type" else \
             ty.optional_type.elem_type if kind == "optional_type" else None
         inner_kind = inner.WhichOneof("value") if inner is not None else None
         if inner_kind == "tensor_type":
-            dtype, elem = self._elem_type(inner.tensor_type, where)
+            dtype, elem = self._elem_type(inner.tensor_type, name)
             return SequenceType(dtype, elem) if kind == "sequence_type" else OptionalType(elem, dtype)
         if kind == "optional_type" and inner_kind == "sequence_type":
-            seq = self._structured_type(inner, where)
-            return OptionalType(seq)
-        what = {"sequence_type": f"sequence of {inner_kind}", "map_type": "map", "optional_type": f"optional of "
-                f"{inner_kind}", "sparse_tensor_type": "sparse tensor"}.get(kind, str(kind))
-        raise _unsupported("graph input", where, None, f"{where} is a {what} (tessera takes tensors, sequences of "
-                                                      f"tensors and optionals of those)")
+            return OptionalType(self._structured_type(inner, name))
+        words = {"tensor_type": "tensors", "sequence_type": "sequences", "map_type": "maps",
+                 "optional_type": "optionals", "sparse_tensor_type": "sparse tensors"}
+        what = {"sequence_type": f"sequence of {words.get(inner_kind, inner_kind)}", "map_type": "map",
+                "optional_type": f"optional of {words.get(inner_kind, inner_kind)}",
+                "sparse_tensor_type": "sparse tensor"}.get(kind, str(kind))
+        raise _unsupported("graph input", name, None, f"model input {name!r} is a {what} (tessera takes tensors, "
+                                                     f"sequences of tensors and optionals of those)")
 
-    def _elem_type(self, tt, where):
-        """(dtype, TensorType or None when the shape is left open) of a sequence's or optional's tensor."""
+    def _elem_type(self, tt, name):
+        """(dtype, TensorType or None when the shape is left open) of a sequence's or optional's tensor;
+        a dimension without a value or a name gets a symbol of its own."""
         try:
-            dtype = dtype_of_onnx(tt.elem_type, where)
+            dtype = dtype_of_onnx(tt.elem_type, f"model input {name!r}")
         except DTypeError as e:
-            raise _unsupported("graph input", where, None, str(e)) from None
+            raise _unsupported("graph input", name, None, str(e)) from None
         if not tt.HasField("shape"):
             return dtype, None
-        return dtype, TensorType([d.dim_value if d.HasField("dim_value") else _symbol(d.dim_param or "d")
-                                  for d in tt.shape.dim], dtype)
+        return dtype, TensorType([d.dim_value if d.HasField("dim_value") else
+                                  _symbol(d.dim_param or f"{name}_elem_d{k}") for k, d in enumerate(tt.shape.dim)],
+                                 dtype)
 
     def _frozen_structure(self, name, value, t):
         """A const_inputs value of a sequence/optional input: a list of arrays, None (empty), an array."""

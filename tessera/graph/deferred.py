@@ -119,9 +119,12 @@ def check_input(name: str, x, t):
 
 def structure_of(x, t):
     """What of input value x (checked by check_input) decides the graph: a tensor's shape, a
-    sequence's element shapes (a tuple of shapes), None for an empty optional."""
+    sequence's element shapes (a tuple of shapes), None for an empty optional (a given optional
+    tensor: its declared shape, when the model declares one)."""
     if isinstance(t, OptionalType):
-        return None if x is None else structure_of(x, t.elem) if t.elem is not None else tuple(x.shape)
+        if x is None or isinstance(t.elem, TensorType):
+            return None if x is None else t.elem.shape      # given: its declared shape (symbols stay symbolic)
+        return structure_of(x, t.elem) if t.elem is not None else tuple(x.shape)
     if isinstance(t, SequenceType):
         return tuple(tuple(e.shape) for e in x)
     return tuple(x.shape)

@@ -8,7 +8,7 @@ from onnx import helper
 
 import tessera
 from tessera.errors import ShapeError, TesseraError, UnsupportedOpError
-from tessera.frontend.onnx import from_onnx
+from tessera.frontend.onnx import check_model, from_onnx
 from tessera.graph import DeferredGraph
 from tessera.graph.ir import Graph
 
@@ -309,11 +309,25 @@ def test_optional_inputs_given_or_none():
         assert bool(has) == (o is not None) and bool(has_s) == (os_ is not None)
         assert_same(os_out, os_)
         assert_same([has, has_s], ort_run(m, {"o": o, "os": os_})[:2])
+    # a given optional tensor keeps its declared (symbolic) shape: one compile for every shape
+    fn = helper.make_tensor_type_proto(TP.FLOAT, ["N"])
+    m_n = model([helper.make_node("OptionalGetElement", ["o"], ["v"]), helper.make_node("Add", ["v", "x"], ["y"])],
+                [opt_vi("o", fn), vi("x", shape=["N"])], [vi("y")])
+    exe_n = tessera.compile(*from_onnx(m_n))
+    for n in (2, 5):
+        a, b = rand(n), rand(n)
+        np.testing.assert_allclose(exe_n(a, b), a + b, rtol=1e-6)
+    assert exe_n.specializations == 1
+    with pytest.raises(TesseraError, match="OptionalGetElement of an empty optional"):
+        exe_n(None, rand(2))
     # without specialization an optional tensor is a tensor that is given; shape_dict None makes it empty
     g2, _ = from_onnx(model(nodes[:1], [opt_vi("o", f3)], [vi("has", TP.BOOL, [])]), specialize=False)
     assert isinstance(g2, Graph) and g2.input_names == ("o",)
     g3, _ = from_onnx(model(nodes[:1], [opt_vi("o", f3)], [vi("has", TP.BOOL, [])]), shape_dict={"o": None})
     assert not bool(tessera.compile(g3, {}).run({})[0])
+    f_open = helper.make_tensor_type_proto(TP.FLOAT, None)      # a rank the model leaves open
+    with pytest.raises(UnsupportedOpError, match="optional tensor of unknown rank"):
+        from_onnx(model(nodes[:1], [opt_vi("o", f_open)], [vi("has", TP.BOOL, [])]), specialize=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -325,6 +339,8 @@ def test_refusals_name_what_is_wrong():
               [vi("x", shape=[2])], [vi("y")])
     with pytest.raises(UnsupportedOpError, match=r"input 0 \('s'\) is a sequence; Relu takes a tensor"):
         from_onnx(m)
+    (problem,) = check_model(m)
+    assert problem.op_type == "Relu" and "is a sequence" in problem.reason
     # a tensor where a sequence is taken
     m = model([helper.make_node("SequenceLength", ["x"], ["n"])], [vi("x", shape=[2])], [vi("n", TP.INT64, [])])
     with pytest.raises(UnsupportedOpError, match="is a tensor; SequenceLength takes a sequence"):
