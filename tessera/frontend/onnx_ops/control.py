@@ -86,7 +86,7 @@ def _loop(ctx):
         ctx.unsupported("a Loop without a trip count or a condition never ends")
     body = _graph_attr(ctx, "body")
     n_carried = ctx.num_inputs - 2
-    carried = [ctx.any_input(2 + k) for k in range(n_carried)]
+    carried = [ctx.any_input(2 + k, optional=False) for k in range(n_carried)]
     n_body_out = len(body.output)
     n_scan = n_body_out - 1 - n_carried
     if n_scan < 0:
