@@ -501,7 +501,8 @@ def _tune_command(args, target, resume: bool) -> str:
                         ("--strategy", None if args.strategy == "evolutionary" else args.strategy),
                         ("--cost-model", None if args.cost_model == "xgb" else args.cost_model),
                         ("--opt-level", None if args.opt_level == 3 else str(args.opt_level)),
-                        ("--early-stopping", None if args.early_stopping == 64 else str(args.early_stopping))):
+                        ("--early-stopping", None if args.early_stopping == 64 else str(args.early_stopping)),
+                        ("--validate-budget", args.validate_budget)):
         if value:
             parts += [flag, value]
     for item in args.shape or ():
@@ -510,6 +511,8 @@ def _tune_command(args, target, resume: bool) -> str:
         parts += ["--transfer", item]
     if args.no_transfer:
         parts.append("--no-transfer")
+    if args.no_validate:
+        parts.append("--no-validate")
     if resume:
         parts.append("--resume")
     return shlex.join(parts)
@@ -571,6 +574,9 @@ def _tune(args) -> int:
     if args.trials < 1:
         raise TesseraError(f"--trials must be at least 1, got {args.trials}")
     budget = parse_duration(args.time_budget) if args.time_budget is not None else None
+    check_budget = parse_duration(args.validate_budget) if args.validate_budget is not None else 60.0
+    if args.no_validate and args.validate_budget is not None:
+        raise TesseraError("--validate-budget sets the in-model check's time; it cannot go with --no-validate")
     if args.early_stopping < 0:
         raise TesseraError(f"--early-stopping must be >= 0 trials (0: never stop a task early), got "
                            f"{args.early_stopping}")
@@ -617,7 +623,8 @@ def _tune(args) -> int:
             res = autotune.tune_graph(graph, params, target, max_trials=args.trials, database=db,
                                       strategy=args.strategy, cost_model=cost_model, runner=runner, seed=args.seed,
                                       time_budget=budget, early_stopping=args.early_stopping or None,
-                                      opt_level=args.opt_level, tasks=tasks, progress=table, transfer=False)
+                                      opt_level=args.opt_level, tasks=tasks, progress=table, transfer=False,
+                                      validate=not args.no_validate, validate_budget=check_budget)
     except KeyboardInterrupt:
         print(f"\ninterrupted; the records measured so far are in {args.db}. Continue with:\n  "
               f"{_tune_command(args, target, True)}", file=sys.stderr)
@@ -626,6 +633,8 @@ def _tune(args) -> int:
         if runner is not None:
             runner.close()
     print(table.text())
+    if res.validation is not None:
+        print(res.validation.table())
     if table.start_trials is not None and table.start_trials >= args.trials:
         print(f"{args.db} already holds {table.start_trials} trials of this model for {target}: nothing tuned; "
               f"raise --trials (a total, resumed trials included) to tune further")
@@ -734,6 +743,12 @@ def main(argv=None) -> int:
                       help="start the cost model from nothing (no pre-training on other records)")
     tune.add_argument("--early-stopping", type=int, default=64, metavar="N",
                       help="a task stops after N trials without improvement (default 64; 0: never)")
+    tune.add_argument("--no-validate", action="store_true",
+                      help="skip the in-model check (after the search, the whole model is compiled with each heavy "
+                           "kernel's default and top candidates and timed; a candidate is kept only where it is "
+                           "faster there)")
+    tune.add_argument("--validate-budget", metavar="DURATION",
+                      help="time for the in-model check (default 60s; it runs after --time-budget)")
     tune.add_argument("--png", metavar="CURVE.png",
                       help="where to draw the estimated latency vs trials and seconds (default: --db's name "
                            "with .png)")

@@ -79,7 +79,8 @@ def _trials(out, max_trials):
 def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(tiny_model, capsys):
     d, model = tiny_model
     db, png = d / "tune.jsonl", d / "curve.png"
-    args = ["tune", str(model), "--trials", "6", "--db", str(db), "--threads", "2", "--seed", "0"]
+    # --no-validate: this test checks the search's records (the in-model check has its own test)
+    args = ["tune", str(model), "--trials", "6", "--db", str(db), "--threads", "2", "--seed", "0", "--no-validate"]
     assert main(args + ["--png", str(png)]) == 0
     out = capsys.readouterr().out
     first = _trials(out, 6)
@@ -98,7 +99,7 @@ def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(t
 
     # --resume continues: the trials of the database count, the new ones are added
     assert main(["tune", str(model), "--trials", "10", "--db", str(db), "--threads", "2", "--seed", "1",
-                 "--resume", "--quiet"]) == 0
+                 "--resume", "--quiet", "--no-validate"]) == 0
     out = capsys.readouterr().out
     assert f"resuming {db} ({records} records)" in out
     assert first < _trials(out, 10) <= 10
@@ -155,6 +156,8 @@ def test_tune_transfer_pretrains_the_cost_model_from_another_database(tiny_model
     (["--transfer", "x.jsonl", "--cost-model", "random"], "--transfer pre-trains the XGBoost cost model"),
     (["--transfer", "x.jsonl", "--no-transfer"], "--transfer and --no-transfer contradict each other"),
     (["--early-stopping", "-1"], "--early-stopping must be >= 0"),
+    (["--validate-budget", "0s"], "must be more than 0 seconds"),
+    (["--validate-budget", "5s", "--no-validate"], "it cannot go with --no-validate"),
 ])
 def test_tune_bad_arguments_exit_2_with_a_message(tiny_model, capsys, extra, message, monkeypatch):
     d, model = tiny_model
@@ -307,3 +310,30 @@ def test_the_resume_command_repeats_the_options_that_decide_the_tasks_and_the_se
         assert flag not in cmd
     assert main(base + ["--no-transfer"]) == 2
     assert "--no-transfer" in shlex.split(re.search(r"`(tessera tune .*?)`", capsys.readouterr().err)[1])
+    assert main(base + ["--no-validate"]) == 2
+    assert "--no-validate" in shlex.split(re.search(r"`(tessera tune .*?)`", capsys.readouterr().err)[1])
+    assert main(base + ["--validate-budget", "2m"]) == 2
+    cmd = shlex.split(re.search(r"`(tessera tune .*?)`", capsys.readouterr().err)[1])
+    assert cmd[cmd.index("--validate-budget") + 1] == "2m" and "--no-validate" not in cmd
+
+
+def test_tune_checks_its_picks_inside_the_model_and_run_uses_them(tiny_model, capsys):
+    """By default `tessera tune` ends with the in-model check: its table is printed, each checked
+    kernel's pick is in the database, and `run --db` builds them (tuned, or kept at the default)."""
+    d, model = tiny_model
+    db = d / "checked.jsonl"
+    assert main(["tune", str(model), "--trials", "6", "--db", str(db), "--threads", "2", "--seed", "0", "--quiet",
+                 "--validate-budget", "4s", "--no-transfer"]) == 0
+    out = capsys.readouterr().out
+    assert "in-model check: " in out and "end to end (median / min ms)" in out, out
+    picks = [r for r in autotune.Database(db).records() if r.pick is not None]
+    assert picks and all(r.in_model_secs > 0 for r in picks)
+    y = d / "y.npy"
+    assert main(["run", str(model), "--db", str(db), "--threads", "2", "--input", str(d / "x.npy"),
+                 "--output", str(y)]) == 0
+    run_out = capsys.readouterr().out
+    n_tuned = int(re.search(r"tuned schedules for (\d+) of", run_out)[1])
+    assert n_tuned >= sum(r.pick == "record" for r in picks)        # tasks not checked use their fastest record
+    kept = re.search(r"\((\d+) kept there by the tuner's in-model check\)", run_out)
+    assert (int(kept[1]) if kept else 0) == sum(r.pick == "default" for r in picks), run_out
+    np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
