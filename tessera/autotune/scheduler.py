@@ -117,8 +117,10 @@ class TaskScheduler:
     """Ansor's gradient-based allocation of rounds over the tasks' TaskTuners (see the module docstring)."""
 
     def __init__(self, tuners: list, rng, alpha: float = 0.2, beta: float = 2.0, eps: float = 0.05,
-                 early_stopping: int | None = 64, negligible: float = 0.005):
+                 early_stopping: int | None = 64, negligible: float = 0.005, confirm: int | None = None):
         self.tuners = tuners
+        self.confirm = confirm               # rounds in a row without a gain that end a task (transfer)
+        self.stale = [0] * len(tuners)
         self.negligible = negligible
         self.rng = rng
         self.alpha, self.beta, self.eps = alpha, beta, eps
@@ -143,6 +145,9 @@ class TaskScheduler:
         self.best_hist[i].append(t.best_secs)
         if t.best_secs is not None and (before is None or t.best_secs < before * (1 - 1e-3)):
             self.last_gain[i] = t.trials
+            self.stale[i] = 0
+        else:
+            self.stale[i] += 1
         if t.best_secs is None and t.trials:
             self.done[i] = "failed"
             warnings.warn(f"tune_graph: task {t.task.name}: all {t.trials} candidates measured so far failed "
@@ -152,6 +157,8 @@ class TaskScheduler:
             self.done[i] = "exhausted"
         elif self.early_stopping is not None and t.trials - self.last_gain[i] >= self.early_stopping:
             self.done[i] = "converged"
+        elif self.confirm is not None and self.stale[i] >= self.confirm:
+            self.done[i] = "converged"         # the pre-trained model's next picks are no faster
 
     def alive(self) -> list:
         return [i for i, d in enumerate(self.done) if d is None]
@@ -210,7 +217,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
                cost_model="xgb", runner=None, builder=None, seed=None, batch_size: int = 16,
                time_budget: float | None = None, early_stopping: int | None = 64, opt_level: int = 3,
                tasks=None, progress=None, transfer=True, remeasure: int = 3, validate: bool = True,
-               validate_budget: float = 60.0) -> GraphTuneResult:
+               validate_budget: float = 60.0, transfer_batch: int | None = 4) -> GraphTuneResult:
     """Tune the kernels of graph (with params bound, as tessera.compile optimizes it) for target, for at
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
@@ -228,7 +235,11 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     timed in interleaved rounds, a candidate kept only where it beats the default there; each
     checked task's choice is written as a pick record, which tessera.compile applies), within
     validate_budget seconds (after time_budget, like remeasure); the result's `validation` says what
-    it changed. Returns a GraphTuneResult."""
+    it changed. transfer_batch: when the cost model starts trained (transfer, or a trained CostModel
+    given), a round measures only its top `transfer_batch` candidates instead of batch_size, and a
+    task stops after 2 rounds in a row without a gain (its predictions confirmed): the first round of
+    every task no longer costs a full batch whether or not the model already ranks well. None or 0:
+    full batches as from scratch. Returns a GraphTuneResult."""
     target = Target(target)
     check_trials("tune_graph", max_trials, batch_size)
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
@@ -238,6 +249,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     if not isinstance(remeasure, (int, np.integer)) or isinstance(remeasure, bool) or remeasure < 0:
         raise TesseraError(f"tune_graph: remeasure must be an int >= 0 (candidates measured again), got "
                            f"{remeasure!r}")
+    if transfer_batch is not None and (isinstance(transfer_batch, bool) or not isinstance(transfer_batch, int)
+                                       or transfer_batch < 0):
+        raise TesseraError(f"tune_graph: transfer_batch must be an int >= 0 or None, got {transfer_batch!r}")
     if not isinstance(validate, bool):
         raise TesseraError(f"tune_graph: validate must be True or False, got {validate!r}")
     if isinstance(validate_budget, bool) or not isinstance(validate_budget, (int, float)) or \
@@ -256,6 +270,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     model = make_cost_model(cost_model, None if seed is None else int(seed))
     if isinstance(cost_model, str) and cost_model == "xgb" and transfer is not False:
         pretrain_from(model, transfer, target, exclude={t.workload.key for t in tasks})
+    # trained before this run's own records (a resume's) reach it: pre-trained on other workloads
+    quick = bool(getattr(model, "trained", False)) and bool(transfer_batch) and transfer_batch < batch_size
+    round_size = transfer_batch if quick else batch_size
     runner = runner if runner is not None else graph_runner()
     tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
               for t in tasks]
@@ -263,7 +280,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     defaults: list = [None] * len(tasks)
     for k, tu in enumerate(tuners):
         tu.start()
-    sched = TaskScheduler(tuners, rng, early_stopping=early_stopping)
+    sched = TaskScheduler(tuners, rng, early_stopping=early_stopping, confirm=2 if quick else None)
     history: list = []
     total = sum(tu.trials for tu in tuners)
 
@@ -298,7 +315,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
             break
         tu = tuners[i]
         before = tu.best_secs
-        n = min(batch_size, max_trials - total)
+        n = min(round_size, max_trials - total)
         if n > 0:
             tu.round(n)
         total = sum(x.trials for x in tuners)

@@ -651,3 +651,42 @@ def test_a_shared_kernel_program_names_the_node_that_asked_in_its_warnings():
         get_kernels([("nn.relu", {}, [t], [t], "second_relu")], T2, compile=False, schedules=Bad())
     msgs = [str(w.message) for w in got if "does not apply" in str(w.message)]
     assert msgs and "second_relu" in msgs[0] and "first_relu" not in msgs[0]
+
+
+def test_with_a_pretrained_cost_model_rounds_measure_its_top_few_and_confirmed_tasks_stop(tuned_cnn, tmp_path):
+    """Transfer: a trained cost model's top `transfer_batch` candidates a round instead of a full
+    batch (a scratch model's first round is the full batch), and two rounds in a row without a gain
+    end a task."""
+    model, g, params, path, res = tuned_cnn
+    conv = [t for t in res.tasks if t.weight == 2]
+    xgb = autotune.XGBModel(seed=0)
+    assert pretrain_from(xgb, str(path), T2)["used"] > 0 and xgb.trained
+    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0, warmup=False, timeout=120)
+    try:
+        quick = tune_graph(g, params, T2, max_trials=11, database=str(tmp_path / "q.jsonl"), batch_size=8,
+                           seed=0, tasks=conv, runner=runner, cost_model=xgb, transfer=False, remeasure=0,
+                           validate=False, transfer_batch=3)
+        full = tune_graph(g, params, T2, max_trials=11, database=str(tmp_path / "f.jsonl"), batch_size=8,
+                          seed=0, tasks=conv, runner=runner, transfer=False, remeasure=0, validate=False)
+    finally:
+        runner.close()
+    steps = np.diff([0] + [t for t, _, _ in quick.history])
+    assert steps[0] == 1 and steps[1:].max() <= 3 and quick.trials == sum(steps)        # the default, then 3s
+    fsteps = np.diff([0] + [t for t, _, _ in full.history])
+    assert fsteps[0] == 1 and fsteps[1] > 3            # a scratch round: the full batch (what the space has left)
+    # confirm: 2 rounds without a gain end a task under transfer
+    sched = TaskScheduler([_Fake(1e-3, 5)], np.random.default_rng(0), eps=0.0, early_stopping=None, confirm=2)
+    sched.record(0, 2e-3)                        # a gain
+    sched.record(0, 1e-3)
+    assert sched.done[0] is None
+    sched.record(0, 1e-3)
+    assert sched.done[0] == "converged"
+
+
+class _Fake:
+    def __init__(self, best, trials):
+        class T:
+            name = op = "conv_a"
+            weight, flops = 1, 1e9
+
+        self.task, self.best_secs, self.trials, self.errors, self.exhausted = T(), best, trials, 0, False
