@@ -42,10 +42,10 @@ def optimize_forced(g, tile_size, target=TARGET):
     return g
 
 
-def residual_block(C, H, W, pad, residual=True):
+def residual_block(C, H, W, pad, residual=True, batch=1):
     """conv(3x3) + bias + ReLU -> conv(3x3) [+ x] -> ReLU, weights scaled like a trained net's."""
     gb = Builder("block")
-    x = gb.input("x", (1, C, H, W))
+    x = gb.input("x", (batch, C, H, W))
     w1, w2 = (gb.const(rand(C, C, 3, 3, scale=1 / np.sqrt(9 * C)), f"w{k}") for k in (1, 2))
     b1 = gb.const(rand(C, 1, 1), "b1")
     y = gb.op("nn.relu", gb.op("add", gb.op("nn.conv2d", x, w1, padding=(pad,) * 4), b1))
@@ -80,13 +80,13 @@ def block_f64(consts, x, pad, residual):
 
 
 @needs_gemm
-@pytest.mark.parametrize("m,H,W,pad,residual", [(2, 14, 14, 1, True), (4, 9, 7, 1, True), (4, 11, 9, 0, False),
-                                                (2, 9, 11, 0, False)])
-def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual):
+@pytest.mark.parametrize("m,H,W,pad,residual,batch", [(2, 14, 14, 1, True, 1), (4, 9, 7, 1, True, 2),
+                                                      (4, 11, 9, 0, False, 1), (2, 9, 11, 0, False, 2)])
+def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual, batch):
     C = 16
-    g, gb = residual_block(C, H, W, pad, residual)
+    g, gb = residual_block(C, H, W, pad, residual, batch)
     consts = {v.name: a for v, a in g.constants.items()}
-    x = rand(1, C, H, W)
+    x = rand(batch, C, H, W)
     go = optimize_forced(g, m)
     assert ops_of(go).count("nn.winograd_input_transform") == 2
     assert "nn.contrib_conv2d_NCHWc" not in ops_of(go)
