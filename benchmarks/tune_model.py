@@ -13,11 +13,16 @@ For each model (tessera.zoo, batch 1; --small: the test-size variants of e2e.py)
 2. with transfer (after every model's scratch run): an XGBoost cost model pre-trained on the OTHER
    models' scratch databases (and --transfer-db files; kernels the model itself has are left out,
    as tune_graph's transfer does) tunes the model again into a fresh
-   OUT/<model>-transfer.jsonl with the same limits;
+   OUT/<model>-transfer.jsonl with the same limits (tune_graph's transfer_batch, --transfer-batch: a
+   round measures the pre-trained model's top 4 candidates, and a task stops after 2 rounds without
+   a gain; 0 gives full batches as from scratch);
 3. per model: the trials and seconds until the estimate first came within 2% of the scratch run's
    final estimate, for both runs, and their ratio (scratch / transfer: the issue's goal is >= 2x
    fewer trials with transfer), and whether the scratch run kept to the issue's budget (<= 2,000
    trials and 45 minutes: in_budget);
+   Each run ends with tune_graph's in-model check (--validate-budget seconds, --no-validate skips
+   it): its time is in the wall time (scratch_s), not in the curve's seconds; scratch_check_changed:
+   how many tasks it set otherwise than the isolated times;
 4. the end-to-end latency, measured: the model compiled untuned (database=False), with the scratch
    records and with the transfer records, beside ONNX Runtime (same thread count), timed in
    interleaved rounds as e2e.py does, outputs checked against ONNX Runtime's; goal_met: in budget
@@ -86,7 +91,7 @@ def _model(name: str, small: bool):
 
 
 def tune_once(name, graph, params, target, db_path, args, cost_model="xgb") -> dict:
-    """One tune_graph run into db_path: its figures and curve."""
+    """One tune_graph run into db_path: its figures and curve (and what the in-model check did)."""
     from tessera import autotune
     from tessera.autotune.graph_progress import GraphTuneTable
 
@@ -96,10 +101,17 @@ def tune_once(name, graph, params, target, db_path, args, cost_model="xgb") -> d
     with table:   # transfer=False: no pre-training on the shipped records (a scratch run starts from nothing)
         res = autotune.tune_graph(graph, params, target, max_trials=args.trials, database=str(db_path),
                                   cost_model=cost_model, seed=args.seed, time_budget=args.time_budget,
-                                  progress=table, transfer=False)
+                                  progress=table, transfer=False, validate=not args.no_validate,
+                                  validate_budget=args.validate_budget, transfer_batch=args.transfer_batch)
     wall = time.perf_counter() - t0
     _log(table.text())
+    check = res.validation
+    if check is not None:
+        _log(check.table())
     return {"trials": res.trials, "tune_s": res.seconds, "wall_s": wall, "tasks": len(res.tasks),
+            "check_s": check.seconds if check is not None else 0.0,
+            "check_changed": check.changed if check is not None and not check.skipped else [],
+            "check_reverted": bool(check is not None and check.reverted),
             "estimate_ms": res.latency * 1e3 if res.latency else None,
             "default_estimate_ms": res.default_latency * 1e3 if res.default_latency else None,
             "history": [[t, s, e] for t, s, e in res.history]}
@@ -168,6 +180,12 @@ def main(argv=None) -> int:
                    help="also pre-train the transfer cost model on this database (repeatable)")
     p.add_argument("--no-transfer", action="store_true", help="only the from-scratch runs")
     p.add_argument("--no-e2e", action="store_true", help="no end-to-end measurement at the end")
+    p.add_argument("--no-validate", action="store_true", help="tune_graph(validate=False): no in-model check")
+    p.add_argument("--validate-budget", type=float, default=60.0,
+                   help="seconds of tune_graph's in-model check per run (default 60)")
+    p.add_argument("--transfer-batch", type=int, default=4,
+                   help="tune_graph's transfer_batch: candidates a round with a pre-trained cost model (default 4; "
+                        "0: full batches, as from scratch)")
     p.add_argument("--small", action="store_true", help="the small test-size models (a quick smoke run)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=2)
@@ -233,7 +251,9 @@ def main(argv=None) -> int:
                "default_est_ms": sc["default_estimate_ms"] or "", "scratch_est_ms": sc["estimate_ms"] or "",
                "scratch_trials": sc["trials"], "scratch_s": sc["wall_s"],
                "scratch_trials_2pct": st if st is not None else "", "scratch_s_2pct": ss if ss is not None else "",
-               "in_budget": bool(sc["trials"] <= 2000 and sc["wall_s"] <= 45 * 60)}
+               "in_budget": bool(sc["trials"] <= 2000 and sc["wall_s"] <= 45 * 60),
+               "scratch_check_s": sc["check_s"], "scratch_check_changed": len(sc["check_changed"]),
+               "scratch_check_reverted": sc["check_reverted"]}
         if tr is not None:
             tt, ts = first_within(tr["history"], goal)
             row.update({"transfer_est_ms": tr["estimate_ms"] or "", "transfer_trials": tr["trials"],

@@ -281,7 +281,8 @@ def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
     assert [r["tessera_cfg"] for r in doc["rows"]] == ["O3", "O3-tuned"]
     (t,) = doc["tuned"]
     tuned, kernels = map(int, t["tuned_kernels"].split("/"))
-    assert t["ok"] and tuned == kernels > 0 and t["threads"] == 2
+    # every kernel found a record; the in-model check may have kept some at their default schedule
+    assert t["ok"] and 0 < kernels and tuned + t["kept_by_check"] == kernels and t["threads"] == 2
     assert t["tuned/untuned"] == pytest.approx(t["tuned_ms"] / t["untuned_ms"])
 
 
