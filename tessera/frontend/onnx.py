@@ -549,7 +549,8 @@ class _Converter:
             for i, a in enumerate(value):
                 a = _contiguous(np.asarray(a))
                 if str(TensorType.of(a).dtype) != str(t.dtype):
-                    raise DTypeError(f"from_onnx: const_inputs[{name!r}][{i}] is {a.dtype}, the sequence holds {t.dtype}")
+                    raise DTypeError(f"from_onnx: const_inputs[{name!r}][{i}] is {a.dtype}, the sequence holds "
+                                     f"{t.dtype}")
                 v = self.builder.const(a, sanitize_name(flat_name(name, i)))
                 self.known[v] = a
                 items.append(v)

@@ -111,7 +111,7 @@ def check_input(name: str, x, t):
             if t.elem is not None and (e.ndim != t.elem.ndim or any(
                     isinstance(d, int) and d != g for d, g in zip(t.elem.shape, e.shape))):
                 raise ShapeError(f"input {flat_name(name, i)!r}: shape {e.shape}, the model's sequence "
-                                   f"elements are {t.elem}")
+                                 f"elements are {t.elem}")
             out.append(e)
         return out
     raise TesseraError(f"input {name!r}: unknown input type {t!r}")
