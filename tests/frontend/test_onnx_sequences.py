@@ -271,6 +271,33 @@ def test_loop_carried_sequence_and_if_branch_sequences():
         assert int(got[2]) == 3 + 2 * c
 
 
+def test_loop_over_an_optional_sequence_given_or_none():
+    # onnx's test_loop16_seq_none, fed both ways: the body starts a sequence when the optional is empty
+    f_seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TP.FLOAT, None))
+    then_g = helper.make_graph([const("zero", np.array(0.0, np.float32)),
+                                helper.make_node("SequenceConstruct", ["zero"], ["init"])], "then", [],
+                               [helper.make_value_info("init", f_seq)])
+    else_g = helper.make_graph([helper.make_node("OptionalGetElement", ["opt_in"], ["got"])], "else", [],
+                               [helper.make_value_info("got", f_seq)])
+    body = helper.make_graph([helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+                              helper.make_node("OptionalHasElement", ["opt_in"], ["has"]),
+                              helper.make_node("Not", ["has"], ["none"]),
+                              helper.make_node("If", ["none"], ["seq"], then_branch=then_g, else_branch=else_g),
+                              helper.make_node("Cast", ["i"], ["fi"], to=TP.FLOAT),
+                              helper.make_node("SequenceInsert", ["seq", "fi"], ["seq_out"])], "body",
+                             [vi("i", TP.INT64, []), vi("cond_in", TP.BOOL, []), opt_vi("opt_in", f_seq)],
+                             [vi("cond_out", TP.BOOL, []), helper.make_value_info("seq_out", f_seq)])
+    m = model([helper.make_node("Loop", ["trip", "cond", "opt"], ["res"], body=body)],
+              [vi("trip", TP.INT64, []), vi("cond", TP.BOOL, []), opt_vi("opt", f_seq)],
+              [helper.make_value_info("res", f_seq)])
+    exe = tessera.compile(*from_onnx(m))
+    for opt, trip in ((None, 0), (None, 2), ([np.array([7.0, 8.0], np.float32)], 2)):
+        feeds = {"trip": np.array(trip, np.int64), "cond": np.array(True), "opt": opt}
+        (got,) = exe.run(feeds)
+        assert_same(got, ort_run(m, feeds)[0])      # no iteration and no sequence: None, as onnxruntime gives
+    assert got[0].shape == (2,) and [float(x) for x in got[1:]] == [0.0, 1.0]
+
+
 # ---------------------------------------------------------------------------------------------
 # optionals
 # ---------------------------------------------------------------------------------------------
