@@ -115,14 +115,29 @@ class _Fixed:
         return self.traces.get(workload_key(func))
 
 
-def _inputs(exe, rng) -> dict:
-    """Inputs for the model: floats from a normal distribution, integers and booleans zero (an index
-    of zero is valid for every gather)."""
+def _weights_as_inputs(g):
+    """(g with its constants as extra inputs, their arrays in input order): every config built
+    without the weights compiled into its library (BERT-base's 440 MB a build), fed at run time."""
+    consts = list(g.constants.items())
+    if not consts:
+        return g, []
+    names = list(g.input_names) + [f"__weight_{i}" for i in range(len(consts))]
+    return g.with_(inputs=tuple(g.inputs) + tuple(v for v, _ in consts), constants={}, input_names=names), \
+        [a for _, a in consts]
+
+
+def _inputs(exe, rng, weights) -> dict:
+    """Inputs for the model: its own inputs random (floats from a normal distribution, integers and
+    booleans zero: an index of zero is valid for every gather), then the weights."""
     feeds = {}
-    for spec in exe.inputs:
-        dt = np.dtype(spec.np_dtype) if hasattr(spec, "np_dtype") else np.dtype(spec.dtype.numpy())
+    specs = list(zip(exe.input_names, exe.inputs))
+    own = specs[:len(specs) - len(weights)]
+    for name, spec in own:
+        dt = np.dtype(spec.np_dtype)
         shape = tuple(int(d) for d in spec.shape)
-        feeds[spec.name] = (rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt))
+        feeds[name] = (rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt))
+    for (name, _), arr in zip(specs[len(own):], weights):
+        feeds[name] = np.ascontiguousarray(arr)
     return feeds
 
 
@@ -193,8 +208,10 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
             traces[key] = cands[_rank_of(cands, j)][1].trace.as_json()
         return traces
 
+    graph, weights = _weights_as_inputs(optimized)
+
     def build(traces):
-        return build_aot(compile_graph(optimized, target, build_kernels=False, schedules=_Fixed(traces)))
+        return build_aot(compile_graph(graph, target, build_kernels=False, schedules=_Fixed(traces)))
 
     exes, compile_secs = [], []
     for j in range(ncfg):
@@ -209,7 +226,7 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     checked = [(i, key, [c for n, c in enumerate(cands) if any(_rank_of(cands, j) == n for j in range(len(exes)))])
                for i, key, cands in checked]
     rng = np.random.default_rng(seed)
-    feeds = _inputs(exes[0], rng)
+    feeds = _inputs(exes[0], rng, weights)
     # which plan steps run each checked task's kernel
     key_of_kernel: dict = {}
     steps_of: dict = {key: [] for _, key, _ in checked}
