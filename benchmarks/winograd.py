@@ -3,6 +3,7 @@
     python benchmarks/winograd.py --threads 1                       # layers, then ResNet-18 and -50
     python benchmarks/winograd.py --threads 2 --json wino.json      # the figures that decide the rule
     python benchmarks/winograd.py --no-models --rounds 20           # layers only
+    python benchmarks/winograd.py --no-models --mattr=-avx512f      # AVX2 code (as on an AVX2-only CPU)
 
 Layers: every 3x3 stride-1 convolution shape of ResNet-18 and ResNet-50 (batch 1, C = O, padding 1:
 64x56x56, 128x28x28, 256x14x14, 512x7x7; ResNet-50's bottleneck 3x3 layers have these shapes too),
@@ -74,8 +75,12 @@ def _layer_ms(exe, x, number):
     return total, gemm
 
 
+def _target(args):
+    return tessera.Target(f"c -num-threads={args.threads}" + (f" -mattr={args.mattr}" if args.mattr else ""))
+
+
 def bench_layers(args, rows):
-    target = tessera.Target(f"c -num-threads={args.threads}")
+    target = _target(args)
     for C, side in LAYERS:
         g = layer_graph(C, side)
         x = np.random.default_rng(1).standard_normal((1, C, side, side)).astype("float32")
@@ -102,7 +107,7 @@ def bench_layers(args, rows):
         rule = choose_tile_size(1, C, C, side, side, target)
         for k in exes:
             t_min, t_med = min(times[k]), statistics.median(times[k])
-            rows.append({"layer": f"{C}x{side}x{side}", "threads": args.threads, "impl": k,
+            rows.append({"layer": f"{C}x{side}x{side}", "threads": args.threads, "target": str(target), "impl": k,
                          "min_ms": t_min, "median_ms": t_med, "gemm_ms": min(gemms[k]) if k != "direct" else "",
                          "ratio_min": t_min / d_min, "ratio_median": t_med / d_med,
                          "direct_gflops": flops / t_min / 1e6, "max_abs_err": exes[k][1],
@@ -124,7 +129,7 @@ def bench_models(args, rows):
         info = {}
         for cfg, disabled in (("winograd", ()), ("direct", ("winograd",))):
             t0 = time.perf_counter()
-            exe = tessera.compile(g, params, target=f"c -num-threads={args.threads}", disabled_passes=disabled,
+            exe = tessera.compile(g, params, target=_target(args), disabled_passes=disabled,
                                   database=False)
             out = exe.run(feeds)
             err = max(float(np.max(np.abs(np.asarray(o) - r))) for o, r in zip(out, ref))
@@ -147,6 +152,7 @@ def bench_models(args, rows):
 def main(argv=None):
     p = parser(__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--mattr", default="", help="target attributes, e.g. -avx512f for AVX2 code on an AVX-512 CPU")
     p.add_argument("--rounds", type=int, default=10, help="layer timing rounds (round-robin)")
     p.add_argument("--number", type=int, default=5, help="calls per layer round")
     p.add_argument("--models", default="resnet18,resnet50", help="comma-separated zoo models ('' for none)")
