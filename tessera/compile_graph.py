@@ -153,13 +153,21 @@ class SpecializingExecutor:
 
     @property
     def graph(self):
-        raise TesseraError(f"model {self.name!r} has one graph per value of inputs {list(self.value_inputs)}: "
+        per = self._per()
+        if not per:
+            raise TesseraError(f"model {self.name!r} returns sequences or optionals, regrouped from a graph's tensor "
+                               f"outputs: exe.specialization(inputs).graph is that graph")
+        raise TesseraError(f"model {self.name!r} has one graph per {' and per '.join(per)}: "
                            f"exe.specialization(inputs).graph is the one those inputs run")
 
+    def _per(self) -> list:
+        """What the specializations are made per, for messages."""
+        return ([f"value of inputs {list(self.value_inputs)}"] if self.value_inputs else []) + \
+            ([f"shape (a sequence's element shapes, an optional's emptiness) of {list(self.shape_inputs)}"]
+             if self.shape_inputs else [])
+
     def export_library(self, path, prefix=None):
-        per = ([f"value of its inputs {list(self.value_inputs)}"] if self.value_inputs else []) + \
-              ([f"shape (a sequence's element shapes, an optional's emptiness) of {list(self.shape_inputs)}"]
-               if self.shape_inputs else [])
+        per = self._per()
         if per:
             raise TesseraError(f"export_library: model {self.name!r} is compiled per {' and per '.join(per)}; "
                                f"freeze them (from_onnx(..., const_inputs=..., shape_dict=...)) to export one library")

@@ -414,6 +414,9 @@ def test_export_and_command_line_refuse_sequences_clearly(tmp_path, capsys):
     exe = tessera.compile(*from_onnx(m))
     with pytest.raises(TesseraError, match="returns sequences or optionals"):
         exe.export_library(str(tmp_path / "m.so"))
+    with pytest.raises(TesseraError, match=r"exe.specialization\(inputs\).graph is that graph"):
+        exe.graph
+    assert [v.name for v in exe.specialization({"x": rand(2)}).graph.outputs] == ["x", "x"]
     m2 = model([helper.make_node("ConcatFromSequence", ["xs"], ["y"], axis=0)], [seq_vi("xs", shape=[2])], [vi("y")])
     exe2 = tessera.compile(*from_onnx(m2))
     with pytest.raises(TesseraError, match=r"per shape \(a sequence's element shapes"):
