@@ -30,13 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-from _common import parser, quiesce, report  # noqa: E402
+import numpy as np
+from _common import parser, quiesce, report
 
-import tessera  # noqa: E402
-from tessera import graph  # noqa: E402
-from tessera.graph.passes import passes_for, run_pass  # noqa: E402
-from tessera.graph.passes.winograd import choose_tile_size, winograd  # noqa: E402
+import tessera
+from tessera import graph
+from tessera.graph.passes import passes_for, run_pass
+from tessera.graph.passes.winograd import choose_tile_size, winograd
 
 LAYERS = [(64, 56), (128, 28), (256, 14), (512, 7)]    # (channels, side): ResNet-18/50's 3x3 stride-1 layers
 
@@ -117,6 +117,7 @@ def bench_layers(args, rows):
 
 def bench_models(args, rows):
     from e2e import _ort_session, _time_interleaved
+
     from tessera import zoo
 
     for name in args.models:
@@ -125,7 +126,7 @@ def bench_models(args, rows):
         g, params = tessera.frontend.from_onnx(model)
         sess = _ort_session(model, args.threads)
         ref = sess.run(None, feeds)
-        timed = {"onnxruntime": lambda: sess.run(None, feeds)}
+        timed = {"onnxruntime": lambda sess=sess, feeds=feeds: sess.run(None, feeds)}
         info = {}
         for cfg, disabled in (("winograd", ()), ("direct", ("winograd",))):
             t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def bench_models(args, rows):
             err = max(float(np.max(np.abs(np.asarray(o) - r))) for o, r in zip(out, ref))
             n_wino = sum(1 for n in exe.graph.nodes if n.op == "nn.winograd_input_transform")
             info[cfg] = (err, n_wino, time.perf_counter() - t0)
-            timed[cfg] = (lambda exe=exe: exe.run(feeds))
+            timed[cfg] = (lambda exe=exe, feeds=feeds: exe.run(feeds))
         times = _time_interleaved(timed, 3, args.model_repeat, 20.0)
         ort = times["onnxruntime"]
         for cfg in ("winograd", "direct"):

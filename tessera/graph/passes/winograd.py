@@ -25,9 +25,9 @@ ten times that).
 from __future__ import annotations
 
 from ...errors import TesseraError
-from ...ops.nn.conv_nchwc import CONV, data_layout_block
-from ...ops.nn.winograd import INPUT, OUTPUT, TILE_SIZES, WEIGHT, tiles_of
 from ...ops.nn._cpu_schedule import tile_preference
+from ...ops.nn.conv_nchwc import CONV
+from ...ops.nn.winograd import INPUT, OUTPUT, TILE_SIZES, WEIGHT, tiles_of
 from ...target import Target
 from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
 from ..ir import Graph
@@ -137,7 +137,6 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
         data, weight = (rw.get(v) for v in n.inputs)
         a = n.attrs
         N, Oc, OH, OW, ob = n.outputs[0].type.shape
-        data_layout_block(CONV, a["data_layout"])
         rows = gemm_rows(N * tiles_of(OH, m) * tiles_of(OW, m), Oc * ob, target)
         v = rw.make(INPUT, data, name=f"{n.name}_winograd_input", tile_size=m, padding=tuple(a["padding"]),
                     rows=rows, layout=a["data_layout"])
@@ -149,4 +148,4 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
     return rw.finish()
 
 
-__all__ = ["winograd", "choose_tile_size", "gemm_rows", "eligible"]
+__all__ = ["choose_tile_size", "eligible", "gemm_rows", "winograd"]

@@ -450,6 +450,17 @@ def _w_compute(tensors, attrs):
 
 weight_transform.def_schedule(schedule_injective)
 
-__all__ = ["winograd_input_transform", "winograd_output_transform", "winograd_weight_transform",
-           "winograd_matrices", "tiles_of", "input_transform_shape", "output_transform_shape",
-           "weight_transform_shape", "INPUT", "OUTPUT", "WEIGHT", "TILE_SIZES"]
+__all__ = [
+    "INPUT",
+    "OUTPUT",
+    "TILE_SIZES",
+    "WEIGHT",
+    "input_transform_shape",
+    "output_transform_shape",
+    "tiles_of",
+    "weight_transform_shape",
+    "winograd_input_transform",
+    "winograd_matrices",
+    "winograd_output_transform",
+    "winograd_weight_transform",
+]

@@ -84,7 +84,7 @@ def block_f64(consts, x, pad, residual):
                                                       (4, 11, 9, 0, False, 1), (2, 9, 11, 0, False, 2)])
 def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual, batch):
     C = 16
-    g, gb = residual_block(C, H, W, pad, residual, batch)
+    g, _ = residual_block(C, H, W, pad, residual, batch)
     consts = {v.name: a for v, a in g.constants.items()}
     x = rand(batch, C, H, W)
     go = optimize_forced(g, m)
