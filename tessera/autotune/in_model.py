@@ -82,10 +82,13 @@ class InModelCheck:
         return [t.name for t in self.tasks if t.changed]
 
     def table(self) -> str:
+        """Per checked task its candidates' in-model ms per node (the pick starred), the end-to-end
+        figures and what changed."""
         if self.skipped:
             return f"in-model check skipped: {self.skipped}"
-        rows = [f"in-model check: {len(self.tasks)} tasks, {self.configs} model builds, {self.rounds} rounds, "
-                f"{self.seconds:.0f} s (ms per node inside the model, median)"]
+        head = (f"in-model check: {len(self.tasks)} tasks, {self.configs} model builds, {self.rounds} rounds, "
+                f"{self.seconds:.0f} s (ms per node inside the model, median; * the pick)")
+        rows = [head]
         for t in self.tasks:
             cands = "  ".join(f"{lab} {m * 1e3:.4f}" + ("*" if i == t.chosen else "")
                               for i, (lab, m) in enumerate(zip(t.labels, t.median_secs)))
