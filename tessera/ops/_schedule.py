@@ -83,7 +83,10 @@ def schedule_spatial_block(sch, block, target) -> None:
     if ext is not None and lanes > 1 and ext >= lanes and ext % lanes == 0:
         io, ii = sch.split(inner, factors=[None, lanes])
         sch.vectorize(ii)
-        outer.append(io)
+        if None not in exts:
+            # (with a symbolic extent the vectors of a row stay a serial loop inside the parallel
+            # one: fused into it, its index would divide by the symbolic extent at every vector)
+            outer.append(io)
     elif ext is not None and 1 < ext <= lanes and ext in (2, 4, 8, 16):
         sch.vectorize(inner)
     elif ext is None and lanes > 1:  # symbolic: lowered to whole vectors and a scalar tail

@@ -127,3 +127,21 @@ def test_graph_with_symbolic_rows_packs_its_constant_weight_and_matches_numpy():
     for batch, seq in ((1, 1), (1, 7), (2, 16), (4, 33)):
         xv = ints(batch, seq, 48)
         np.testing.assert_array_equal(np.asarray(exe(xv)), xv @ w + bias)
+
+
+@needs_kernels
+def test_row_padding_of_a_symbolic_row_count_copies_whole_rows_in_parallel():
+    """A's padded copy (and C's copy-out with the epilogue) run in parallel over (batch, row), a
+    row's vectors inside: one division by the symbolic row count a row, not one a vector."""
+    target = "c -num-threads=2"
+    K, N = 96, 128
+    panel = pack_panel(None, N, target)
+    op = get_op("nn.matmul")
+    A = te.placeholder((te.var("bt"), te.var("n"), K), name="A", dtype="float32")
+    B = te.placeholder((-(-N // panel), K, panel), name="B", dtype="float32")
+    at = op.normalize_attrs({"b_panel": panel, "b_cols": N})
+    outs = op.compute_for([A, B], at, target=Target(target))
+    sch = tir.Schedule(te.create_prim_func([A, B, *outs]))
+    op.schedule(sch, ScheduleContext(block="matmul", attrs=at, target=Target(target)))
+    for name in ("a_pad", "matmul"):
+        assert [sch.get(lp).kind for lp in sch.get_loops(sch.get_block(name))] == ["parallel", "vectorized"], name

@@ -89,3 +89,37 @@ def test_vectorized_loop_of_symbolic_extent_is_exact_at_every_extent(dtype):
         b = np.zeros(m, dtype)
         lib(a, b)
         np.testing.assert_array_equal(b, a * 4, err_msg=f"n = {m}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_symbolic_elementwise_block_runs_rows_in_parallel_and_their_vectors_inside(threads, isa_target):
+    """A transpose over symbolic (batch, seq): the parallel loop runs over rows, the vectors of a row
+    a serial loop inside it (fused into the parallel loop, the index would divide by `seq` at every
+    vector); exact at every length."""
+    from tessera.ops._schedule import schedule_spatial_block
+    target = f"{isa_target} -num-threads={threads}"
+    lanes = Target(target).vector_bits // 32
+    b, n = te.var("b"), te.var("n")
+    X = te.placeholder((b, n, 12, 64), name="X", dtype="float32")
+    Y = te.compute((b, 12, n, 64), lambda i, h, s, d: X[i, s, h, d] + 1.0, name="Y")
+    sch = tir.Schedule(te.create_prim_func([X, Y]))
+    schedule_spatial_block(sch, sch.get_block("Y"), Target(target))
+    kinds = [sch.get(lp).kind for lp in sch.get_loops(sch.get_block("Y"))]
+    rows = ["parallel"] if threads > 1 else ["serial"] * 3
+    assert kinds == rows + ["serial", "vectorized"]
+    assert sch.get(sch.get_loops(sch.get_block("Y"))[-1]).extent.value == lanes
+    lib = tessera.build(sch.mod, target=target)
+    for batch, m in ((1, 1), (2, 5), (1, 64), (3, 37)):
+        x = RNG.standard_normal((batch, m, 12, 64)).astype("float32")
+        y = np.full((batch, 12, m, 64), np.nan, "float32")
+        lib(x, y)
+        np.testing.assert_array_equal(y, x.transpose(0, 2, 1, 3) + 1.0, err_msg=f"batch {batch} length {m}")
+
+
+def test_static_elementwise_block_still_fuses_its_vectors_into_the_parallel_loop():
+    from tessera.ops._schedule import schedule_spatial_block
+    X = te.placeholder((4, 64, 12, 64), name="X", dtype="float32")
+    Y = te.compute((4, 12, 64, 64), lambda i, h, s, d: X[i, s, h, d] + 1.0, name="Y")
+    sch = tir.Schedule(te.create_prim_func([X, Y]))
+    schedule_spatial_block(sch, sch.get_block("Y"), Target("c -num-threads=2"))
+    assert [sch.get(lp).kind for lp in sch.get_loops(sch.get_block("Y"))] == ["parallel", "vectorized"]

@@ -55,7 +55,8 @@ def _is_reduce(sch, block) -> bool:
 
 
 def _other_blocks(sch, ctx, done):
-    """The op's remaining blocks (padding, casts, small statistics) get the generic schedule."""
+    """The op's remaining blocks (padding, casts, small statistics) get the generic schedule; a
+    spatial block with a symbolic loop extent is scheduled as rows (symbolic_rows)."""
     root = sch.get_block("root")
     for block in sch.get_child_blocks(root):
         if sch.get(block).name_hint in done:
@@ -63,10 +64,36 @@ def _other_blocks(sch, ctx, done):
         try:
             if _is_reduce(sch, block):
                 S.schedule_reduce_block(sch, block, ctx.target)
+            elif _has_symbolic_loop(sch, block):
+                symbolic_rows(sch, block, ctx.target)
             else:
                 S.schedule_spatial_block(sch, block, ctx.target)
         except ScheduleError:
             continue
+
+
+def _has_symbolic_loop(sch, block) -> bool:
+    return any(_extent(sch, lp) is None for lp in sch.get_loops(block))
+
+
+def symbolic_rows(sch, block, target, depth: int = 0) -> None:
+    """A spatial block (a pad, a pack, a copy-out with its epilogue) of a kernel with symbolic
+    extents, under `depth` outer loops: its innermost loop vectorized whole (whole vectors and a
+    scalar rest, tir/transform/vectorize.py) and, at depth 0, the loops above it fused into one
+    parallel loop over rows. The vectors of a row stay a serial loop inside the row: fused into
+    the parallel loop as schedule_spatial_block does, they would pay the fused index's divisions
+    by symbolic extents once a vector instead of once a row (at 2 threads such copies took longer
+    than the matmul around them)."""
+    loops = sch.get_loops(block)[depth:]
+    if not loops:
+        return
+    try:
+        sch.vectorize(loops[-1])
+    except ScheduleError:
+        pass
+    outer = loops[:-1]
+    if depth == 0 and outer and S.thread_count(target) > 1:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
 def _anchor(sch, names):
@@ -182,7 +209,7 @@ def schedule_matmul(sch, ctx):
     panel = (ctx.attrs or {}).get("b_panel") or None  # b pre-packed in panels of this width
     if block is not None:
         try:
-            _matmul_block(sch, block[0], ctx, panel)
+            _matmul_block(sch, block[0], ctx, panel, done)
             done.add(block[1])
         except ScheduleError:
             pass
@@ -269,11 +296,13 @@ def _tile_of(name):
     return mr, nr
 
 
-def _tensorized_matmul(sch, block, ctx, panel=None) -> bool:
+def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
     the mr x nr x kc tile tensorized. M <= 256 (transformer activations) or symbolic: (batch, j_0,
     k_0, i_1 | i_2, j_1, k_1), batch and the B panels j_0 in parallel (each thread streams its own
-    panels; A stays in L2). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per
+    panels; A stays in L2). Symbolic with enough batch ("heads", _heads_matmul): the same per
+    matrix, the batch in parallel, A's and B's copies made per matrix inside it (their block names
+    added to `placed`). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per
     block, i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or
     the target has no kernel for a tile dividing it. Knobs: "gemm_tile" (among the tiles that divide
     M and N and fit the packed panel), "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
@@ -288,10 +317,17 @@ def _tensorized_matmul(sch, block, ctx, panel=None) -> bool:
     # row blocks need static extents (mc rows of A a block, a multiple of mr dividing M)
     static = None not in (M, N, K)
     structure = "panels" if not static or M <= 256 else "row_blocks"
-    structure = ctx.choose(sch, "gemm_structure", ["panels"] + (["row_blocks"] if static else []), structure)
+    heads = not static and _heads_fit(sch, batch, threads)
+    if heads:
+        structure = "heads"
+    structure = ctx.choose(sch, "gemm_structure", ["panels"] + (["row_blocks"] if static else [])
+                           + (["heads"] if heads else []), structure)
     work = 1
     for e in (M, N, K):
         work *= e if e is not None else S.PARALLEL_MIN_WORK
+    if structure == "heads":
+        sch.tensorize(_heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed), name)
+        return True
     if structure == "panels":
         i1, i2 = sch.split(i, [None, mr])
         j0, j1 = sch.split(j, [None, nr])
@@ -329,6 +365,57 @@ def _tensorized_matmul(sch, block, ctx, panel=None) -> bool:
         sch.parallel(j0)
     sch.tensorize(i2, name)
     return True
+
+
+_COPIES = ("b_pack", "a_pad")  # dense.matmul_compute's in-kernel copies of B and A (symbolic extents)
+
+
+def _heads_fit(sch, batch, threads) -> bool:
+    """Whether a matmul with symbolic extents takes the "heads" structure: it has batch loops whose
+    static extents alone give every thread two or more matrices (attention's 12 heads a sequence
+    on 2 threads; a weight matmul's batch of sequences, symbolic, does not)."""
+    if not batch:
+        return False
+    static = 1
+    for b in batch:
+        e = _extent(sch, b)
+        static *= e if e is not None else 1
+    return static >= 2 * threads
+
+
+def _heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed=None):
+    """The "heads" structure of a batched matmul with symbolic extents (attention's Q.K^T and P.V
+    at a dynamic sequence length): one parallel loop over the batch (heads), each iteration padding
+    its head's rows of A and packing its B (compute_at: a copy the size of one head, thread-local,
+    still in L1/L2 when the micro-kernel reads it) and running (j_0, k_0, i_1 | i_2, j_1, k_1) over
+    it. Returns the loop to tensorize. In one parallel loop per copy over everything instead, the
+    copies' fused index divided by symbolic extents at every vector, and at 2 threads they took
+    several times the GEMM."""
+    i1, i2 = sch.split(i, [None, mr])
+    j0, j1 = sch.split(j, [None, nr])
+    if K is not None:
+        kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
+        k0, k1 = sch.split(k, [None, kc])
+        sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
+    else:
+        sch.reorder(*batch, j0, i1, i2, j1, k)
+    # the copies go under the innermost batch loop before the batch loops are fused: one head's
+    # region each, with no predicate for a fused index's clipped domain
+    for name in _COPIES:
+        if not _has_block(sch, name):
+            continue
+        copy = sch.get_block(name)
+        try:
+            sch.compute_at(copy, batch[-1])
+        except ScheduleError:
+            continue  # left at the root: _other_blocks schedules it as rows
+        symbolic_rows(sch, copy, ctx.target, depth=len(batch))
+        if placed is not None:
+            placed.add(name)
+    bh = sch.fuse(*batch) if len(batch) > 1 else batch[0]
+    if threads > 1:
+        sch.parallel(bh)
+    return i2
 
 
 def _kc_candidates(K):
@@ -400,7 +487,7 @@ def _gemv_block(sch, block, ctx):
         sch.parallel(jc)
 
 
-def _matmul_block(sch, block, ctx, panel=None):
+def _matmul_block(sch, block, ctx, panel=None, placed=None):
     # a dry run of the default choices on a copy first: the steps before tensorize must not stay if
     # it refuses (a tuner's other choices are then applied on the schedule itself)
     dry = dataclasses.replace(ctx, knobs=None)
@@ -409,7 +496,7 @@ def _matmul_block(sch, block, ctx, panel=None):
     except ScheduleError:
         fits = False
     if fits:
-        _tensorized_matmul(sch, block, ctx, panel)
+        _tensorized_matmul(sch, block, ctx, panel, placed)
         return
     try:  # matrix-vector (M = 1): stream B's rows
         _gemv_block(sch.copy(), block, dry)

@@ -179,10 +179,11 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
         a_in = a
 
         def pad_rows(*x):
+            # a Select (both sides evaluated; the row index clamped inside A): a row is a vector
+            # copy, where if_then_else would keep the loop scalar (tir/transform/vectorize.py)
             i = x[-2]
-            inside = i < M_sym
-            return te.if_then_else(inside, a_in[tuple(x[:-2]) + (te.min(i, M_sym - 1), x[-1])],
-                                   te.const(0, a_in.dtype))
+            return E.Select(i < M_sym, a_in[tuple(x[:-2]) + (te.min(i, M_sym - 1), x[-1])],
+                            te.const(0, a_in.dtype))
 
         a = U.compute(tuple(a.shape[:-2]) + (rows, a.shape[-1]),
                       [f"b{q}" for q in range(a.ndim - 2)] + ["i", "k"], pad_rows, "a_pad")
@@ -204,7 +205,16 @@ def matmul_compute(a, b, transpose_a=False, transpose_b=False, out_dtype=None, n
             if not padded:
                 return b[tuple(x[:-3]) + (x[-2], j)]
             inside = j < N
-            return te.if_then_else(inside, b[tuple(x[:-3]) + (x[-2], te.min(j, N - 1))], te.const(0, b.dtype))
+            load = b[tuple(x[:-3]) + (x[-2], te.min(j, N - 1))]
+            if not sym:
+                return te.if_then_else(inside, load, te.const(0, b.dtype))
+            # symbolic N: a full panel (jo < N // panel, the same for a whole vector of ji) is a
+            # contiguous load from a start clamped inside B; only the last, partial panel loads
+            # lane by lane (clamped, zero past N). Selects, which vectorize (see pad_rows); the C
+            # code evaluates the one a scalar condition picks.
+            start = te.max(te.min(x[-3] * panel, N - panel), 0)
+            full = b[tuple(x[:-3]) + (x[-2], start + x[-1])]
+            return E.Select(x[-3] < N // panel, full, E.Select(inside, load, te.const(0, b.dtype)))
 
         b_packed = U.compute(bb + (n_panels, K, panel), [f"b{q}" for q in range(len(bb))] + ["jo", "k", "ji"],
                              pack, "b_pack")
