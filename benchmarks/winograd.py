@@ -82,6 +82,8 @@ def _target(args):
 def bench_layers(args, rows):
     target = _target(args)
     for C, side in LAYERS:
+        if args.layers and f"{C}x{side}" not in args.layers:
+            continue
         g = layer_graph(C, side)
         x = np.random.default_rng(1).standard_normal((1, C, side, side)).astype("float32")
         exes, ref = {}, None
@@ -159,9 +161,11 @@ def main(argv=None):
     p.add_argument("--models", default="resnet18,resnet50", help="comma-separated zoo models ('' for none)")
     p.add_argument("--no-models", action="store_true")
     p.add_argument("--no-layers", action="store_true")
+    p.add_argument("--layers", default="", help="comma-separated CxSIDE layers to time (default: all), e.g. 512x7")
     p.add_argument("--model-repeat", type=int, default=20)
     args = p.parse_args(argv)
     args.models = [] if args.no_models else [m for m in args.models.split(",") if m]
+    args.layers = [x for x in args.layers.split(",") if x]
     rows = []
     import os
     load0 = os.getloadavg()
