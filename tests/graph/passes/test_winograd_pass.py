@@ -211,3 +211,21 @@ def test_onnx_resnet_block_matches_onnxruntime_with_the_pass_on():
     assert ops_of(exe.graph).count("nn.winograd_input_transform") == (2 if HAS_GEMM else 0)
     # F(4x4)'s error: <= 45 eps32 x the sum of |terms| (test_winograd.py), here ~1e-5 at outputs ~1
     np.testing.assert_allclose(exe(x), want, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.slow
+def test_winograd_benchmark_writes_layer_rows(tmp_path):
+    import importlib.util
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("tessera_bench_winograd", root / "benchmarks" / "winograd.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = tmp_path / "wino.json"
+    assert bench.main(["--no-models", "--layers", "512x7", "--rounds", "1", "--number", "1", "--json", str(path)]) == 0
+    rows = json.loads(path.read_text())["rows"]
+    assert [r["impl"] for r in rows] == ["direct", "F2", "F4"]
+    assert all(r["layer"] == "512x7x7" and r["min_ms"] > 0 for r in rows)
+    assert rows[0]["ratio_min"] == 1.0 and rows[1]["max_abs_err"] < 1e-3
