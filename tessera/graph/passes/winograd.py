@@ -73,15 +73,20 @@ def gemm_rows(tiles: int, channels: int, target) -> int:
 
 def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: int, width: int, target):
     """m of F(m x m, 3 x 3) for a 3x3 stride-1 convolution with this output size (height x width),
-    or None for the direct convolution (the rule measured by benchmarks/winograd.py on ResNet-18/50's
-    layers, docs/internals.md "Winograd convolution"): F(4x4) where it makes at least 16 tiles (56x56,
-    28x28, 14x14: 0.31-0.44x the direct layer), F(2x2) where F(4x4) makes fewer but F(2x2) at least 16
-    (7x7: 0.58x, F(4x4) 0.68x: 4 tiles leave the GEMM too few rows to reuse its weight panels), else
-    direct (not measured: a map this small is a few tiles of work). Channels: at least 64 in and out
-    (the measured range; with few channels the GEMM is short and the transforms dominate)."""
-    if _isa(target) is None or in_channels < 64 or out_channels < 64:
+    or None for the direct convolution: the rule measured by benchmarks/winograd.py on ResNet-18/50's
+    layers (layer time / direct, docs/internals.md "Winograd convolution"). F(4x4) where it makes at
+    least 16 tiles (56x56, 28x28, 14x14: 0.26-0.44 on AVX-512 and on AVX2). A 7x7 map, 4 tiles of
+    F(4x4) or 16 of F(2x2): on AVX-512 F(2x2) (0.58 against F(4x4)'s 0.68-0.73 at 1 thread; 2 threads
+    about even), on AVX2 F(4x4) (0.44-0.55 against 0.82-1.09: there both GEMMs run at the same low rate
+    and F(4x4) has half the multiplies), so the F(4x4) minimum is 16 tiles with 16-lane vectors and 4
+    with 8; else F(2x2) where it makes at least 16 tiles; else direct (not measured: a map that small
+    is a few tiles of work). Channels: at least 64 in and out (the measured range; with few channels
+    the GEMM is short and the transforms dominate)."""
+    isa = _isa(target)
+    if isa is None or in_channels < 64 or out_channels < 64:
         return None
-    if batch * tiles_of(height, 4) * tiles_of(width, 4) >= 16:
+    f4_min = 16 if isa[1] >= 16 else 4
+    if batch * tiles_of(height, 4) * tiles_of(width, 4) >= f4_min:
         return 4
     if batch * tiles_of(height, 2) * tiles_of(width, 2) >= 16:
         return 2

@@ -173,9 +173,15 @@ def test_the_pass_is_named_in_the_pipeline_and_can_be_disabled():
 
 
 def test_rule_and_gemm_rows():
-    layers = {(64, 56): 4, (128, 28): 4, (256, 14): 4, (512, 7): 2}
+    wide = HAS_GEMM and _isa(TARGET)[1] == 16            # AVX-512: 7x7 maps take F(2x2), AVX2 F(4x4)
+    layers = {(64, 56): 4, (128, 28): 4, (256, 14): 4, (512, 7): 2 if wide else 4}
     for (C, side), m in layers.items():
         assert choose_tile_size(1, C, C, side, side, TARGET) == (m if HAS_GEMM else None)
+    avx2 = Target("c -mattr=-avx512f")
+    if _isa(avx2) is not None:
+        assert choose_tile_size(1, 512, 512, 7, 7, avx2) == 4
+        assert choose_tile_size(1, 512, 512, 4, 4, avx2) is None     # 1 tile of F(4x4), 4 of F(2x2)
+
     assert choose_tile_size(1, 64, 64, 4, 4, TARGET) is None          # 4 tiles of F(2x2)
     assert choose_tile_size(1, 16, 16, 56, 56, TARGET) is None        # few channels
     if HAS_GEMM:
