@@ -231,6 +231,17 @@ def nn_conv_pool_cases():
     c.append(OpCase("nn.contrib_depthwise_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 1, 16)],
                     {"padding": (1, 1, 1, 1), "data_layout": "NCHW16c", "kernel_layout": "OIHW1i16o",
                      "out_layout": "NCHW16c"}, tag="16c"))
+    # Winograd transforms (graph/passes/winograd.py): odd sizes (partial tiles at the border), padding
+    # read as zeros, zero rows past the tile count
+    c.append(OpCase("nn.winograd_input_transform", [_pack_data(f32(1, 16, 9, 7), 8)],
+                    {"tile_size": 4, "padding": (1, 0, 2, 1), "rows": 12, "layout": "NCHW8c"}, tag="F4 pad"))
+    c.append(OpCase("nn.winograd_input_transform", [f32(1, 5, 6, 7)], {"tile_size": 2, "layout": "NCHW"}, tag="F2"))
+    c.append(OpCase("nn.winograd_weight_transform", [_pack_weight(f32(16, 16, 3, 3), 8, 8)],
+                    {"tile_size": 4, "kernel_layout": "OIHW8i8o"}))
+    c.append(OpCase("nn.winograd_output_transform", [f32(6, 6, 12, 16)],
+                    {"tile_size": 4, "batch": 1, "output_size": (9, 7), "layout": "NCHW8c"}, tag="F4 partial tiles"))
+    c.append(OpCase("nn.winograd_output_transform", [f32(4, 4, 13, 5)],
+                    {"tile_size": 2, "batch": 1, "output_size": (7, 5), "layout": "NCHW"}, tag="F2"))
     # pools: padding, stride, dilation, ceil mode (the last window hangs over the border)
     c.append(OpCase("nn.max_pool1d", [f32(1, 3, 10)], {"pool_size": (3,), "strides": (2,), "padding": (1, 1),
                                                         "ceil_mode": True}))
