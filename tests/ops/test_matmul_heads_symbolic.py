@@ -58,9 +58,9 @@ def test_attention_matmul_copies_run_per_head_inside_the_parallel_batch_loop(cas
         assert sch.get(loops[0]) is gemm_outer, f"{copy} is not computed per head"
         assert sch.get(loops[-1]).kind == "vectorized"
         assert all(sch.get(lp).kind == "serial" for lp in loops[1:-1])
-    # the copy-out: parallel over (batch, head, row) fused, a row's vectors inside it
+    # the copy-out: parallel over (batch, head) fused, a head's rows and their vectors inside it
     kinds = [sch.get(lp).kind for lp in sch.get_loops(sch.get_block("matmul"))]
-    assert kinds == (["parallel", "vectorized"] if threads > 1 else ["serial"] * 3 + ["vectorized"])
+    assert kinds == (["parallel", "serial", "vectorized"] if threads > 1 else ["serial"] * 3 + ["vectorized"])
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -93,9 +93,9 @@ def test_vectorized_loop_of_symbolic_extent_is_exact_at_every_extent(dtype):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_symbolic_elementwise_block_runs_rows_in_parallel_and_their_vectors_inside(threads, isa_target):
-    """A transpose over symbolic (batch, seq): the parallel loop runs over rows, the vectors of a row
-    a serial loop inside it (fused into the parallel loop, the index would divide by `seq` at every
-    vector); exact at every length."""
+    """A transpose over symbolic (batch, seq): the parallel loop runs over (batch, head), a head's
+    rows and their vectors serial loops inside it (fused into the parallel loop, the index would
+    divide by `seq` at every vector); exact at every length."""
     from tessera.ops._schedule import schedule_spatial_block
     target = f"{isa_target} -num-threads={threads}"
     lanes = Target(target).vector_bits // 32
@@ -105,7 +105,7 @@ def test_symbolic_elementwise_block_runs_rows_in_parallel_and_their_vectors_insi
     sch = tir.Schedule(te.create_prim_func([X, Y]))
     schedule_spatial_block(sch, sch.get_block("Y"), Target(target))
     kinds = [sch.get(lp).kind for lp in sch.get_loops(sch.get_block("Y"))]
-    rows = ["parallel"] if threads > 1 else ["serial"] * 3
+    rows = ["parallel", "serial"] if threads > 1 else ["serial"] * 3
     assert kinds == rows + ["serial", "vectorized"]
     assert sch.get(sch.get_loops(sch.get_block("Y"))[-1]).extent.value == lanes
     lib = tessera.build(sch.mod, target=target)
@@ -123,3 +123,21 @@ def test_static_elementwise_block_still_fuses_its_vectors_into_the_parallel_loop
     sch = tir.Schedule(te.create_prim_func([X, Y]))
     schedule_spatial_block(sch, sch.get_block("Y"), Target("c -num-threads=2"))
     assert [sch.get(lp).kind for lp in sch.get_loops(sch.get_block("Y"))] == ["parallel", "vectorized"]
+
+
+@pytest.mark.parametrize("shape, threads, fused", [
+    ((4, 12, 64), 2, 3),              # static extents: every row loop
+    (("b", 12, "n"), 2, 2),           # (batch, heads): divisions by 12 only
+    (("b", 12, "n"), 8, 3),           # 12 heads on 8 threads would idle a third of a round
+    (("b", "n"), 2, 2),               # no static loop to feed the threads: every row loop
+    (("n", 4, 6), 2, 3),              # the first loop's divisor-free, the rest static
+])
+def test_parallel_prefix_fuses_the_loops_whose_index_divides_by_constants(shape, threads, fused):
+    from tessera.ops._schedule import parallel_prefix
+    dims = [te.var(d) if isinstance(d, str) else d for d in shape]
+    X = te.placeholder(dims + [8], name="X", dtype="float32")
+    Y = te.compute(dims + [8], lambda *i: X[i] * 2.0, name="Y")
+    sch = tir.Schedule(te.create_prim_func([X, Y]))
+    loops = sch.get_loops(sch.get_block("Y"))[:-1]
+    got = parallel_prefix(sch, loops, Target(f"c -num-threads={threads}"))
+    assert [sch.get(lp) for lp in got] == [sch.get(lp) for lp in loops[:fused]]

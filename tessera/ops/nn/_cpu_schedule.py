@@ -79,11 +79,11 @@ def _has_symbolic_loop(sch, block) -> bool:
 def symbolic_rows(sch, block, target, depth: int = 0) -> None:
     """A spatial block (a pad, a pack, a copy-out with its epilogue) of a kernel with symbolic
     extents, under `depth` outer loops: its innermost loop vectorized whole (whole vectors and a
-    scalar rest, tir/transform/vectorize.py) and, at depth 0, the loops above it fused into one
-    parallel loop over rows. The vectors of a row stay a serial loop inside the row: fused into
-    the parallel loop as schedule_spatial_block does, they would pay the fused index's divisions
-    by symbolic extents once a vector instead of once a row (at 2 threads such copies took longer
-    than the matmul around them)."""
+    scalar rest, tir/transform/vectorize.py) and, at depth 0, the loops above it (or the leading
+    ones _schedule.parallel_prefix picks) fused into one parallel loop of rows. The vectors of a
+    row stay a serial loop inside: fused into the parallel loop as schedule_spatial_block does
+    with static extents, they would pay the fused index's divisions by symbolic extents at every
+    vector instead of once a row (at 2 threads such copies took longer than the GEMM around them)."""
     loops = sch.get_loops(block)[depth:]
     if not loops:
         return
@@ -91,7 +91,7 @@ def symbolic_rows(sch, block, target, depth: int = 0) -> None:
         sch.vectorize(loops[-1])
     except ScheduleError:
         pass
-    outer = loops[:-1]
+    outer = S.parallel_prefix(sch, loops[:-1], target) if len(loops) > 1 else []
     if depth == 0 and outer and S.thread_count(target) > 1:
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
