@@ -487,7 +487,7 @@ def test_in_model_check_runs_and_compile_applies_each_checked_tasks_pick(tmp_pat
     runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0, warmup=False, timeout=120)
     try:
         res = tune_graph(g, params, T2, max_trials=5, database=str(path), batch_size=2, seed=0, tasks=some,
-                         runner=runner, remeasure=0, validate_budget=3)
+                         runner=runner, remeasure=0, validate_budget=2)
     finally:
         runner.close()
     check = res.validation
