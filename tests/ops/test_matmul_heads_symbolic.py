@@ -113,3 +113,20 @@ def test_dynamic_attention_graph_with_scale_and_mask_matches_numpy(threads):
         want = (p / p.sum(-1, keepdims=True)) @ vv
         got = np.asarray(exe(qv, ktv, vv, mv))
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"batch {batch} seq {seq}")
+
+
+def test_symbolic_column_count_takes_the_narrowest_two_vector_panel(isa_target):
+    """Q.K^T's columns are the dynamic length: the last panel is zero-padded, so the narrowest tile
+    that is still two vectors wide (32 columns on AVX-512, 16 on AVX2) wastes the least at short
+    lengths; the kernel runs that tile."""
+    from tessera.ops.nn.dense import _symbolic_panel
+    from tessera.tir.tensor_intrin.x86 import FP32_GEMM
+    target = f"{isa_target} -num-threads=2"
+    if not has_kernels(target):
+        pytest.skip("the target has no x86 GEMM micro-kernels")
+    t = Target(target)
+    isa, lanes = ("avx512", 16) if t.has_feature("avx512f") else ("avx2", 8)
+    want = min(nr for _, nr in FP32_GEMM[isa] if nr >= 2 * lanes)
+    assert _symbolic_panel(target) == want
+    src = tessera.build(schedule(*ATTENTION["scores"](te.var("bt"), te.var("n")), target), target=target).get_source()
+    assert f"x{want}_f32(" in src and f"tintrin_{isa}_gemm_" in src
