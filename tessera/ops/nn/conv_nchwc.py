@@ -305,12 +305,21 @@ def _get_block(sch, name):
         return None
 
 
-def _group(chunks: int, ow: int, taps: int) -> int:
-    """Output blocks per micro-kernel call (V), measured on AVX2 layer by layer (ResNet, MobileNetV2):
-    two blocks (6-pixel tiles, 12 accumulators) where rows are long (>= 28 pixels, or >= 14 for
-    kernels with several taps), else one block with the widest pixel tiles (up to 14 accumulators;
-    short rows of 1x1 convolutions gain more from it than from a second weight vector). Three or
-    four blocks (4- and 3-pixel tiles) measured slower everywhere."""
+def _group(chunks: int, ow: int, taps: int, isa: str = "avx2", in_blocks: int | None = None) -> int:
+    """Output blocks per micro-kernel call (V). AVX2 (16 registers), measured layer by layer (ResNet,
+    MobileNetV2): two blocks (6-pixel tiles, 12 accumulators) where rows are long (>= 28 pixels, or
+    >= 14 for kernels with several taps), else one block with the widest pixel tiles (up to 14
+    accumulators; short rows of 1x1 convolutions gain more from it than from a second weight vector).
+    Three or four blocks (4- and 3-pixel tiles) measured slower everywhere. AVX-512 (32 registers,
+    14-pixel tiles for one or two blocks; benchmarks/conv1x1.py and docs/internals.md "1x1
+    convolutions"): rows of <= 7 pixels take two blocks (a 7-pixel row fills only 7 accumulators with
+    one: 1.2-1.3x faster with two on ResNet-50's and MobileNetV2's 7x7 layers, 1x1 and 3x3); a 1x1
+    convolution reducing one input block (MobileNetV2's 16 -> 96 channels at 112x112) takes one (two:
+    2.2x slower); else the AVX2 rule."""
+    if isa == "avx512" and chunks % 2 == 0 and ow <= 7:
+        return 2
+    if isa == "avx512" and taps == 1 and in_blocks == 1:
+        return 1
     if chunks % 2 == 0 and (ow >= 28 or (taps > 1 and ow >= 14)):
         return 2
     return 1
@@ -387,7 +396,7 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     if owe is None or ohe is None or khe is None or kwe is None:
         return False
     v = ctx.choose(sch, "conv.oc_blocks", [c for c in range(1, MAX_V + 1) if chunks % c == 0],
-                   _group(chunks, owe, khe * kwe))
+                   _group(chunks, owe, khe * kwe, isa, _extent(sch, icc)))
     batch = _extent(sch, n) or S.thread_count(target)
     per_row = sum(c for _, c in row_tiles(isa, v, owe))
     rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],

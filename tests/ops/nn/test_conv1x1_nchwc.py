@@ -1,0 +1,99 @@
+"""The blocked convolution's output blocks a micro-kernel call (conv_nchwc._group) on the shapes whose
+rule is ISA-specific (ResNet-50's / MobileNetV2's 7x7 layers and one-input-block 1x1 layers): the
+default schedule picks the measured V for the target's kernel, and the result equals onnxruntime's."""
+import re
+
+import numpy as np
+import pytest
+
+import tessera
+from nn_onnx_ref import ort_run
+from tessera import te
+from tessera.graph.ir import TensorType
+from tessera.ops.nn import _x86_conv
+from tessera.ops.nn.conv_nchwc import CONV, _group
+from tessera.ops.registry import ScheduleContext, get_op
+
+RNG = np.random.default_rng(12)
+
+
+def _pack_data(x, b):
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _pack_weight(w, ib, ob):
+    o, i, kh, kw = w.shape
+    return np.ascontiguousarray(w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
+
+
+def _unpack(y):
+    n, cc, h, w, b = y.shape
+    return y.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
+
+
+def _conv_bias_relu(x, w, b, block, target, strides, padding):
+    """(NCHW output, generated C) of the blocked conv + bias + ReLU with its default schedule."""
+    op = get_op(CONV)
+    attrs = op.normalize_attrs(dict(strides=strides, padding=padding, data_layout=f"NCHW{block}c",
+                                    kernel_layout=f"OIHW{block}i{block}o", out_layout=f"NCHW{block}c"))
+    arrays = [_pack_data(x, block), _pack_weight(w, block, block),
+              np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
+    types = [TensorType.of(a) for a in arrays[:2]]
+    (ot,) = op.infer_types(types, attrs)
+    phs = [te.placeholder(a.shape, name=n) for n, a in zip(("data", "weight", "bias"), arrays)]
+    (out,) = op.compute(phs[:2], attrs)
+    final = te.compute(out.shape, lambda *i: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]], te.const(0.0, "float32")),
+                       name="T_relu")
+    sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
+    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
+                                     output_types=(ot,), epilogue=(final.name,)))
+    lib = tessera.build(sch, target=target)
+    y = np.zeros(ot.shape, "float32")
+    lib(*arrays, y)
+    return _unpack(y), lib.get_source()
+
+
+CASES = [
+    # name, (C, O, H), kernel, stride, padding; what _group decides for a 16-lane (AVX-512) kernel
+    ("1x1_7x7_even_chunks", (64, 64, 7), 1, 1, 0),        # rows of 7: two blocks
+    ("1x1_stride2_to_7x7", (32, 64, 14), 1, 2, 0),        # rows of 7: two blocks
+    ("3x3_stride2_to_7x7", (32, 32, 14), 3, 2, 1),        # rows of 7, several taps: two blocks
+    ("1x1_7x7_odd_chunks", (32, 48, 7), 1, 1, 0),         # 3 output blocks: one
+    ("1x1_one_input_block_long_rows", (16, 64, 28), 1, 1, 0),  # one input block: one
+]
+
+
+@pytest.mark.parametrize("name,dims,k,stride,pad", CASES, ids=[c[0] for c in CASES])
+def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims, k, stride, pad, isa_target):
+    isa = _x86_conv.isa_of(isa_target)
+    if isa is None:
+        pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
+    block = _x86_conv.lanes_of(isa)
+    C, O, H = dims
+    x = RNG.standard_normal((1, C, H, H)).astype("float32")
+    w = (RNG.standard_normal((O, C, k, k)) / np.sqrt(C * k * k)).astype("float32")
+    b = RNG.standard_normal(O).astype("float32")
+    target = tessera.Target(f"{isa_target} -num-threads=2")
+    y, src = _conv_bias_relu(x, w, b, block, target, (stride, stride), (pad,) * 4)
+    (ref,) = ort_run("Conv", [x, w, b], dict(strides=[stride, stride], pads=[pad] * 4))
+    np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    # the kernel the default schedule called: V output blocks of `block` lanes (its name says)
+    ow = (H + 2 * pad - k) // stride + 1
+    names = set(re.findall(r"tensor intrinsic x86_\w+?_conv2d_nchwc_\d+x(\d+)_(\d+)x(\d+)o", src))
+    expected_v = _group(O // block, ow, k * k, isa, C // block)
+    assert names == {(str(ow), str(expected_v), str(block))}
+
+
+def test_group_rule_per_isa():
+    # AVX-512: rows of <= 7 pixels take two blocks (when the blocks pair up), one input block one
+    assert _group(128, 7, 1, "avx512", 32) == 2
+    assert _group(32, 7, 9, "avx512", 32) == 2
+    assert _group(3, 7, 1, "avx512", 2) == 1
+    assert _group(6, 112, 1, "avx512", 1) == 1
+    assert _group(16, 56, 1, "avx512", 4) == 2        # long rows, several input blocks: as AVX2
+    assert _group(64, 14, 1, "avx512", 64) == 1
+    # AVX2 as measured before: two blocks only for long rows
+    assert _group(128, 7, 1, "avx2", 64) == 1
+    assert _group(12, 112, 1, "avx2", 2) == 2
+    assert _group(12, 14, 9, "avx2", 4) == 2
