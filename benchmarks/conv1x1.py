@@ -30,11 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-from _common import parser, quiesce, report  # noqa: E402
+import numpy as np
+from _common import parser, quiesce, report
 
-import tessera  # noqa: E402
-from tessera import graph  # noqa: E402
+import tessera
+from tessera import graph
 
 
 def _log(msg):
@@ -60,7 +60,7 @@ def model_layers(name):
         if w is None or tuple(w[2:]) != (1, 1) or attrs.get("group", 1) != 1:
             continue
         x = shapes[node.input[0]]
-        stride = tuple(attrs.get("strides", (1, 1)))[0]
+        stride, _ = attrs.get("strides", (1, 1))
         key = (int(w[1]), int(w[0]), int(x[2]), int(stride))
         out[key] = out.get(key, 0) + 1
     return out
@@ -151,8 +151,8 @@ def bench(args):
                 best = min(best, time.perf_counter() - t0)
             return best * 1e3
 
-        fns = {"direct": lambda: _nodes_ms(direct, {"x": x}, args.number),
-               "gemm": lambda: _nodes_ms(gemm, {"x": xs}, args.number), "onnxruntime": ort_ms}
+        fns = {"direct": lambda exe=direct, x=x: _nodes_ms(exe, {"x": x}, args.number),
+               "gemm": lambda exe=gemm, xs=xs: _nodes_ms(exe, {"x": xs}, args.number), "onnxruntime": ort_ms}
         times = {k: [] for k in fns}
         for _ in range(args.rounds):
             for k, fn in fns.items():

@@ -5,9 +5,9 @@ import re
 
 import numpy as np
 import pytest
+from nn_onnx_ref import ort_run
 
 import tessera
-from nn_onnx_ref import ort_run
 from tessera import te
 from tessera.graph.ir import TensorType
 from tessera.ops.nn import _x86_conv
@@ -35,8 +35,8 @@ def _unpack(y):
 def _conv_bias_relu(x, w, b, block, target, strides, padding):
     """(NCHW output, generated C) of the blocked conv + bias + ReLU with its default schedule."""
     op = get_op(CONV)
-    attrs = op.normalize_attrs(dict(strides=strides, padding=padding, data_layout=f"NCHW{block}c",
-                                    kernel_layout=f"OIHW{block}i{block}o", out_layout=f"NCHW{block}c"))
+    attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
+                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
     arrays = [_pack_data(x, block), _pack_weight(w, block, block),
               np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
     types = [TensorType.of(a) for a in arrays[:2]]
@@ -76,7 +76,7 @@ def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims
     b = RNG.standard_normal(O).astype("float32")
     target = tessera.Target(f"{isa_target} -num-threads=2")
     y, src = _conv_bias_relu(x, w, b, block, target, (stride, stride), (pad,) * 4)
-    (ref,) = ort_run("Conv", [x, w, b], dict(strides=[stride, stride], pads=[pad] * 4))
+    (ref,) = ort_run("Conv", [x, w, b], {"strides": [stride, stride], "pads": [pad] * 4})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     # the kernel the default schedule called: V output blocks of `block` lanes (its name says)
     ow = (H + 2 * pad - k) // stride + 1
