@@ -3,7 +3,7 @@ sequence length, against a compile specialized to that length and ONNX Runtime, 
 
     python benchmarks/dynamic_shapes.py [--models bert_base,gpt2_small] [--seq 16,64,128,384]
                                         [--batch 1,4] [--layers 12] [--threads 2] [--breakdown]
-                                        [--json PATH]
+                                        [--kernels] [--json PATH]
 
 The models come from tessera.zoo with dynamic_shapes=True (every Reshape target, slice bound and
 position range computed from Shape, as an export with dynamic axes writes them); their inputs and
@@ -71,6 +71,54 @@ def breakdown(dyn, spec, feeds, row) -> None:
     sys.stderr.flush()
 
 
+def _kernel_args(types, rng) -> list:
+    """Arrays of these TensorTypes: floats random, integers zero (an index or a mask that is always
+    in range)."""
+    out = []
+    for t in types:
+        shape, dt = tuple(int(d) for d in t.shape), np.dtype(str(t.dtype))
+        out.append(np.zeros(shape, dt) if dt.kind in "iub" else rng.standard_normal(shape).astype(dt))
+    return out
+
+
+def _same_signature(dyn_kernel, spec_kernel) -> bool:
+    """Whether the dynamic kernel takes the specialized one's arguments (its symbolic dimensions
+    bound by them): the same ranks, dtypes and static extents."""
+    pairs = list(zip(dyn_kernel.input_types, spec_kernel.input_types)) + \
+        list(zip(dyn_kernel.output_types, spec_kernel.output_types))
+    return len(dyn_kernel.input_types) == len(spec_kernel.input_types) and all(
+        d.ndim == s.ndim and str(d.dtype) == str(s.dtype)
+        and all(isinstance(a, str) or a == b for a, b in zip(d.shape, s.shape)) for d, s in pairs)
+
+
+def kernel_ratios(dyn, spec, rounds: int = 25, number: int = 3, seed: int = 0) -> list:
+    """Per kernel family (the first node of each fused group's name in the specialized compile), the
+    dynamic compile's kernel and the specialized one timed by their own C timers on the same
+    arguments, interleaved, `number` calls a round, back to back as in a model (OpenMP's threads
+    still spinning); minima in ms, largest difference first. On a loaded machine this is the
+    steadier comparison: short timings find the quiet moments."""
+    rng = np.random.default_rng(seed)
+    dk = {}
+    for k in dyn.kernels:
+        dk.setdefault(k.op, k)
+    rows, seen = [], set()
+    for sk in spec.kernels:
+        d = dk.get(sk.op)
+        if sk.op in seen or d is None or not _same_signature(d, sk):
+            continue
+        seen.add(sk.op)
+        args = _kernel_args(sk.input_types, rng) + _kernel_args(sk.output_types, rng)
+        fd, fs = d.module, sk.module
+        td = fd.time_evaluator(fd.entry_name or fd.function_names[0], number=number, repeat=1)
+        ts = fs.time_evaluator(fs.entry_name or fs.function_names[0], number=number, repeat=1)
+        a, b = [], []
+        for _ in range(rounds):
+            a.append(td(*args).min)
+            b.append(ts(*args).min)
+        rows.append((sk.op, min(a) * 1e3, min(b) * 1e3))
+    return sorted(rows, key=lambda r: -(r[1] - r[2]))
+
+
 def main(argv=None) -> int:
     import tessera
     from tessera.frontend import from_onnx
@@ -85,6 +133,10 @@ def main(argv=None) -> int:
     p.add_argument("--breakdown", action="store_true",
                    help="also print, per length, the kernel time of each op family in both compiles (each "
                         "node timed by its kernel's C timer) and the rest of a call (executor, allocation)")
+    p.add_argument("--kernels", action="store_true",
+                   help="also print, per length, each kernel of the dynamic compile against the specialized "
+                        "one, timed alone by their C timers on the same arguments, interleaved (minima): the "
+                        "steadier comparison on a loaded machine")
     args = p.parse_args(argv)
     target = f"c -num-threads={args.threads}"
     seqs = [int(s) for s in args.seq.split(",")]
@@ -125,6 +177,10 @@ def main(argv=None) -> int:
                   f"{rows[-1]['dyn/spec_min']:.3f}; load {_load_average()})", file=sys.stderr, flush=True)
             if args.breakdown:
                 breakdown(dyn, spec, feeds, rows[-1])
+            if args.kernels:
+                for op, ms_d, ms_s in kernel_ratios(dyn, spec):
+                    print(f"    {op:56s} dynamic {ms_d:8.4f} ms  specialized {ms_s:8.4f} ms  ratio {ms_d / ms_s:5.2f}",
+                          file=sys.stderr, flush=True)
     report("dynamic_shapes", rows, args.json, extra={"threads": args.threads, "layers": args.layers,
                                                      "load_average": _load_average()})
     return 0

@@ -12,7 +12,10 @@ the target's x86 GEMM micro-kernel (tensorize; C tile in registers for the whole
 tile with the most accumulators (tile_preference), B panels in parallel for transformer-sized M.
 A symbolic row count (or column count, or K: dynamic batch and sequence axes) takes the same
 micro-kernel: matmul_compute pads A's rows to a multiple of the tile's rows (and packs B in
-zero-padded panels), so the tiles cover the padded extents exactly and a split needs no predicate.
+zero-padded panels), so the tiles cover the padded extents exactly and a split needs no predicate;
+with a static batch that feeds the threads (attention's heads) the pad and pack run per matrix inside
+one parallel loop over the batch ("heads"), and the copies of such kernels run in parallel over rows
+with a row's vectors inside (symbolic_rows), so no index divides by a symbolic extent per vector.
 Otherwise (B row-major (K, N)): a (4 rows x 2 vectors) tile of C is updated for every (unrolled,
 see dense.py's k_unroll) k step, columns vectorized, rows unrolled:
 (batch, i_outer, j_outer, k, i_inner, j_inner). dense (weight (N, K)) and the
