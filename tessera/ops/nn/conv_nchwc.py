@@ -311,12 +311,14 @@ def _group(chunks: int, ow: int, taps: int, isa: str = "avx2", in_blocks: int | 
     >= 14 for kernels with several taps), else one block with the widest pixel tiles (up to 14
     accumulators; short rows of 1x1 convolutions gain more from it than from a second weight vector).
     Three or four blocks (4- and 3-pixel tiles) measured slower everywhere. AVX-512 (32 registers,
-    14-pixel tiles for one or two blocks; benchmarks/conv1x1.py and docs/internals.md "1x1
-    convolutions"): rows of <= 7 pixels take two blocks (a 7-pixel row fills only 7 accumulators with
-    one: 1.2-1.3x faster with two on ResNet-50's and MobileNetV2's 7x7 layers, 1x1 and 3x3); a 1x1
-    convolution reducing one input block (MobileNetV2's 16 -> 96 channels at 112x112) takes one (two:
-    2.2x slower); else the AVX2 rule."""
-    if isa == "avx512" and chunks % 2 == 0 and ow <= 7:
+    14-pixel tiles for one or two blocks; docs/internals.md "1x1 convolutions", measured inside
+    ResNet-50 and MobileNetV2 by exe.profile): rows of <= 7 pixels take two blocks (one fills only 7
+    accumulators) for kernels with several taps (ResNet-50's 3x3 stride-2 layer to 7x7: 0.75x the
+    time) and for 1x1 convolutions that do not widen the channels (O <= C: 0.83-0.97x), not for 1x1
+    expansions (O > C: 1.03-1.15x in the model, their weights stream from memory); a 1x1 convolution
+    reducing one input block (MobileNetV2's 16 -> 96 channels at 112x112) takes one (0.55-0.6x the
+    time of two); else the AVX2 rule."""
+    if isa == "avx512" and chunks % 2 == 0 and ow <= 7 and (taps > 1 or (in_blocks or 0) >= chunks):
         return 2
     if isa == "avx512" and taps == 1 and in_blocks == 1:
         return 1

@@ -57,7 +57,8 @@ def _conv_bias_relu(x, w, b, block, target, strides, padding):
 CASES = [
     # name, (C, O, H), kernel, stride, padding; what _group decides for a 16-lane (AVX-512) kernel
     ("1x1_7x7_even_chunks", (64, 64, 7), 1, 1, 0),        # rows of 7: two blocks
-    ("1x1_stride2_to_7x7", (32, 64, 14), 1, 2, 0),        # rows of 7: two blocks
+    ("1x1_7x7_projection", (64, 32, 7), 1, 1, 0),         # rows of 7, O < C: two blocks
+    ("1x1_stride2_to_7x7_expansion", (32, 64, 14), 1, 2, 0),  # rows of 7, O > C: one
     ("3x3_stride2_to_7x7", (32, 32, 14), 3, 2, 1),        # rows of 7, several taps: two blocks
     ("1x1_7x7_odd_chunks", (32, 48, 7), 1, 1, 0),         # 3 output blocks: one
     ("1x1_one_input_block_long_rows", (16, 64, 28), 1, 1, 0),  # one input block: one
@@ -86,8 +87,11 @@ def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims
 
 
 def test_group_rule_per_isa():
-    # AVX-512: rows of <= 7 pixels take two blocks (when the blocks pair up), one input block one
-    assert _group(128, 7, 1, "avx512", 32) == 2
+    # AVX-512: rows of <= 7 pixels take two blocks (when the blocks pair up) for several taps or a 1x1
+    # that does not widen the channels; one input block takes one
+    assert _group(32, 7, 1, "avx512", 128) == 2
+    assert _group(32, 7, 1, "avx512", 32) == 2
+    assert _group(128, 7, 1, "avx512", 32) == 1
     assert _group(32, 7, 9, "avx512", 32) == 2
     assert _group(3, 7, 1, "avx512", 2) == 1
     assert _group(6, 112, 1, "avx512", 1) == 1
