@@ -140,7 +140,7 @@ def _inputs(exe, rng, weights) -> dict:
         shape = tuple(int(d) for d in spec.shape)
         feeds[name] = (rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt))
     for (name, _), arr in zip(specs[len(own):], weights):
-        feeds[name] = np.ascontiguousarray(arr)
+        feeds[name] = np.asarray(arr, order="C")      # (ascontiguousarray makes a 0-d array 1-d)
     return feeds
 
 

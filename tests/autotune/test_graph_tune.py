@@ -690,3 +690,30 @@ class _Fake:
             weight, flops = 1, 1e9
 
         self.task, self.best_secs, self.trials, self.errors, self.exhausted = T(), best, trials, 0, False
+
+
+def test_in_model_configs_take_the_weights_as_inputs_scalars_included():
+    """The check builds the model with its constants as inputs (no weights compiled into each build);
+    a 0-d weight stays 0-d, and the model computes what it computes with them embedded."""
+    from tessera.autotune.graph_tasks import optimized_graph
+    from tessera.autotune.in_model import _Fixed, _inputs, _weights_as_inputs
+    from tessera.graph.aot import build_aot
+    from tessera.graph.compiler import compile_graph
+
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((8, 4)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("MatMul", ["m", "w"], ["y"])]
+    graph = helper.make_graph(nodes, "scaled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+                              [numpy_helper.from_array(np.array(1.5, np.float32), "s"),
+                               numpy_helper.from_array(w, "w")])
+    g, params = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    opt = optimized_graph(g, params, T2)
+    as_inputs, weights = _weights_as_inputs(opt)
+    assert not as_inputs.constants and len(weights) == len(opt.constants) >= 1
+    assert any(np.ndim(a) == 0 for a in weights)
+    exe = build_aot(compile_graph(as_inputs, T2, build_kernels=False, schedules=_Fixed({})))
+    feeds = _inputs(exe, rng, weights)
+    outs, secs, whole = exe.run_profiled(feeds)
+    np.testing.assert_allclose(outs[0], (feeds["x"] * 1.5) @ w, rtol=1e-5, atol=1e-5)
+    assert len(secs) == len(exe.plan.steps) and whole > 0
