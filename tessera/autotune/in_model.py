@@ -14,8 +14,8 @@ and times them in interleaved rounds through `run_profiled` (a C timer around ea
 candidate of each task gets in-model seconds per call, summed over the task's nodes. A task keeps its
 default unless a candidate beats it by more than `margin` (1%) on both the median and the minimum
 over rounds; among such candidates the lowest median wins. The model of those picks is then timed end
-to end against config 0 (and config 1, the isolated picks); should it be slower than the untuned model
-on both the median and the minimum, every checked task goes back to its default. Each checked task's
+to end against config 0 (and config 1, the isolated picks); unless it is at least as fast as the
+untuned model on both the median and the minimum, every checked task goes back to its default. Each checked task's
 choice is written to the database as a pick record (TuningRecord.pick: "record" or "default"),
 which ApplyHistoryBest applies while it is the workload's latest record.
 
@@ -64,8 +64,8 @@ class InModelCheck:
     """What the in-model check did (GraphTuneResult.validation): per checked task a TaskCheck;
     end-to-end seconds (median, minimum) of the untuned model ("default"), of the isolated picks
     ("isolated") and of the final picks ("picked"); `reverted` when the final picks measured slower
-    than the untuned model and every checked task went back to its default; `skipped`: why no check
-    ran (None when it did)."""
+    than the untuned model (median or minimum) and every checked task went back to its default;
+    `skipped`: why no check ran (None when it did)."""
 
     tasks: list = field(default_factory=list)
     end_to_end: dict = field(default_factory=dict)
@@ -98,7 +98,8 @@ class InModelCheck:
             rows.append("  end to end (median / min ms): " + ", ".join(
                 f"{k} {v[0] * 1e3:.3f} / {v[1] * 1e3:.3f}" for k, v in e.items()))
         if self.reverted:
-            rows.append("  the picks measured slower than the untuned model: every checked task kept its default")
+            rows.append("  the picks measured slower than the untuned model (median or minimum): every checked task "
+                        "kept its default")
         rows.append(f"  changed from the isolated pick: {', '.join(self.changed) or 'none'}")
         return "\n".join(rows)
 
@@ -172,6 +173,20 @@ def _rank_of(cands, j) -> int:
         return 0
     order = sorted(range(len(cands)), key=lambda c: (cands[c][2] is None, cands[c][2] or 0.0))
     return order[min(j, len(order)) - 1]
+
+
+def choose(med, mn, margin: float = 0.01) -> int:
+    """Which candidate a task keeps from its in-model seconds (median and minimum per candidate,
+    index 0 the default): the lowest median among those beating the default by more than `margin`
+    on both figures, else 0."""
+    wins = [j for j in range(1, len(med)) if med[j] < med[0] * (1 - margin) and mn[j] < mn[0] * (1 - margin)]
+    return min(wins, key=lambda j: med[j]) if wins else 0
+
+
+def keeps(picked, default) -> bool:
+    """Whether the picks stand: their end-to-end (median, minimum) at least as fast as the untuned
+    model's on both."""
+    return picked[0] <= default[0] and picked[1] <= default[1]
 
 
 def check_in_model(optimized, target, tasks, tuners, database, budget: float, top: int = 3,
@@ -277,8 +292,7 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
                                 if _rank_of(cands, j) == c]) for c in range(len(cands))]
         med = [float(np.median(x)) for x in node]
         mn = [float(np.min(x)) for x in node]
-        wins = [j for j in range(1, len(cands)) if med[j] < med[0] * (1 - margin) and mn[j] < mn[0] * (1 - margin)]
-        chosen = min(wins, key=lambda j: med[j]) if wins else 0
+        chosen = choose(med, mn, margin)
         res.tasks.append(TaskCheck(tasks[i].name, getattr(tasks[i], "weight", 1), [c[0] for c in cands],
                                    [c[2] for c in cands], med, mn, chosen))
         picks[key] = chosen
@@ -305,7 +319,7 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
         res.end_to_end["default"] = e2e(per2[0])
         res.end_to_end["picked"] = e2e(per2[1])
     d, p = res.end_to_end["default"], res.end_to_end["picked"]
-    if p[0] > d[0] and p[1] > d[1] and any(picks.values()):
+    if any(picks.values()) and not keeps(p, d):
         res.reverted = True
         for t in res.tasks:
             t.chosen = 0
@@ -324,4 +338,4 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     return res
 
 
-__all__ = ["check_in_model", "InModelCheck", "TaskCheck"]
+__all__ = ["check_in_model", "choose", "keeps", "InModelCheck", "TaskCheck"]

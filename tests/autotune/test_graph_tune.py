@@ -717,3 +717,15 @@ def test_in_model_configs_take_the_weights_as_inputs_scalars_included():
     outs, secs, whole = exe.run_profiled(feeds)
     np.testing.assert_allclose(outs[0], (feeds["x"] * 1.5) @ w, rtol=1e-5, atol=1e-5)
     assert len(secs) == len(exe.plan.steps) and whole > 0
+
+
+def test_in_model_decisions_keep_the_default_unless_a_candidate_wins_clearly_on_both_figures():
+    from tessera.autotune.in_model import choose, keeps
+
+    # default, then candidates: (median, minimum) in-model seconds per node
+    assert choose([1.0, 0.95, 0.90], [1.0, 0.96, 0.995]) == 1        # #2 loses on the minimum: #1
+    assert choose([1.0, 0.995, 0.90], [1.0, 0.90, 0.999]) == 0       # neither wins by 1% on both
+    assert choose([1.0, 0.95, 0.90], [1.0, 0.95, 0.90]) == 2         # both win: the lower median
+    assert choose([1.0], [1.0]) == 0
+    assert keeps((1.0, 1.0), (1.0, 1.0)) and keeps((0.9, 0.95), (1.0, 1.0))
+    assert not keeps((1.06, 0.99), (1.0, 1.0)) and not keeps((0.99, 1.01), (1.0, 1.0))
