@@ -403,7 +403,12 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     per_row = sum(c for _, c in row_tiles(isa, v, owe))
     rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],
                       _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target)))
-    rows_outer = ctx.choose(sch, "conv.rows_outer", [True], False)
+    # row groups outer where the input is larger than the weights (each block group would otherwise
+    # read the whole input again: ResNet-50's 1x1 layers at 56x56, 0.86-0.96x the time in
+    # benchmarks/conv1x1.py's layers), block groups outer where the weights are larger (7x7: the
+    # weights would be read again per row group)
+    in_pixels = ohe * owe * strides[0] * strides[1]
+    rows_outer = ctx.choose(sch, "conv.rows_outer", [True, False], in_pixels > chunks * _extent(sch, ob) * khe * kwe)
     icce = _extent(sch, icc)
     ic_inner = icce if icce is None else ctx.choose(
         sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and 8 * d >= icce], icce)

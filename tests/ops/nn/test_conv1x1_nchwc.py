@@ -101,3 +101,22 @@ def test_group_rule_per_isa():
     assert _group(128, 7, 1, "avx2", 64) == 1
     assert _group(12, 112, 1, "avx2", 2) == 2
     assert _group(12, 14, 9, "avx2", 4) == 2
+
+
+@pytest.mark.parametrize("dims,rows_outer", [((32, 32, 28), True), ((32, 128, 7), False)],
+                         ids=["input_larger_rows_outer", "weights_larger_blocks_outer"])
+def test_row_groups_are_the_outer_loop_where_the_input_outweighs_the_weights(dims, rows_outer, isa_target):
+    isa = _x86_conv.isa_of(isa_target)
+    if isa is None:
+        pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
+    block = _x86_conv.lanes_of(isa)
+    C, O, H = dims
+    x = RNG.standard_normal((1, C, H, H)).astype("float32")
+    w = (RNG.standard_normal((O, C, 1, 1)) / np.sqrt(C)).astype("float32")
+    b = RNG.standard_normal(O).astype("float32")
+    y, src = _conv_bias_relu(x, w, b, block, tessera.Target(f"{isa_target} -num-threads=2"), (1, 1), (0,) * 4)
+    (ref,) = ort_run("Conv", [x, w, b], {})
+    np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    # 28x28 input pixels > 32 x 1x1 weights per input channel: rows outer; 7x7 < 128: blocks outer
+    assert ("n_oh_0_oc_chunk_0_fused" in src) == rows_outer
+    assert ("n_oc_chunk_0_oh_0_fused" in src) == (not rows_outer)

@@ -110,7 +110,9 @@ def test_conv2d_nchwc_tensorized_row_is_parallel_with_the_epilogue_in_the_row_lo
     kernel = src[src.index("main_kernel("):]
     kernel = kernel[:kernel.index("\n}\n")]
     assert kernel.count("#pragma omp parallel for") == 2          # the padding copy and the rows
-    body = kernel[kernel.index("n_oc_chunk_0_oh_0_fused"):]
+    # the fused (n, row group, block group) loop, the row groups outer here (the input is larger
+    # than the weights)
+    body = kernel[kernel.index("n_oh_0_oc_chunk_0_fused"):]
     # per row: the micro-kernel, then bias + relu on the row while it is in cache (a row-sized
     # buffer, not a whole conv output)
     assert body.index("tensor intrinsic") < body.index("T_relu[")
