@@ -15,7 +15,8 @@ the NCHW ops' (begin..., end...).
 Default CPU schedule (float32, AVX2 or AVX-512): the output rows of V blocks for one (n, block
 group, row group) are one call of a register-tiled micro-kernel (tensorize; ops/nn/_x86_conv.py;
 one row a call, or several when rows are short, so that the weights it brings to L1 serve enough
-register tiles), the (n, block group, row group) loops fused and parallel, the fused epilogue
+register tiles), the (n, block group, row group) loops fused and parallel (the row groups outside the
+block groups where the input is larger than the weights), the fused epilogue
 (bias, relu, residual add) computed right after each call while its output is in L1
 (reverse_compute_at), the padding copy parallel over rows. Other dtypes or CPUs: the same loop order with an (ow tile x vector) register block.
 Depthwise: taps unrolled in the expression (no reduction loop) and read from the unpadded input,
