@@ -318,11 +318,14 @@ def _group(chunks: int, ow: int, taps: int, isa: str = "avx2", in_blocks: int | 
     time) and for 1x1 convolutions that do not widen the channels (O <= C: 0.83-0.97x), not for 1x1
     expansions (O > C: 1.03-1.15x in the model, their weights stream from memory); a 1x1 convolution
     reducing one input block (MobileNetV2's 16 -> 96 channels at 112x112) takes one (0.55-0.6x the
-    time of two); else the AVX2 rule."""
+    time of two); rows of >= 14 pixels take two, 1x1 too (28 accumulators; ResNet-50's and
+    MobileNetV2's 1x1 layers at 14x14: 0.92-0.98x the time of one); else the AVX2 rule."""
     if isa == "avx512" and chunks % 2 == 0 and ow <= 7 and (taps > 1 or (in_blocks or 0) >= chunks):
         return 2
     if isa == "avx512" and taps == 1 and in_blocks == 1:
         return 1
+    if isa == "avx512" and chunks % 2 == 0 and ow >= 14:
+        return 2
     if chunks % 2 == 0 and (ow >= 28 or (taps > 1 and ow >= 14)):
         return 2
     return 1

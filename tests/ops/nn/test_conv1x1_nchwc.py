@@ -62,6 +62,7 @@ CASES = [
     ("3x3_stride2_to_7x7", (32, 32, 14), 3, 2, 1),        # rows of 7, several taps: two blocks
     ("1x1_7x7_odd_chunks", (32, 48, 7), 1, 1, 0),         # 3 output blocks: one
     ("1x1_one_input_block_long_rows", (16, 64, 28), 1, 1, 0),  # one input block: one
+    ("1x1_14x14", (32, 64, 14), 1, 1, 0),                 # rows of 14: two (AVX-512), one (AVX2)
 ]
 
 
@@ -96,11 +97,13 @@ def test_group_rule_per_isa():
     assert _group(3, 7, 1, "avx512", 2) == 1
     assert _group(6, 112, 1, "avx512", 1) == 1
     assert _group(16, 56, 1, "avx512", 4) == 2        # long rows, several input blocks: as AVX2
-    assert _group(64, 14, 1, "avx512", 64) == 1
+    assert _group(64, 14, 1, "avx512", 64) == 2       # rows of 14: two blocks on AVX-512, 1x1 too
+    assert _group(3, 14, 1, "avx512", 64) == 1
     # AVX2 as measured before: two blocks only for long rows
     assert _group(128, 7, 1, "avx2", 64) == 1
     assert _group(12, 112, 1, "avx2", 2) == 2
     assert _group(12, 14, 9, "avx2", 4) == 2
+    assert _group(64, 14, 1, "avx2", 64) == 1
 
 
 @pytest.mark.parametrize("dims,rows_outer", [((32, 32, 28), True), ((32, 128, 7), False)],
