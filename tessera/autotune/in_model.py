@@ -14,8 +14,9 @@ and times them in interleaved rounds through `run_profiled` (a C timer around ea
 candidate of each task gets in-model seconds per call, summed over the task's nodes. A task keeps its
 default unless a candidate beats it by more than `margin` (1%) on both the median and the minimum
 over rounds; among such candidates the lowest median wins. The model of those picks is then timed end
-to end against config 0 (and config 1, the isolated picks); unless it is at least as fast as the
-untuned model on both the median and the minimum, every checked task goes back to its default. Each checked task's
+to end against config 0 and config 1 (the isolated picks) in one set of interleaved rounds, and
+`final_choice` decides: the picks when at least as fast (median and minimum) as both, else the
+isolated picks when at least as fast as the untuned model, else every checked task's default. Each checked task's
 choice is written to the database as a pick record (TuningRecord.pick: "record" or "default"),
 which ApplyHistoryBest applies while it is the workload's latest record.
 
@@ -63,8 +64,8 @@ class TaskCheck:
 class InModelCheck:
     """What the in-model check did (GraphTuneResult.validation): per checked task a TaskCheck;
     end-to-end seconds (median, minimum) of the untuned model ("default"), of the isolated picks
-    ("isolated") and of the final picks ("picked"); `reverted` when the final picks measured slower
-    than the untuned model (median or minimum) and every checked task went back to its default;
+    ("isolated") and of the per-task picks ("picked"); `winner` which of those stands
+    (final_choice), `reverted` when it is not the per-task picks;
     `skipped`: why no check ran (None when it did)."""
 
     tasks: list = field(default_factory=list)
@@ -73,6 +74,7 @@ class InModelCheck:
     rounds: int = 0
     seconds: float = 0.0
     reverted: bool = False
+    winner: str = "picked"
     skipped: str | None = None
     node_sums: list = field(default_factory=list)    # per config: median over rounds of its nodes' seconds
 
@@ -97,9 +99,12 @@ class InModelCheck:
         if e:
             rows.append("  end to end (median / min ms): " + ", ".join(
                 f"{k} {v[0] * 1e3:.3f} / {v[1] * 1e3:.3f}" for k, v in e.items()))
-        if self.reverted:
+        if self.reverted and self.winner == "default":
             rows.append("  the picks measured slower than the untuned model (median or minimum): every checked task "
                         "kept its default")
+        elif self.reverted:
+            rows.append("  the per-task picks measured slower than the isolated picks end to end: every checked task "
+                        "takes its isolated pick")
         rows.append(f"  changed from the isolated pick: {', '.join(self.changed) or 'none'}")
         return "\n".join(rows)
 
@@ -184,9 +189,21 @@ def choose(med, mn, margin: float = 0.01) -> int:
 
 
 def keeps(picked, default) -> bool:
-    """Whether the picks stand: their end-to-end (median, minimum) at least as fast as the untuned
-    model's on both."""
+    """Whether a configuration is at least as fast as another end to end: its (median, minimum)
+    no slower on both."""
     return picked[0] <= default[0] and picked[1] <= default[1]
+
+
+def final_choice(end_to_end: dict) -> str:
+    """Which configuration stands, from end-to-end (median, minimum) per "default" / "isolated" /
+    "picked": the per-task picks when at least as fast as the untuned model and as the isolated
+    picks; else the isolated picks when at least as fast as the untuned model; else the default."""
+    d, iso, p = end_to_end["default"], end_to_end.get("isolated"), end_to_end["picked"]
+    if keeps(p, d) and (iso is None or keeps(p, iso) or not keeps(iso, d)):
+        return "picked"
+    if iso is not None and keeps(iso, d):
+        return "isolated"
+    return "default"
 
 
 def check_in_model(optimized, target, tasks, tuners, database, budget: float, top: int = 3,
@@ -308,22 +325,24 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     if final:
         res.end_to_end["picked"] = e2e(per[final[0]])
     else:
+        # the three compared in one set of interleaved rounds (figures of separate rounds differ
+        # by more than the picks do on a model of many small kernels)
         traces = dict(base)
         for _, key, cands in checked:
             traces[key] = cands[picks[key]][1].trace.as_json()
         fexe = build(traces)
         res.configs += 1
         left = max(budget - (time.perf_counter() - t0), 0.0)
-        per2, r2 = rounds_of([exes[0], fexe], left)
+        per2, r2 = rounds_of([exes[0], exes[1], fexe], left)
         res.rounds += r2
-        res.end_to_end["default"] = e2e(per2[0])
-        res.end_to_end["picked"] = e2e(per2[1])
-    d, p = res.end_to_end["default"], res.end_to_end["picked"]
-    if any(picks.values()) and not keeps(p, d):
+        res.end_to_end = {"default": e2e(per2[0]), "isolated": e2e(per2[1]), "picked": e2e(per2[2])}
+    winner = final_choice(res.end_to_end)
+    if winner != "picked" and any(picks.values()):
         res.reverted = True
-        for t in res.tasks:
-            t.chosen = 0
-        picks = {key: 0 for key in picks}
+        for (_, key, cands), t in zip(checked, res.tasks):
+            t.chosen = 0 if winner == "default" else _rank_of(cands, 1)
+            picks[key] = t.chosen
+    res.winner = winner
     if database is not None:
         recs = []
         for (i, key, cands), check in zip(checked, res.tasks):

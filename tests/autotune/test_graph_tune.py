@@ -729,3 +729,17 @@ def test_in_model_decisions_keep_the_default_unless_a_candidate_wins_clearly_on_
     assert choose([1.0], [1.0]) == 0
     assert keeps((1.0, 1.0), (1.0, 1.0)) and keeps((0.9, 0.95), (1.0, 1.0))
     assert not keeps((1.06, 0.99), (1.0, 1.0)) and not keeps((0.99, 1.01), (1.0, 1.0))
+
+
+def test_in_model_end_to_end_takes_the_fastest_configuration_never_slower_than_untuned():
+    from tessera.autotune.in_model import final_choice
+
+    d = (1.0, 1.0)
+    assert final_choice({"default": d, "isolated": (0.9, 0.9), "picked": (0.8, 0.8)}) == "picked"
+    # per-task picks slower end to end than the isolated picks (a MobileNetV2 run): the isolated ones
+    assert final_choice({"default": d, "isolated": (0.7, 0.7), "picked": (0.95, 0.95)}) == "isolated"
+    # isolated picks slower than untuned: the per-task picks where they are not
+    assert final_choice({"default": d, "isolated": (1.1, 1.0), "picked": (0.97, 0.98)}) == "picked"
+    # neither at least as fast as the untuned model on both figures: the default
+    assert final_choice({"default": d, "isolated": (0.9, 1.02), "picked": (1.01, 0.9)}) == "default"
+    assert final_choice({"default": d, "picked": (0.99, 0.99)}) == "picked"
