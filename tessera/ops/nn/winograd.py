@@ -346,7 +346,10 @@ def schedule_input_transform(sch, ctx):
         _vectorize(sch, loops[-1])
     work = _extent(sch, p) * _extent(sch, cc) * x * (_extent(sch, eps) ** 2)
     if S.thread_count(ctx.target) > 1 and work >= S.PARALLEL_MIN_WORK:
-        sch.parallel(sch.fuse(p, cc))
+        # knob: the parallel loop over (tile, channel block) or over tiles only (a tile's channel
+        # blocks on one core: fewer, longer parallel iterations)
+        outer = ctx.choose(sch, "winograd.parallel", ["tiles"], "tiles_and_blocks")
+        sch.parallel(sch.fuse(p, cc) if outer == "tiles_and_blocks" else p)
 
 
 def schedule_output_transform(sch, ctx):
@@ -382,7 +385,9 @@ def schedule_output_transform(sch, ctx):
         except ScheduleError:
             continue
     if S.thread_count(ctx.target) > 1:
-        sch.parallel(sch.fuse(n, oc, th))
+        # knob: the parallel loop over (image, channel block, tile row) or (image, channel block)
+        outer = ctx.choose(sch, "winograd.parallel", ["blocks"], "blocks_and_rows")
+        sch.parallel(sch.fuse(n, oc, th) if outer == "blocks_and_rows" else sch.fuse(n, oc))
 
 
 # ---------------------------------------------------------------------------------------------

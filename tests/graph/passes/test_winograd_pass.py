@@ -236,3 +236,30 @@ def test_winograd_benchmark_writes_layer_rows(tmp_path):
     assert [r["impl"] for r in rows] == ["direct", "F2", "F4"]
     assert all(r["layer"] == "512x7x7" and r["min_ms"] > 0 for r in rows)
     assert rows[0]["ratio_min"] == 1.0 and rows[1]["max_abs_err"] < 1e-3
+
+
+@needs_gemm
+def test_every_point_of_the_transforms_knob_spaces_computes_the_untuned_result():
+    """The transforms' parallel-loop knobs give the tuner small spaces (not the rules' generated
+    ones); each point is checked by the measurement against the unscheduled program."""
+    from tessera import autotune
+    from tessera.autotune.measure import MeasureCandidate
+    from tessera.autotune.measure.runner import measure
+
+    t2 = "c -num-threads=2"
+    g, _ = residual_block(64, 16, 16, 1)
+    tasks = [t for t in autotune.extract_tasks(g, {}, t2) if "winograd" in t.name and "transform" in t.name]
+    assert any("input" in t.name for t in tasks) and any("output" in t.name for t in tasks)
+    cands = []
+    for t in tasks:
+        assert t.space.kind == "knobs", t.name
+        pts = [s for s in t.space.points().values() if s is not None]
+        assert len(pts) == 2, t.name
+        cands += [MeasureCandidate(t.workload, s.trace.as_json()) for s in pts]
+    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0)
+    try:
+        results = measure(cands, t2, runner=runner)
+    finally:
+        runner.close()
+    for c, r in zip(cands, results):
+        assert r.error_kind is None, (c.workload.func.name, r.error_kind, r.error_msg)
