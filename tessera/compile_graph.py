@@ -114,10 +114,9 @@ class SpecializingExecutor:
         self.options = options
         self.value_inputs = tuple(deferred.value_inputs)      # grow when a build needs another
         self.shape_inputs = tuple(deferred.shape_inputs)
-        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._cache: collections.OrderedDict = collections.OrderedDict()   # key -> (executor, outputs layout)
         self._lock = threading.Lock()
         self._np = [t.dtype.numpy() for t in deferred.input_types]
-        self._layouts: dict = {}      # compiled executor -> how its outputs make the model's (deferred.regroup)
 
     @property
     def name(self) -> str:
@@ -205,15 +204,17 @@ class SpecializingExecutor:
     def specialization(self, inputs=None, **kwargs):
         """The compiled executor for the values these inputs have (built and compiled on first use)."""
         given = self._given((), {**(inputs or {}), **kwargs})
-        return self._specialization(given)
+        return self._specialization(given)[0]
 
-    def _specialization(self, given: dict):
+    def _specialization(self, given: dict) -> tuple:
+        """(executor, outputs layout: deferred.regroup) for these inputs; one cache entry holds both, so
+        an eviction by another thread cannot part a run's executor from its layout."""
         key = self._key(given)
         with self._lock:
-            exe = self._cache.get(key)
-            if exe is not None:
+            hit = self._cache.get(key)
+            if hit is not None:
                 self._cache.move_to_end(key)
-                return exe
+                return hit
             frozen = {n: x for n, x in given.items() if n in self.value_inputs}
             frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
             names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
@@ -226,11 +227,10 @@ class SpecializingExecutor:
                 key = self._key(given)
             merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
             exe = compile(graph, merged, **self.options)
-            self._cache[key] = exe
-            self._layouts[exe] = layout
+            self._cache[key] = exe, layout
             while len(self._cache) > self.max_specializations:
-                self._layouts.pop(self._cache.popitem(last=False)[1], None)
-            return exe
+                self._cache.popitem(last=False)
+            return exe, layout
 
     def _feeds(self, exe, given: dict) -> dict:
         """The inputs of specialization `exe`: sequences flattened to one array per element."""
@@ -240,8 +240,8 @@ class SpecializingExecutor:
         return {n: flat[n] for n in exe.input_names}
 
     def _run_given(self, given: dict) -> list:
-        exe = self._specialization(given)
-        return regroup(exe.run(self._feeds(exe, given)), self._layouts.get(exe))
+        exe, layout = self._specialization(given)
+        return regroup(exe.run(self._feeds(exe, given)), layout)
 
     def run(self, inputs=None, **kwargs) -> list:
         """Run on a dict {input name: array}; a list of numpy arrays in the model's output order."""
@@ -254,7 +254,7 @@ class SpecializingExecutor:
     def profile(self, inputs=None, **kwargs):
         """The per-node profile of the specialization these inputs run."""
         given = self._given((), {**(inputs or {})})
-        exe = self._specialization(given)
+        exe = self._specialization(given)[0]
         return exe.profile(self._feeds(exe, given), **kwargs)
 
     def __repr__(self):

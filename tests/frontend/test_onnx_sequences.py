@@ -187,6 +187,26 @@ def test_sequence_map_over_sequence_inputs_of_any_length():
         exe.run({"xs": rand(2), "ys": [rand(2)], "t": t})
 
 
+def test_sequence_outputs_regroup_under_lru_eviction_and_threads():
+    """Each run regroups with its own specialization's layout, even when another thread evicts that
+    specialization meanwhile (max_specializations=1, two structures alternating)."""
+    from concurrent.futures import ThreadPoolExecutor
+    m = _map_model()
+    graph, params = from_onnx(m)
+    exe = tessera.compile(graph, params)
+    exe.max_specializations = 1
+    t = np.array([2.0], np.float32)
+    cases = []
+    for lengths in ([3, 5], [4], [2, 2, 2]):
+        xs, ys = [rand(n) for n in lengths], [rand(n) for n in lengths]
+        cases.append(({"xs": xs, "ys": ys, "t": t}, ort_run(m, {"xs": xs, "ys": ys, "t": t})))
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda i: (cases[i % 3][1], exe.run(cases[i % 3][0])), range(24)))
+    for want, got in runs:
+        assert_same(got, want)
+    assert exe.specializations == 1
+
+
 def test_sequence_input_element_shared_symbol_fixes_the_tensor_input():
     # element [N] + tensor [N]: a run fixes both (the case of onnx's sequence_map_add_1_sequence_1_tensor)
     body = helper.make_graph([helper.make_node("Add", ["xi", "y"], ["o"])], "body",
