@@ -77,6 +77,18 @@ def record_target(target) -> str:
     return " ".join(parts)
 
 
+def _target_text(target) -> str:
+    """A target's canonical text as records keep it (_cuda_key applied)."""
+    return _cuda_key(str(Target(target)))
+
+
+def _key_of(workload) -> str:
+    """A workload key from a key, a Workload or a PrimFunc."""
+    if isinstance(workload, str):
+        return workload
+    return workload.key if isinstance(workload, Workload) else Workload(workload).key
+
+
 def _cuda_key(text: str) -> str:
     """A CUDA target's record key names its architecture ("cuda -arch=sm_90"): a kernel tuned for
     one GPU generation is not applied to another. Keys written before that ("cuda", no -arch) were
@@ -110,7 +122,7 @@ class TuningRecord:
         if not isinstance(workload_key, str) or not workload_key:
             raise TesseraError(f"TuningRecord: workload_key must be a non-empty string, got {workload_key!r}")
         self.workload_key = workload_key
-        self.target = _cuda_key(str(Target(target)))
+        self.target = _target_text(target)
         self.run_secs = tuple(float(s) for s in run_secs)
         if not all(math.isfinite(s) and s >= 0 for s in self.run_secs):
             raise TesseraError(f"TuningRecord: run_secs must be finite seconds >= 0, got {list(self.run_secs)}")
@@ -386,7 +398,7 @@ class Database:
         if isinstance(workload_key, Workload):
             workload_key = workload_key.key
         if target is not None:
-            target = _cuda_key(str(Target(target)))
+            target = _target_text(target)
         if workload_key is not None and target is not None:
             found = self._by_key.get((workload_key, target), ())
         else:
@@ -425,8 +437,7 @@ class Database:
 
     def get_workload(self, key) -> Workload:
         """The workload with this key (or of this PrimFunc); a TesseraError when the file has none."""
-        if not isinstance(key, str):
-            key = Workload(key).key if not isinstance(key, Workload) else key.key
+        key = _key_of(key)
         wl = self._workloads.get(key)
         if wl is None:
             raise TesseraError(f"{self.path} has no workload {key} ({len(self._workloads)} workloads)")
@@ -435,15 +446,10 @@ class Database:
     def get_top_k(self, workload, target, k: int = 1) -> list:
         """The k error-free records of workload on target with the smallest mean time, fastest first
         (a record whose stored trace turns out unreadable is warned about and dropped)."""
-        if isinstance(workload, str):
-            key = workload
-        elif isinstance(workload, Workload):
-            key = workload.key
-        else:
-            key = Workload(workload).key
+        key = _key_of(workload)
         if not isinstance(k, int) or k < 0:
             raise TesseraError(f"get_top_k: k must be an int >= 0, got {k!r}")
-        valid = [r for r in self._by_key.get((key, _cuda_key(str(Target(target)))), ()) if r.is_valid]
+        valid = [r for r in self._by_key.get((key, _target_text(target)), ()) if r.is_valid]
         valid.sort(key=lambda r: r.mean_secs)
         out = []
         for r in valid:     # traces read only until k readable ones are found
@@ -454,15 +460,13 @@ class Database:
 
     def has_target(self, target) -> bool:
         """Whether the file holds any record for target (its text as records keep it)."""
-        t = _cuda_key(str(Target(target)))
+        t = _target_text(target)
         return any(tk == t for _, tk in self._by_key)
 
     def get_pick(self, workload, target):
         """The workload's pick for target: its latest record when that is a pick (tune_graph's
         in-model check ran after every measurement of it), else None (see TuningRecord.pick)."""
-        key = workload if isinstance(workload, str) else workload.key if isinstance(workload, Workload) \
-            else Workload(workload).key
-        lst = self._by_key.get((key, _cuda_key(str(Target(target)))))
+        lst = self._by_key.get((_key_of(workload), _target_text(target)))
         if not lst or lst[-1].pick is None:
             return None
         got = self._readable([lst[-1]])
