@@ -346,7 +346,7 @@ class KernelProgram:
     none. knobs: an ops.registry.Knobs while the tuner explores the default schedule's decisions."""
 
     __slots__ = ("op", "node", "where", "kernel_name", "func", "outs", "in_vars", "out_exprs", "target", "what",
-                 "_apply")
+                 "_apply", "_name")
 
     def schedule(self, knobs=None, where=None):
         """The default schedule of func (a tir.Schedule; with knobs, its decisions sampled or set),
@@ -363,7 +363,7 @@ class KernelProgram:
         names the first node it was made for, not necessarily the one asking)."""
         if not node or node == self.node:
             return self.where
-        return _where(self.where.split(" (node ")[0], node)
+        return _where(self._name, node)
 
     def __repr__(self):
         return f"<KernelProgram {self.where} on {self.target}>"
@@ -387,12 +387,14 @@ def get_program(op, attrs, input_types, output_types, target="c", node=None) -> 
 def kernel_program(op_name, attrs, input_types, output_types, target, node) -> KernelProgram:
     """The op's (or fused group's) te compute as a PrimFunc, with its default schedule (see KernelProgram)."""
     target = Target(target)
-    where = _where(op_name, node)
+    label = op_name               # how `where` names the kernel (a fused group by its function)
+    where = _where(label, node)
     fused = None
     if op_name == FUSED_OP:
         # a fused node: its function's computes composed, inlined, scheduled by its anchor (fused.py)
         fn = dict(attrs)["function"]
-        where = _where(fn.name, node)
+        label = fn.name
+        where = _where(label, node)
         from .fused import FusedKernel  # cycle: kernels <-> fused (a fused kernel schedules by its anchor op's kernel)
         fused = FusedKernel(fn, where)
         kernel_name = fused.name
@@ -488,7 +490,7 @@ def kernel_program(op_name, attrs, input_types, output_types, target, node) -> K
             return sch
     p = KernelProgram()
     p.op, p.node, p.where, p.kernel_name, p.target, p.what = op_name, node, where, kernel_name, target, what
-    p.func, p.outs, p.in_vars, p.out_exprs, p._apply = func, outs, tuple(in_vars), out_exprs, apply
+    p.func, p.outs, p.in_vars, p.out_exprs, p._apply, p._name = func, outs, tuple(in_vars), out_exprs, apply, label
     return p
 
 
