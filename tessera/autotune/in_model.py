@@ -76,7 +76,6 @@ class InModelCheck:
     reverted: bool = False
     winner: str = "picked"
     skipped: str | None = None
-    node_sums: list = field(default_factory=list)    # per config: median over rounds of its nodes' seconds
 
     @property
     def changed(self) -> list:
@@ -317,8 +316,6 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     def e2e(per_j):
         whole = np.array([r[1] for r in per_j])
         return float(np.median(whole)), float(np.min(whole))
-
-    res.node_sums = [float(np.median([r[0].sum() for r in p])) for p in per]     # diagnostics
 
     res.end_to_end = {"default": e2e(per[0]), "isolated": e2e(per[1])}
     final = [j for j in range(len(exes)) if all(picks[key] == _rank_of(c, j) for _, key, c in checked)]
