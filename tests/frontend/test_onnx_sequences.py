@@ -1,5 +1,7 @@
 """ONNX sequences and optionals (frontend/onnx_ops/sequence.py): host-side lists of tensors while
 converting, flattened graph inputs/outputs regrouped by the executor; against onnxruntime."""
+import re
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -423,6 +425,17 @@ def test_split_of_a_symbolic_extent_specializes_per_shape():
         assert_same(exe(x), [x[i] for i in range(n)])
     with pytest.raises(UnsupportedOpError, match="the extent 'n' of axis 0 decides the sequence's length"):
         from_onnx(m, specialize=False)
+    # split sizes over a symbolic extent: checked against each shape (a single size is not assumed to fit)
+    for split in ([2, 1], [3]):
+        m = model([const("s", np.array(split, np.int64)), helper.make_node("SplitToSequence", ["x", "s"], ["parts"])],
+                  [vi("x", shape=["n", 2])], [seq_vi("parts")])
+        graph, params = from_onnx(m)
+        assert isinstance(graph, DeferredGraph) and graph.shape_inputs == ("x",)
+        exe = tessera.compile(graph, params)
+        x = rand(3, 2)
+        assert_same(exe.run({"x": x}), ort_run(m, {"x": x}))
+        with pytest.raises(ShapeError, match=re.escape(f"split sizes {split} do not add up to the extent 4")):
+            exe(rand(4, 2))
 
 
 def test_export_and_command_line_refuse_sequences_clearly(tmp_path, capsys):

@@ -178,8 +178,9 @@ def _split_to_sequence(ctx):
         sizes = [int(s) for s in split]
         if any(s < 0 for s in sizes):
             raise ShapeError(f"SplitToSequence: split sizes {sizes} must not be negative")
-        d = x.type.shape[axis]
-        if isinstance(d, int) and sum(sizes) != d:
+        # the sizes must add up to the extent: a symbolic one is asked for (per shape), not assumed
+        d = _static_extent(ctx, x, axis, "SplitToSequence with split sizes")
+        if sum(sizes) != d:
             raise ShapeError(f"SplitToSequence: split sizes {sizes} do not add up to the extent {d} of axis {axis}")
     return _new(ctx, _split(ctx, x, sizes, axis), dtype)
 
