@@ -162,7 +162,7 @@ def _candidates(tuner, task, top: int) -> list:
     for secs, s in search.measured:             # fastest first
         iso.setdefault(search.key(s), (secs, s))
     out = [("default", default, iso.get(dkey, (None,))[0])]
-    for rank, (secs, s) in enumerate(sorted(iso.values(), key=lambda p: p[0])[:top], 1):
+    for rank, (secs, s) in enumerate(list(iso.values())[:top], 1):    # in measured's order: fastest first
         if search.key(s) == dkey:
             out[0] = (f"default #{rank}", default, secs)
         else:
