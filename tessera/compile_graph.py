@@ -13,14 +13,14 @@ import threading
 import numpy as np
 
 from .autotune.apply_history import ApplyHistoryBest
-from .errors import ShapeError, TesseraError
+from .errors import TesseraError
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
 from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of, value_key
 from .graph.ir import Graph, TensorType
 from .graph.passes import optimize, passes_for
-from .runtime.inputs import check_input_names, gather_inputs, input_array, named_inputs
+from .runtime.inputs import check_input_names, gather_inputs, named_inputs
 from .runtime.plan import TensorSpec
 from .target import Target
 
@@ -116,7 +116,6 @@ class SpecializingExecutor:
         self.shape_inputs = tuple(deferred.shape_inputs)
         self._cache: collections.OrderedDict = collections.OrderedDict()   # key -> (executor, outputs layout)
         self._lock = threading.Lock()
-        self._np = [t.dtype.numpy() for t in deferred.input_types]
 
     @property
     def name(self) -> str:
@@ -182,16 +181,9 @@ class SpecializingExecutor:
                                                         zip(self.deferred.input_names, self.deferred.input_types)
                                                         if n in names])
         out = {}
-        for n, t, dt in zip(self.deferred.input_names, self.deferred.input_types, self._np):
-            if n not in given:
-                continue
-            if not isinstance(t, TensorType):
+        for n, t in zip(self.deferred.input_names, self.deferred.input_types):
+            if n in given:
                 out[n] = check_input(n, given[n], t)
-                continue
-            x = input_array(n, given[n], dt, t.dtype, t)
-            if x.ndim != t.ndim or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)):
-                raise ShapeError(f"input {n!r}: shape {x.shape}, the model expects {t}")
-            out[n] = x
         return out
 
     def _key(self, given: dict) -> tuple:

@@ -92,10 +92,14 @@ def flat_name(name: str, index: int) -> str:
 
 
 def check_input(name: str, x, t):
-    """Input `name`'s value checked against its type t: an array of TensorType t (dtype checked), a
-    list of arrays for a SequenceType, None or the element's value for an OptionalType."""
+    """Input `name`'s value checked against its type t: an array of TensorType t (dtype and static
+    extents checked), a list of those for a SequenceType (element i named flat_name(name, i)), None
+    or the element's value for an OptionalType."""
     if isinstance(t, TensorType):
-        return input_array(name, x, t.dtype.numpy(), t.dtype, t)
+        x = input_array(name, x, t.dtype.numpy(), t.dtype, t)
+        if x.ndim != t.ndim or any(isinstance(d, int) and d != g for d, g in zip(t.shape, x.shape)):
+            raise ShapeError(f"input {name!r}: shape {x.shape}, the model expects {t}")
+        return x
     if isinstance(t, OptionalType):
         if x is None:
             return None
@@ -105,15 +109,9 @@ def check_input(name: str, x, t):
     if isinstance(t, SequenceType):
         if not isinstance(x, (list, tuple)):
             raise TesseraError(f"input {name!r} is a {t}: give a list of arrays, got {type(x).__name__}")
-        out = []
-        for i, e in enumerate(x):
-            e = input_array(flat_name(name, i), e, t.dtype.numpy(), t.dtype, t)
-            if t.elem is not None and (e.ndim != t.elem.ndim or any(
-                    isinstance(d, int) and d != g for d, g in zip(t.elem.shape, e.shape))):
-                raise ShapeError(f"input {flat_name(name, i)!r}: shape {e.shape}, the model's sequence "
-                                 f"elements are {t.elem}")
-            out.append(e)
-        return out
+        if t.elem is None:
+            return [input_array(flat_name(name, i), e, t.dtype.numpy(), t.dtype, t) for i, e in enumerate(x)]
+        return [check_input(flat_name(name, i), e, t.elem) for i, e in enumerate(x)]
     raise TesseraError(f"input {name!r}: unknown input type {t!r}")
 
 

@@ -358,6 +358,11 @@ def test_optional_inputs_given_or_none():
         assert bool(has) == (o is not None) and bool(has_s) == (os_ is not None)
         assert_same(os_out, os_)
         assert_same([has, has_s], ort_run(m, {"o": o, "os": os_})[:2])
+    # a given optional's tensor and a sequence's elements are checked against the declared shapes, by name
+    with pytest.raises(ShapeError, match=r"input 'o': shape \(4,\), the model expects"):
+        exe.run({"o": rand(4), "os": None})
+    with pytest.raises(ShapeError, match=r"input 'os\[1\]': shape \(2,\), the model expects"):
+        exe.run({"o": None, "os": [rand(3), rand(2)]})
     # a given optional tensor keeps its declared (symbolic) shape: one compile for every shape
     fn = helper.make_tensor_type_proto(TP.FLOAT, ["N"])
     m_n = model([helper.make_node("OptionalGetElement", ["o"], ["v"]), helper.make_node("Add", ["v", "x"], ["y"])],
