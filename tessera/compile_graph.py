@@ -201,8 +201,11 @@ class SpecializingExecutor:
     def _specialization(self, given: dict) -> tuple:
         """(executor, outputs layout: deferred.regroup) for these inputs; one cache entry holds both, so
         an eviction by another thread cannot part a run's executor from its layout."""
+        deciding = self.value_inputs, self.shape_inputs
         key = self._key(given)
         with self._lock:
+            if (self.value_inputs, self.shape_inputs) != deciding:
+                key = self._key(given)      # another thread found more inputs that decide the graph
             hit = self._cache.get(key)
             if hit is not None:
                 self._cache.move_to_end(key)
@@ -250,5 +253,6 @@ class SpecializingExecutor:
         return exe.profile(self._feeds(exe, given), **kwargs)
 
     def __repr__(self):
-        return (f"<tessera.SpecializingExecutor {self.name!r}: per value of {list(self.value_inputs)}, "
+        return (f"<tessera.SpecializingExecutor {self.name!r}: "
+                f"{'per ' + ' and per '.join(self._per()) if self._per() else 'sequence or optional outputs'}, "
                 f"{len(self._cache)} compiled>")
