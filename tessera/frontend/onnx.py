@@ -1185,7 +1185,7 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     sanitized, unique names (sanitize_name), and params is keyed by those value names.
     """
     m = inline_functions(load_model(model))
-    graph, params, layout = _convert(m, shape_dict, const_inputs, opset, target, specialize)
+    graph, params, layout, conv = _convert(m, shape_dict, const_inputs, opset, target, specialize)
     if layout is None or isinstance(graph, DeferredGraph):
         return graph, params
     if not specialize:
@@ -1196,13 +1196,13 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
                            f"from_onnx(specialize=True) gives a model whose executor returns them as lists "
                            f"(None for an empty optional)")
     first = (graph, params, layout)
-    return _deferred(m, None, [], [], "its outputs hold sequences or optionals, returned as lists",
+    return _deferred(m, conv, [], [], "its outputs hold sequences or optionals, returned as lists",
                      shape_dict, const_inputs, opset, target, first), {}
 
 
 def _convert(m, shape_dict, const_inputs, opset, target, specialize) -> tuple:
-    """(graph, params, layout) of ModelProto m (see _Converter.finish), or (DeferredGraph, {}, None)
-    when the conversion needs runtime values or structures and `specialize`."""
+    """(graph, params, layout, converter) of ModelProto m (see _Converter.finish), or (DeferredGraph,
+    {}, None, converter) when the conversion needs runtime values or structures and `specialize`."""
     conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=specialize)
     try:
         conv.run()
@@ -1211,31 +1211,30 @@ def _convert(m, shape_dict, const_inputs, opset, target, specialize) -> tuple:
         need = getattr(e, "needs_constant", None)
         shaped = getattr(e, "needs_shape", None) or ()
         if specialize and need in runtime:
-            return _deferred(m, conv, [need], [], str(e), shape_dict, const_inputs, opset, target), {}, None
-        if specialize and shaped and set(shaped) <= runtime:
-            return _deferred(m, conv, [], list(shaped), str(e), shape_dict, const_inputs, opset, target), {}, None
-        raise
-    return conv.finish()
+            values, shapes = [need], []
+        elif specialize and shaped and set(shaped) <= runtime:
+            values, shapes = [], list(shaped)
+        else:
+            raise
+        return _deferred(m, conv, values, shapes, str(e), shape_dict, const_inputs, opset, target), {}, None, conv
+    return (*conv.finish(), conv)
 
 
-def _deferred(m, conv: "_Converter | None", values_needed, shapes_needed, reason: str, shape_dict, const_inputs,
+def _deferred(m, conv: "_Converter", values_needed, shapes_needed, reason: str, shape_dict, const_inputs,
               opset, target, first=None):
     """The DeferredGraph of model m, whose conversion needs the values of runtime inputs
     `values_needed` or the shapes of `shapes_needed` (a value computed from a dynamic axis that
     tessera does not track symbolically, or the structure of a sequence or optional input), or whose
     outputs are sequences or optionals (first: the conversion already made, for the build with
-    nothing more given; conv None: read the inputs again for the interface)."""
+    nothing more given). conv: the converter that read the model's inputs (the interface)."""
     frozen = dict(const_inputs or {})
     fixed = dict(shape_dict or {})
 
     def build(values, shapes):
         if first is not None and not values and not shapes:
             return first
-        return _convert(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)
+        return _convert(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)[:3]
 
-    if conv is None:
-        conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=True)
-        conv._read_inputs()
     names = [n for n, _ in conv.interface]
     types = [t for _, t in conv.interface]
     shapes_needed = list(dict.fromkeys(list(shapes_needed) + list(conv.pending) + _sharing_symbols(conv)))

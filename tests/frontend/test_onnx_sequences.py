@@ -419,6 +419,24 @@ def test_refusals_name_what_is_wrong():
         from_onnx(model([helper.make_node("Identity", ["m"], ["y"])], [mp], [vi("y")]))
 
 
+def test_a_sequence_output_model_reads_its_inputs_once(monkeypatch):
+    """from_onnx of a model with sequence outputs converts it once (its weights read once), and the
+    executor's first run uses that conversion."""
+    from tessera.frontend import onnx as fe
+    calls = []
+    read = fe._Converter._read_inputs
+    monkeypatch.setattr(fe._Converter, "_read_inputs", lambda self: calls.append(1) or read(self))
+    w = helper.make_tensor("w", TP.FLOAT, [2], [1.0, 2.0])
+    m = model([helper.make_node("Add", ["x", "w"], ["y"]), helper.make_node("SequenceConstruct", ["x", "y"], ["s"])],
+              [vi("x", shape=[2])], [seq_vi("s")])
+    m.graph.initializer.append(w)
+    graph, params = from_onnx(m)
+    assert isinstance(graph, DeferredGraph) and len(calls) == 1
+    x = rand(2)
+    assert_same(tessera.compile(graph, params)(x), ort_run(m, {"x": x})[0])
+    assert len(calls) == 1
+
+
 def test_split_of_a_symbolic_extent_specializes_per_shape():
     m = model([helper.make_node("SplitToSequence", ["x"], ["parts"], axis=0, keepdims=0)],
               [vi("x", shape=["n", 2])], [seq_vi("parts")])
