@@ -332,14 +332,7 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
         sch.tensorize(_heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed), name)
         return True
     if structure == "panels":
-        i1, i2 = sch.split(i, [None, mr])
-        j0, j1 = sch.split(j, [None, nr])
-        if K is not None:
-            kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
-            k0, k1 = sch.split(k, [None, kc])
-            sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
-        else:  # a symbolic K: the micro-kernel takes the whole of it
-            sch.reorder(*batch, j0, i1, i2, j1, k)
+        j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx)
         outer = [*batch, j0]
         n_out = N // nr if N is not None else 2
         for b in batch:
@@ -370,6 +363,21 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     return True
 
 
+def _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx):
+    """The panel structure's loops (batch, j_0, k_0, i_1 | i_2, j_1, k_1), knob "gemm_kc" (a symbolic
+    K: no k split, the micro-kernel takes the whole of it). Returns (j_0, i_2): the B panels' loop
+    and the one to tensorize."""
+    i1, i2 = sch.split(i, [None, mr])
+    j0, j1 = sch.split(j, [None, nr])
+    if K is not None:
+        kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
+        k0, k1 = sch.split(k, [None, kc])
+        sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
+    else:
+        sch.reorder(*batch, j0, i1, i2, j1, k)
+    return j0, i2
+
+
 _COPIES = ("b_pack", "a_pad")  # dense.matmul_compute's in-kernel copies of B and A (symbolic extents)
 
 
@@ -394,14 +402,7 @@ def _heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed=None):
     it. Returns the loop to tensorize. In one parallel loop per copy over everything instead, the
     copies' fused index divided by symbolic extents at every vector, and at 2 threads they took
     several times the GEMM."""
-    i1, i2 = sch.split(i, [None, mr])
-    j0, j1 = sch.split(j, [None, nr])
-    if K is not None:
-        kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
-        k0, k1 = sch.split(k, [None, kc])
-        sch.reorder(*batch, j0, k0, i1, i2, j1, k1)
-    else:
-        sch.reorder(*batch, j0, i1, i2, j1, k)
+    _, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx)
     # the copies go under the innermost batch loop before the batch loops are fused: one head's
     # region each, with no predicate for a fused index's clipped domain
     for name in _COPIES:
