@@ -268,7 +268,8 @@ def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
     assert set(rows) == {"resnet18 (small)", "bert_base (small)"}
     for r in rows.values():
         assert r["ok"] and 0 < r["scratch_trials"] <= 30 and 0 < r["transfer_trials"] <= 30
-        assert r["pretrain_records"] > 0 and r["scratch_trials_2pct"] != ""   # the scratch run reaches its own final
+        # the scratch curve reaches its own lowest point, the target of both runs' 2% figures
+        assert r["pretrain_records"] > 0 and r["scratch_trials_2pct"] != "" and r["scratch_curve_best_ms"] > 0
         assert r["scratch_est_ms"] <= r["default_est_ms"] * 1.0001
         assert r["tuned_ms"] > 0 and r["tuned/ort"] == pytest.approx(r["tuned_ms"] / r["ort_ms"])
         assert r["in_budget"] and r["goal_met"] == (r["tuned/ort"] <= 0.85)

@@ -23,7 +23,8 @@ which ApplyHistoryBest applies while it is the workload's latest record.
 Tasks checked: those searched (more than their default measured) whose share of the estimated
 latency is at least `min_share`. The budget (seconds) covers compiling and timing: configs 0 and 1
 are always made; more only while the compile times so far say they fit in half the budget; rounds
-(at least 3) fill what is left.
+(at least 3 a timing phase; the first phase leaves room for one more build and the second phase)
+fill what is left, so a model whose calls are long can overrun the budget by those minimum rounds.
 """
 from __future__ import annotations
 
@@ -297,7 +298,8 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
             rounds += 1
         return per, rounds
 
-    left = max(budget - (time.perf_counter() - t0), 0.0)
+    # the first rounds leave room for building the per-task picks' model and its rounds
+    left = max(budget - (time.perf_counter() - t0) - float(np.mean(compile_secs)), 0.0)
     per, res.rounds = rounds_of(exes, left * 0.6)
     picks = {}
     for i, key, cands in checked:
