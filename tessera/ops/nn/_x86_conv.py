@@ -56,16 +56,17 @@ def row_tile(isa: str, v: int) -> int:
     return max(1, min(14, (regs - v - 1) // v))
 
 
-def intrin_name(isa, v, cb, strides, dilation, ow, rows=1) -> str:
+def intrin_name(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     lanes = lanes_of(isa)
     pre = "x86_avx2_fma" if isa == "avx2" else "x86_avx512"
     (sh, sw), (dh, dw) = strides, dilation
-    return f"{pre}_conv2d_nchwc_{rows}x{ow}_{v}x{lanes}o{cb}i_s{sh}x{sw}_d{dh}x{dw}"
+    return f"{pre}_conv2d_nchwc_{rows}x{ow}_{v}x{lanes}o{cb}i_s{sh}x{sw}_d{dh}x{dw}" + ("_pf" if prefetch else "")
 
 
-def _fn_name(isa, v, cb, strides, dilation, ow, rows=1) -> str:
+def _fn_name(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     (sh, sw), (dh, dw) = strides, dilation
-    return f"tintrin_{isa}_conv_{rows}x{ow}_{v}x{lanes_of(isa)}o{cb}i_s{sh}x{sw}_d{dh}x{dw}"
+    return (f"tintrin_{isa}_conv_{rows}x{ow}_{v}x{lanes_of(isa)}o{cb}i_s{sh}x{sw}_d{dh}x{dw}"
+            + ("_pf" if prefetch else ""))
 
 
 def row_tiles(isa, v, ow) -> list:
@@ -75,6 +76,19 @@ def row_tiles(isa, v, ow) -> list:
     tiles = -(-ow // R)
     base, longer = divmod(ow, tiles)
     return [(r, c) for r, c in ((base + 1, longer), (base, tiles - longer)) if c]
+
+
+def flat_tiles(isa, v, ow, rows, strides) -> list | None:
+    """The register tiles of `rows` rows of `ow` pixels taken as one run of rows * ow pixels (stride 1:
+    when the input rows are ow pixels long, as in an unpadded 1x1 convolution, the rows' pixels are
+    contiguous; e.g. a 7x7 map as 13 + 3 x 12 pixels instead of 7 x (4 + 3)), or None where that
+    saves no tile over row by row."""
+    if rows < 2 or tuple(strides) != (1, 1):
+        return None
+    plan = row_tiles(isa, v, rows * ow)
+    if sum(c for _, c in plan) >= rows * sum(c for _, c in row_tiles(isa, v, ow)):
+        return None
+    return plan
 
 
 def _rng(n):
@@ -127,13 +141,14 @@ def _impl(fn, lanes, v, cb, OW, rows) -> PrimFunc:
 L1_WEIGHT_BYTES = 16384
 
 
-def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
+def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     """The C code of the kernel (see the module docstring)."""
     lanes, _, feats, macros = ISA[isa]
     (sh, sw), (dh, dw) = strides, dilation
-    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows)
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
     vt = f"tintrin_f32x{lanes}"
     plan = row_tiles(isa, v, ow)
+    flat = flat_tiles(isa, v, ow, rows, strides)
     cond = " || ".join(f"!defined({m})" for m in macros)
     outs = ", ".join(f"float* restrict c{k}" for k in range(v))
     # with dw == 1 the taps kw and the lanes ci of one input row are one contiguous run of KW * CB
@@ -147,16 +162,23 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
          f"/* {rows} output row(s) of {ow} pixels of a blocked convolution: {v} x {lanes} output channels, {cb}",
          f"   input channels a block, stride {sh}x{sw}, dilation {dh}x{dw}; a row in tiles of "
          + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors held in registers",
-         "   while a block of input channels is reduced (tessera/ops/nn/_x86_conv.py). a: input at the",
+         "   while a block of input channels is reduced (tessera/ops/nn/_x86_conv.py)"
+         + ("; rows whose pixels are contiguous (input rows\n   as long as the output's) in tiles of "
+            + " + ".join(f"{c} x {r}" for r, c in flat) + " pixels across the rows" if flat else "")
+         + ". a: input at the",
          "   first tap (a[c * sa_c + h * sa_h + w * sa_w + ci]), b: weights of the first output block",
          "   (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L + j]), c0..: the output blocks of row 0",
-         "   (pixel i at c + i * L), c_row1: block 0 of row 1. */"]
+         "   (pixel i at c + i * L), c_row1: block 0 of row 1"
+         + (". The first tile of each input-channel chunk also prefetches\n   the weights that come next (the next "
+            "chunk's; after the last, the next output blocks') while they stream from memory" if prefetch else "")
+         + ". */"]
 
     def tile(r):
         name = f"{fn}_t{r}"
+        pf_arg = ", const float* pf" if prefetch else ""
         out = [f"static inline __attribute__((always_inline)) void {name}(int32_t c_lo, int32_t c_hi, int32_t KH, "
                f"int32_t KW, const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, "
-               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}) {{"]
+               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{pf_arg}) {{"]
         for i in range(r):
             out.append("  " + " ".join(f"{vt} acc{i}_{k} = *({vt}*)(c{k} + {i * lanes});" for k in range(v)))
         out.append(f"  const int64_t px = sa_w * {sw};")
@@ -172,6 +194,13 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
         out.append("    for (int32_t kh = 0; kh < KH; ++kh) {")
         out.append(f"      const float* restrict ah = a + c * sa_c + kh * {dh} * sa_h;")
         out.append("      const float* restrict bh = b + c * sb_c + kh * sb_h;")
+        if prefetch:
+            out.append("      if (pf) {  /* the same taps of the weights that come next, a cache line at a time */")
+            out.append("        const float* ph = pf + (c - c_lo) * sb_c + kh * sb_h;")
+            out.append(f"        for (int32_t o = 0; o < KW * {cb * lanes}; o += 16) {{")
+            out.append("          " + " ".join(f"__builtin_prefetch(ph + {k} * sb_v + o);" for k in range(v)))
+            out.append("        }")
+            out.append("      }")
         if fused:
             out.append(f"      const int32_t taps = KW * {cb};")
             out.append(f"      #pragma GCC unroll {cb}")
@@ -194,7 +223,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
         out.append("}")
         return out
 
-    for r, _ in plan:
+    for r in sorted({r for r, _ in plan} | {r for r, _ in flat or ()}, reverse=True):
         L += tile(r)
     row_arg = ", float* restrict c_row1" if rows > 1 else ""
     L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
@@ -207,35 +236,58 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
     L.append(f"  const int64_t per_block = (int64_t)KH * KW * {cb * v * lanes * 4};")
     L.append(f"  int32_t step = (int32_t)({L1_WEIGHT_BYTES} / (per_block > 0 ? per_block : 1));")
     L.append("  if (step < 1) step = 1;")
+    if flat:
+        L.append(f"  const int flat = sa_h == {ow} * sa_w && c_rs == {ow * lanes};  /* the rows' pixels contiguous */")
     L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
     L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
+    if prefetch:
+        L.append(f"    const float* pf = c_hi < CC ? b + c_hi * sb_c : b + {v} * sb_v;  /* the weights that come next */")
+
+    def sweep(tiles, ind, a0, out0):
+        """Calls of the tiles along one run of pixels; the first call of a chunk prefetches."""
+        body = [ind + "int32_t x = 0;"]
+        for i, (r, c) in enumerate(tiles):
+            args = (f"c_lo, c_hi, KH, KW, {a0} + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, "
+                    + ", ".join(f"c{k}{out0} + x * {lanes}" for k in range(v)))
+            if prefetch and i == 0:
+                body.append(ind + f"{fn}_t{r}({args}, {'r == 0 ? pf : 0' if out0 else 'pf'}); x += {r};")
+                if c > 1:
+                    body.append(ind + f"for (int32_t k = 1; k < {c}; ++k, x += {r}) {fn}_t{r}({args}, 0);")
+            else:
+                body.append(ind + f"for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({args}{', 0' if prefetch else ''});")
+        return body
+
+    ind = "    "
+    if flat:
+        L.append("    if (flat) {")
+        L += sweep(flat, "      ", "a", "")
+        L.append("      continue;")
+        L.append("    }")
     L.append(f"    for (int32_t r = 0; r < {rows}; ++r) {{")
     L.append(f"      const float* restrict ar = a + r * {sh} * sa_h;")
-    L.append("      int32_t x = 0;")
-    call_outs = ", ".join(f"c{k} + r * c_rs + x * {lanes}" for k in range(v))
-    common = "c_lo, c_hi, KH, KW, ar + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, " + call_outs
-    for r, c in plan:
-        L.append(f"      for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({common});")
+    L += sweep(plan, "      ", "ar", " + r * c_rs")
     L.append("    }")
     L.append("  }")
     L.append("}")
     return "\n".join(L)
 
 
-def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1) -> str:
-    """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call),
-    registered on first use."""
+def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1,
+                    prefetch: bool = False) -> str:
+    """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call;
+    `prefetch`: the first tile of each chunk prefetches the next weights), registered on first use."""
     if isa not in ISA:
         raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} (avx2, avx512)")
     if not 1 <= v <= MAX_V:
         raise TesseraError(f"conv row micro-kernel: {v} output vectors a tile; 1 to {MAX_V} are generated")
     strides, dilation = tuple(strides), tuple(dilation)
-    name = intrin_name(isa, v, cb, strides, dilation, ow, rows)
+    name = intrin_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
     if TensorIntrin.get(name, allow_missing=True) is None:
         lanes = lanes_of(isa)
-        fn = _fn_name(isa, v, cb, strides, dilation, ow, rows)
+        fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
         TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows), _impl(fn, lanes, v, cb, ow, rows),
-                              c_source=c_source(isa, v, cb, strides, dilation, ow, rows), features=ISA[isa][2],
+                              c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
+                              features=ISA[isa][2],
                               doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")
     return name
 
@@ -243,12 +295,12 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
 def _make_from_name(m) -> None:
     """Register the intrinsic a name of intrin_name's form spells (TensorIntrin.register_family)."""
     isa = "avx2" if m.group(1) == "avx2_fma" else "avx512"
-    rows, ow, v, lanes, cb, sh, sw, dh, dw = (int(g) for g in m.groups()[1:])
+    rows, ow, v, lanes, cb, sh, sw, dh, dw = (int(g) for g in m.groups()[1:10])
     if lanes == lanes_of(isa) and 1 <= v <= MAX_V:
-        conv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows)
+        conv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows, prefetch=m.group(11) is not None)
 
 
-TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)_d(\d+)x(\d+)",
+TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)_d(\d+)x(\d+)(_pf)?",
                              _make_from_name)
 
 
