@@ -22,8 +22,8 @@ buffer, whose block stride the pointer arithmetic then follows); a pixel is L fl
 from __future__ import annotations
 
 from ...errors import TesseraError
-from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Evaluate, For, IterVar,
-                   PrimFunc, Range, Var)
+from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Evaluate, For, IntImm, IterVar,
+                   PrimFunc, Range, Var, min_expr)
 from ...target import Target
 from ...tir.tensor_intrin import TensorIntrin
 
@@ -118,7 +118,7 @@ def _desc(lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
 
 
-def _impl(fn, lanes, v, cb, OW, rows) -> PrimFunc:
+def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
     HA, WA = Var("HA"), Var("WA")
     sac, sah, saw = Var("sa_c"), Var("sa_h"), Var("sa_w")
@@ -127,7 +127,15 @@ def _impl(fn, lanes, v, cb, OW, rows) -> PrimFunc:
     A = Buffer((CC, HA, WA, cb), "float32", "A", strides=(sac, sah, saw, 1))
     B = Buffer((v, CC, KH, KW, cb, lanes), "float32", "B", strides=(sbv, sbc, sbh, sbw, lanes, 1))
     C = Buffer((v, rows, OW, lanes), "float32", "C", strides=(scv, sch_, lanes, 1))
-    args = [CC, KH, KW, Call("handle", "address_of", [A[0, 0, 0, 0]]), sac, sah, saw,
+    # A by addresses too: the first element and the next one along c, h and w (the strides follow,
+    # also after lowering has compacted a per-row-group padded input); an axis of extent 1 gives its
+    # own first element (stride 0: never used)
+    (sh, sw), (dh, dw) = strides, dilation
+    last = (CC - 1, (rows - 1) * sh + (KH - 1) * dh, (OW - 1) * sw + (KW - 1) * dw)   # the region's last index
+    one = [min_expr(IntImm("int32", 1), x) for x in last]
+    args = [CC, KH, KW, Call("handle", "address_of", [A[0, 0, 0, 0]]),
+            Call("handle", "address_of", [A[one[0], 0, 0, 0]]), Call("handle", "address_of", [A[0, one[1], 0, 0]]),
+            Call("handle", "address_of", [A[0, 0, one[2], 0]]),
             Call("handle", "address_of", [B[0, 0, 0, 0, 0, 0]]), sbv, sbc, sbh, sbw]
     # C by addresses (its block and row strides follow from them, also after the tile buffer has
     # been compacted by lowering): block k of row 0, and row 1 of block 0
@@ -166,7 +174,8 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
          + ("; rows whose pixels are contiguous (input rows\n   as long as the output's) in tiles of "
             + " + ".join(f"{c} x {r}" for r, c in flat) + " pixels across the rows" if flat else "")
          + ". a: input at the",
-         "   first tap (a[c * sa_c + h * sa_h + w * sa_w + ci]), b: weights of the first output block",
+         "   first tap (a[c * sa_c + h * sa_h + w * sa_w + ci]; a_c1, a_h1, a_w1: its next element along c, h",
+         "   and w, or a itself along an axis of one), b: weights of the first output block",
          "   (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L + j]), c0..: the output blocks of row 0",
          "   (pixel i at c + i * L), c_row1: block 0 of row 1"
          + (". The first tile of each input-channel chunk also prefetches\n   the weights that come next (the next "
@@ -227,8 +236,9 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
         L += tile(r)
     row_arg = ", float* restrict c_row1" if rows > 1 else ""
     L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
-             f"int64_t sa_c, int64_t sa_h, int64_t sa_w, const float* restrict b, int64_t sb_v, int64_t sb_c, "
-             f"int64_t sb_h, int64_t sb_w, {outs}{row_arg}) {{")
+             f"const float* a_c1, const float* a_h1, const float* a_w1, const float* restrict b, int64_t sb_v, "
+             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}) {{")
+    L.append("  const int64_t sa_c = a_c1 - a, sa_h = a_h1 - a, sa_w = a_w1 - a;  /* input strides */")
     L.append(f"  const int64_t px = sa_w * {sw};")
     L.append(f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};  /* output row stride */")
     L.append("  /* input-channel blocks whose weights fit L1 go through every tile of the rows in turn; the")
@@ -285,7 +295,7 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
     if TensorIntrin.get(name, allow_missing=True) is None:
         lanes = lanes_of(isa)
         fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
-        TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows), _impl(fn, lanes, v, cb, ow, rows),
+        TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows), _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
                               c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
                               features=ISA[isa][2],
                               doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")

@@ -406,16 +406,30 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
         return False
     v = ctx.choose(sch, "conv.oc_blocks", [c for c in range(1, MAX_V + 1) if chunks % c == 0],
                    _group(chunks, owe, khe * kwe, isa, _extent(sch, icc)))
-    batch = _extent(sch, n) or S.thread_count(target)
-    per_row = sum(c for _, c in row_tiles(isa, v, owe))
-    rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],
-                      _rows_per_call(isa, v, ohe, owe, batch * (chunks // v), S.thread_count(target)))
     # row groups outer where the input is larger than the weights (each block group would otherwise
     # read the whole input again: ResNet-50's 1x1 layers at 56x56, 0.86-0.96x the time in
     # benchmarks/conv1x1.py's layers), block groups outer where the weights are larger (7x7: the
     # weights would be read again per row group)
     in_pixels = ohe * owe * strides[0] * strides[1]
     rows_outer = ctx.choose(sch, "conv.rows_outer", [True, False], in_pixels > chunks * _extent(sch, ob) * khe * kwe)
+    # a padded input with the row groups outer: each row group pads its own input rows (with their
+    # halo) into a local buffer inside the parallel loop and runs its block groups in that task,
+    # instead of a pass padding the whole input, as large, into memory before the convolution
+    # (ResNet-50's 3x3 stride-2 layer 128 -> 128 at 56x56, 1 thread: 0.90x the time alone, 0.83x in the
+    # model); not where the row groups' halos would pad the input rows over 1.5 times (its 7x7 stride-2
+    # stem, one output row a group)
+    batch = _extent(sch, n) or S.thread_count(target)
+    per_row = sum(c for _, c in row_tiles(isa, v, owe))
+    threads = S.thread_count(target)
+    pad = _pad_block(sch, block)
+    if pad is not None and rows_outer:
+        r = _rows_per_call(isa, v, ohe, owe, batch, threads)
+        halo = ((r - 1) * strides[0] + (khe - 1) * dilation[0] + 1) / (r * strides[0])
+        pad_rows = ctx.choose(sch, "conv.pad_in_row_groups", [True, False], halo <= 1.5)
+    else:
+        pad_rows = False
+    rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],
+                      _rows_per_call(isa, v, ohe, owe, batch * (1 if pad_rows else chunks // v), threads))
     icce = _extent(sch, icc)
     ic_inner = icce if icce is None else ctx.choose(
         sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and 8 * d >= icce], icce)
@@ -442,8 +456,25 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     sch.vectorize(sch.get_loops(init)[-1])
     _place_epilogue(sch, epilogue, outer[-1], target)    # while the conv block still writes points
     sch.tensorize(oci, name)
+    if pad_rows:
+        sch.compute_at(pad, oho)
+        plp = sch.get_loops(pad)[-1]
+        if _extent(sch, plp) is not None and 2 <= _extent(sch, plp) <= 64:
+            sch.vectorize(plp)
+        _parallel_outer(sch, outer[:2], target, work)
+        return (sch.get(pad).name_hint,)
     _parallel_outer(sch, outer, target, work)
-    return True
+    return ()
+
+
+def _pad_block(sch, block):
+    """The padding stage (pad_nchwc) that writes the conv block's input, or None."""
+    data = sch.get(block).reads[0].buffer
+    for blk in sch.get_child_blocks(sch.get_block("root")):
+        b = sch.get(blk)
+        if b.name_hint.endswith("_pad") and b.writes and b.writes[0].buffer == data:
+            return blk
+    return None
 
 
 def _rows_per_call(isa, v, oh, ow, groups, threads) -> int:
@@ -513,9 +544,11 @@ def schedule_conv2d_nchwc(sch, ctx):
                 ok = _tensorized(trial, trial.get_block(name), ctx, epi, strides, dilation)
             except (ScheduleError, TesseraError):
                 ok = False
-            if ok:
-                _tensorized(sch, block, ctx, epi, strides, dilation)
-        if not ok:
+            if ok is not False:
+                ok = _tensorized(sch, block, ctx, epi, strides, dilation)
+        if ok is not False:
+            done.update(ok)      # stages the micro-kernel schedule placed (a per-row-group padding)
+        else:
             try:
                 trial = sch.copy()
                 _loop_schedule(trial, trial.get_block(name), ctx.target, epi)
