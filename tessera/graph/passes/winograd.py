@@ -50,47 +50,86 @@ def _isa(target):
 
 def gemm_rows(tiles: int, channels: int, target) -> int:
     """The GEMM row count P for `tiles` Winograd tiles and `channels` output channels: the tile count
-    rounded up to a multiple of the rows of the target's preferred micro-kernel tile whose columns
-    divide the channels (the first in preference order that wastes at most 1/8 of the rows, else
-    the one that wastes the fewest)."""
+    rounded up to the fewest rows that a micro-kernel tile of the target fits (its rows dividing P,
+    its columns the channels), ties to the preferred tile. Padded rows are multiplies whose results
+    nobody reads: 16 tiles as 16 rows of the 4x64 tile instead of 18 of the 6x64 one took 0.89x the
+    GEMM time in ResNet-50 (F(2x2) at 7x7, weights streamed from memory), 49 tiles as 52 rows
+    instead of 54 0.97x (docs/internals.md, "Winograd convolution")."""
     isa = _isa(target)
     if isa is None:
         return tiles
     name, lanes = isa
-    fits = [(mr, nr) for mr, nr in sorted(FP32_GEMM[name], key=lambda t: tile_preference(t, lanes))
-            if channels % nr == 0]
+    fits = [mr for mr, nr in sorted(FP32_GEMM[name], key=lambda t: tile_preference(t, lanes)) if channels % nr == 0]
     if name == "avx512" and not fits:
-        fits = [(mr, nr) for mr, nr in sorted(FP32_GEMM["avx2"], key=lambda t: tile_preference(t, 8))
-                if channels % nr == 0]
+        fits = [mr for mr, nr in sorted(FP32_GEMM["avx2"], key=lambda t: tile_preference(t, 8)) if channels % nr == 0]
     if not fits:
         return tiles
-    padded = [-(-tiles // mr) * mr for mr, _ in fits]
-    for p in padded:
-        if (p - tiles) * 8 <= tiles:
-            return p
-    return min(padded)
+    return min(-(-tiles // mr) * mr for mr in fits)
 
 
-def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: int, width: int, target):
+# The GEMM of a Winograd layer multiplies each transformed weight by its P rows only. When the weights
+# come from memory (a batch-1 model whose weights outgrow the last-level cache streams all of them every
+# call), a GEMM with few rows waits for them: in ResNet-50 on AVX-512 (Zen 5, 1 and 2 threads) F(4x4) at
+# 14x14 (16 rows) ran at the cost of ~24 rows, as fast as F(2x2) with 52, where with its weights in cache
+# F(4x4) took 0.86x F(2x2)'s time. COLD_ROWS is that floor, COLD_WEIGHT_BYTES the graph's constant bytes
+# above which the weights count as streamed (32 MB: the L3 of a Zen 3-5 CCD; 30-60 MB on server Xeons).
+COLD_ROWS = 24
+COLD_WEIGHT_BYTES = 32 << 20
+
+
+def weights_cold(graph: Graph) -> bool:
+    """Whether a batch-1 call of `graph` streams its weights from memory: its constants total more than
+    COLD_WEIGHT_BYTES (ResNet-18 ~45 MB, ResNet-50 ~100 MB do; a block or a layer does not)."""
+    total = 0
+    for arr in graph.constants.values():
+        total += int(getattr(arr, "nbytes", 0))
+    return total > COLD_WEIGHT_BYTES
+
+
+def layer_costs(batch: int, in_channels: int, out_channels: int, height: int, width: int, target,
+                cold_weights: bool = False) -> dict:
+    """The rule's cost estimate of each way to run a 3x3 stride-1 convolution with this output size:
+    {None: direct, 2: F(2x2), 4: F(4x4)} -> multiply-adds per (input, output) channel pair, in units
+    of one GEMM row at one tile position (direct: 9 taps x pixels; F(m): alpha^2 positions x the
+    GEMM's rows, at least COLD_ROWS when the weights are cold). Only the forms the rule allows
+    (module docstring of `choose_tile_size`) appear."""
+    isa = _isa(target)
+    costs = {None: 9 * batch * height * width}
+    if isa is None:
+        return costs
+    floor = COLD_ROWS if cold_weights else 0
+    for m, least in ((4, 16 if isa[1] >= 16 else 4), (2, 16)):
+        tiles = batch * tiles_of(height, m) * tiles_of(width, m)
+        if tiles >= least:
+            costs[m] = (m + 2) ** 2 * max(gemm_rows(tiles, out_channels, target), floor)
+    return costs
+
+
+def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: int, width: int, target,
+                     cold_weights: bool = False):
     """m of F(m x m, 3 x 3) for a 3x3 stride-1 convolution with this output size (height x width),
-    or None for the direct convolution: the rule measured by benchmarks/winograd.py on ResNet-18/50's
-    layers (layer time / direct, docs/internals.md "Winograd convolution"). F(4x4) where it makes at
-    least 16 tiles (56x56, 28x28, 14x14: 0.26-0.44 on AVX-512 and on AVX2). A 7x7 map, 4 tiles of
-    F(4x4) or 16 of F(2x2): on AVX-512 F(2x2) (0.58 against F(4x4)'s 0.68-0.73 at 1 thread; 2 threads
-    about even), on AVX2 F(4x4) (0.44-0.55 against 0.82-1.09: there both GEMMs run at the same low rate
-    and F(4x4) has half the multiplies), so the F(4x4) minimum is 16 tiles with 16-lane vectors and 4
-    with 8; else F(2x2) where it makes at least 16 tiles; else direct (not measured: a map that small
-    is a few tiles of work). Channels: at least 64 in and out (the measured range; with few channels
-    the GEMM is short and the transforms dominate)."""
+    or None for the direct convolution. The cheapest form by `layer_costs` (measured by
+    benchmarks/winograd.py on ResNet-18/50's layers, alone and inside the models; docs/internals.md
+    "Winograd convolution"), each F(m) only where it makes at least 16 tiles (F(4x4) on 8-lane
+    vectors: 4, where the AVX2 GEMMs of both run at the same low rate and F(4x4) has half the
+    multiplies), only with >= 64 channels in and out (with few the transforms dominate). With its
+    weights in cache: F(4x4) at 56x56, 28x28, 14x14 (0.31-0.43x the direct time), F(2x2) at 7x7 on
+    AVX-512 (0.58x). With cold weights (cold_weights: the pass asks `weights_cold` of the graph) on
+    AVX-512 the few-row GEMMs cost COLD_ROWS rows: 14x14 takes F(2x2), 7x7 F(2x2) still (0.78x the
+    direct time inside ResNet-50 at 1 thread). AVX2 code keeps its measured rule (cold_weights is not
+    used there: its GEMMs were measured only in isolation)."""
     isa = _isa(target)
     if isa is None or in_channels < 64 or out_channels < 64:
         return None
-    f4_min = 16 if isa[1] >= 16 else 4
-    if batch * tiles_of(height, 4) * tiles_of(width, 4) >= f4_min:
-        return 4
-    if batch * tiles_of(height, 2) * tiles_of(width, 2) >= 16:
-        return 2
-    return None
+    costs = layer_costs(batch, in_channels, out_channels, height, width, target,
+                        cold_weights=cold_weights and isa[1] >= 16)
+    wino = [m for m in (4, 2) if m in costs]
+    if not wino:
+        return None
+    best = min(wino, key=lambda m: costs[m])   # ties: F(4x4), the fewer multiplies
+    if isa[1] < 16:
+        return best
+    return best if costs[best] < costs[None] else None
 
 
 def eligible(node, consts) -> bool:
@@ -121,6 +160,7 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
     if _isa(target) is None or not any(n.op == CONV for n in graph.nodes):
         return graph
     consts = const_derived(graph)
+    cold = weights_cold(graph)
     plans = {}
     for n in graph.nodes:
         if not eligible(n, consts):
@@ -128,7 +168,7 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
         N = n.inputs[0].type.shape[0]
         _, Oc, OH, OW, ob = n.outputs[0].type.shape
         C = n.inputs[0].type.shape[1] * n.inputs[0].type.shape[4]
-        m = tile_size if tile_size is not None else choose_tile_size(N, C, Oc * ob, OH, OW, target)
+        m = tile_size if tile_size is not None else choose_tile_size(N, C, Oc * ob, OH, OW, target, cold)
         if m is not None:
             plans[n] = m
     if not plans:
@@ -153,4 +193,5 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
     return rw.finish()
 
 
-__all__ = ["choose_tile_size", "eligible", "gemm_rows", "winograd"]
+__all__ = ["COLD_ROWS", "COLD_WEIGHT_BYTES", "choose_tile_size", "eligible", "gemm_rows", "layer_costs",
+           "weights_cold", "winograd"]

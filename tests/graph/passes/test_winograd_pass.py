@@ -186,10 +186,64 @@ def test_rule_and_gemm_rows():
     assert choose_tile_size(1, 16, 16, 56, 56, TARGET) is None        # few channels
     if HAS_GEMM:
         isa, _ = _isa(TARGET)
-        for tiles, chans in ((196, 64), (16, 512), (49, 256), (13, 8)):
+        for tiles, chans in ((196, 64), (16, 512), (49, 256), (54, 128), (13, 8)):
             p = gemm_rows(tiles, chans, TARGET)
-            assert tiles <= p <= tiles + 16
-            assert any(p % mr == 0 and chans % nr == 0 for mr, nr in FP32_GEMM[isa] + FP32_GEMM["avx2"])
+            fits = [mr for mr, nr in FP32_GEMM[isa] if chans % nr == 0] or \
+                [mr for mr, nr in FP32_GEMM["avx2"] if chans % nr == 0]
+            assert p >= tiles and any(p % mr == 0 for mr in fits)
+            assert p == min(-(-tiles // mr) * mr for mr in fits)          # the fewest padded rows
+        if isa == "avx512":
+            assert gemm_rows(16, 512, TARGET) == 16 and gemm_rows(49, 256, TARGET) == 52
+
+
+def test_cold_weights_move_the_few_row_gemms_to_the_cheaper_form():
+    """With its weights streamed from memory a GEMM of few rows costs COLD_ROWS rows: on AVX-512 the
+    14x14 layers take F(2x2) (16 rows of F(4x4) priced as 24 x 36 positions > 52 x 16); the larger
+    maps keep F(4x4); AVX2 keeps its rule."""
+    from tessera.graph.passes.winograd import COLD_ROWS, layer_costs
+
+    cold = {(64, 56): 4, (128, 28): 4, (256, 14): 2, (512, 7): 2}
+    for (C, side), m in cold.items():
+        costs = layer_costs(1, C, C, side, side, TARGET, cold_weights=True)
+        if HAS_GEMM and _isa(TARGET)[1] == 16:
+            assert choose_tile_size(1, C, C, side, side, TARGET, cold_weights=True) == m
+            assert costs[m] == min(costs.values())
+            assert all(v >= (k + 2) ** 2 * COLD_ROWS for k, v in costs.items() if k)
+    assert choose_tile_size(2, 256, 256, 14, 14, TARGET, cold_weights=True) == (4 if HAS_GEMM else None)  # 32 rows
+    avx2 = Target("c -mattr=-avx512f")
+    if _isa(avx2) is not None:
+        for C, side in cold:
+            assert choose_tile_size(1, C, C, side, side, avx2, cold_weights=True) == \
+                choose_tile_size(1, C, C, side, side, avx2)
+
+
+@needs_gemm
+def test_the_pass_prices_the_weights_of_the_whole_graph():
+    """A 256-channel 14x14 layer takes F(4x4) in a small graph and F(2x2) beside more than
+    COLD_WEIGHT_BYTES of other weights (a matmul's, here)."""
+    from tessera.graph.passes.winograd import COLD_WEIGHT_BYTES, weights_cold
+
+    def graph(extra_cols):
+        gb = Builder("cold")
+        x = gb.input("x", (1, 256, 14, 14))
+        w = gb.const(rand(256, 256, 3, 3, scale=1 / np.sqrt(9 * 256)), "w")
+        y = gb.op("nn.relu", gb.op("nn.conv2d", x, w, padding=(1, 1, 1, 1)))
+        if extra_cols:
+            flat = gb.op("reshape", y, newshape=(1, 256 * 14 * 14))
+            big = gb.const(np.zeros((256 * 14 * 14, extra_cols), "float32"), "big")
+            gb.output(gb.op("nn.matmul", flat, big))
+        else:
+            gb.output(y)
+        return gb.finish()
+
+    def tile_sizes(g):
+        return [n.attrs["tile_size"] for n in all_nodes(optimize(g, 3, TARGET)) if n.op == "nn.winograd_input_transform"]
+
+    cols = COLD_WEIGHT_BYTES // (4 * 256 * 14 * 14) + 1
+    small, large = graph(0), graph(cols)
+    assert not weights_cold(small) and weights_cold(large)
+    assert tile_sizes(small) == [4]
+    assert tile_sizes(large) == [2 if _isa(TARGET)[1] == 16 else 4]
 
 
 def _onnx_block(C=64, H=16):
