@@ -15,8 +15,10 @@ micro-kernel's panels and the fold_constant after it evaluates U and the packing
 time. P, the tile count N * ceil(OH / m) * ceil(OW / m), is rounded up to a multiple of the rows of a
 micro-kernel tile (`gemm_rows`); the extra rows are zeros and their results are never read.
 
-Which layers, and which m (`choose_tile_size`): measured by benchmarks/winograd.py on the 3x3
-stride-1 layers of ResNet-18/50 (docs/internals.md, "Winograd convolution"). The pass runs only for
+Which layers, and which m (`choose_tile_size`): the cheapest form by a cost estimate (`layer_costs`:
+multiplies, with a floor on the GEMM's rows when the graph's weights outgrow the cache and stream from
+memory every call, `weights_cold`), measured by benchmarks/winograd.py on the 3x3 stride-1 layers of
+ResNet-18/50 alone and inside the models (docs/internals.md, "Winograd convolution"). The pass runs only for
 CPU targets with the x86 GEMM micro-kernels (AVX2/FMA or AVX-512); other graphs are returned as they
 are. Disable it by name: `disabled_passes=["winograd"]`. Results differ from the direct convolution
 by the transforms' rounding (F(2x2): about float32 epsilon times the sum of |terms|; F(4x4): about
@@ -149,14 +151,18 @@ def eligible(node, consts) -> bool:
     return True
 
 
-def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
+def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
     """`graph` with its eligible 3x3 convolutions in Winograd form (module docstring). tile_size: None
-    decides per layer (`choose_tile_size`); 2 or 4 rewrites every eligible convolution with that m
-    (for measurements and tests)."""
+    decides per layer (`choose_tile_size`); 2 or 4 rewrites every eligible convolution with that m.
+    choose: instead of the rule, a function (batch, in_channels, out_channels, height, width) -> 2, 4
+    or None (direct) per eligible convolution. Both are for measurements and tests."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"winograd takes a tessera.graph.Graph, got {type(graph).__name__}")
     if tile_size is not None and tile_size not in TILE_SIZES:
         raise TesseraError(f"winograd: tile_size must be None (per layer) or one of {TILE_SIZES}, got {tile_size!r}")
+    if choose is not None and (tile_size is not None or not callable(choose)):
+        raise TesseraError(f"winograd: choose must be a callable and tile_size None with it, got choose={choose!r}, "
+                           f"tile_size={tile_size!r}")
     if _isa(target) is None or not any(n.op == CONV for n in graph.nodes):
         return graph
     consts = const_derived(graph)
@@ -168,7 +174,14 @@ def winograd(graph: Graph, target="c", tile_size=None) -> Graph:
         N = n.inputs[0].type.shape[0]
         _, Oc, OH, OW, ob = n.outputs[0].type.shape
         C = n.inputs[0].type.shape[1] * n.inputs[0].type.shape[4]
-        m = tile_size if tile_size is not None else choose_tile_size(N, C, Oc * ob, OH, OW, target, cold)
+        if tile_size is not None:
+            m = tile_size
+        elif choose is not None:
+            m = choose(N, C, Oc * ob, OH, OW)
+            if m is not None and m not in TILE_SIZES:
+                raise TesseraError(f"winograd: choose returned {m!r} for {n.name!r}; expected None or one of {TILE_SIZES}")
+        else:
+            m = choose_tile_size(N, C, Oc * ob, OH, OW, target, cold)
         if m is not None:
             plans[n] = m
     if not plans:

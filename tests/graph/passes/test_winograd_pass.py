@@ -317,3 +317,24 @@ def test_every_point_of_the_transforms_knob_spaces_computes_the_untuned_result()
         runner.close()
     for c, r in zip(cands, results):
         assert r.error_kind is None, (c.workload.func.name, r.error_kind, r.error_msg)
+
+
+@needs_gemm
+def test_choose_decides_per_layer_and_is_checked():
+    """winograd(choose=f) takes f's m (or the direct form) per eligible convolution, in place of the rule."""
+    g, _ = residual_block(64, 16, 16, 1)
+    laid = run_pass(alter_layout, g, TARGET, "alter_layout")
+    seen = []
+
+    def pick(batch, c, o, h, w):
+        seen.append((batch, c, o, h, w))
+        return 2 if len(seen) == 1 else None
+
+    out = winograd(laid, TARGET, choose=pick)
+    assert seen == [(1, 64, 64, 16, 16)] * 2
+    assert [n.attrs["tile_size"] for n in out.nodes if n.op == "nn.winograd_input_transform"] == [2]
+    assert sum(n.op == "nn.contrib_conv2d_NCHWc" for n in out.nodes) == 1
+    with pytest.raises(tessera.TesseraError, match="choose returned 3"):
+        winograd(laid, TARGET, choose=lambda *a: 3)
+    with pytest.raises(tessera.TesseraError, match="choose must be a callable"):
+        winograd(laid, TARGET, tile_size=2, choose=pick)
