@@ -255,7 +255,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
     L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
     if prefetch:
-        L.append(f"    const float* pf = c_hi < CC ? b + c_hi * sb_c : b + {v} * sb_v;  /* the weights that come next */")
+        L.append(f"    const float* pf = c_hi < CC ? b + c_hi * sb_c : b + {v} * sb_v;  /* the next weights */")
 
     def sweep(tiles, ind, a0, out0):
         """Calls of the tiles along one run of pixels; the first call of a chunk prefetches."""
@@ -268,10 +268,10 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
                 if c > 1:
                     body.append(ind + f"for (int32_t k = 1; k < {c}; ++k, x += {r}) {fn}_t{r}({args}, 0);")
             else:
-                body.append(ind + f"for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({args}{', 0' if prefetch else ''});")
+                tail = ", 0" if prefetch else ""
+                body.append(ind + f"for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({args}{tail});")
         return body
 
-    ind = "    "
     if flat:
         L.append("    if (flat) {")
         L += sweep(flat, "      ", "a", "")
@@ -299,7 +299,8 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
     if TensorIntrin.get(name, allow_missing=True) is None:
         lanes = lanes_of(isa)
         fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
-        TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows), _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
+        TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows),
+                              _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
                               c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
                               features=ISA[isa][2],
                               doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")
@@ -314,7 +315,8 @@ def _make_from_name(m) -> None:
         conv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows, prefetch=m.group(11) is not None)
 
 
-TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)_d(\d+)x(\d+)(_pf)?",
+TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)"
+                             r"_d(\d+)x(\d+)(_pf)?",
                              _make_from_name)
 
 

@@ -318,12 +318,14 @@ def _group(chunks: int, ow: int, taps: int, isa: str = "avx2", in_blocks: int | 
     14-pixel tiles for one or two blocks; docs/internals.md "1x1 convolutions", measured inside
     ResNet-50 and MobileNetV2 by exe.profile): rows of <= 7 pixels take two blocks (one fills only 7
     accumulators) for kernels with several taps (ResNet-50's 3x3 stride-2 layer to 7x7: 0.75x the
-    time) and for 1x1 convolutions that do not widen the channels (O <= C: 0.83-0.97x), not for 1x1
-    expansions (O > C: 1.03-1.15x in the model, their weights stream from memory); a 1x1 convolution
+    time), for 1x1 convolutions that do not widen the channels (O <= C: 0.83-0.97x) and, since the
+    micro-kernel tiles a 7x7 map across its rows and prefetches streamed weights, for 1x1 expansions
+    over >= 16 input blocks (ResNet-50's 512 -> 2048 and 1024 -> 2048 stride 2, MobileNetV2's
+    320 -> 1280: 0.91-0.93x; its 160 -> 960, 10 input blocks, stays at one: 1.23x with two); a 1x1 convolution
     reducing one input block (MobileNetV2's 16 -> 96 channels at 112x112) takes one (0.55-0.6x the
     time of two); rows of >= 14 pixels take two, 1x1 too (28 accumulators; ResNet-50's and
     MobileNetV2's 1x1 layers at 14x14: 0.92-0.98x the time of one); else the AVX2 rule."""
-    if isa == "avx512" and chunks % 2 == 0 and ow <= 7 and (taps > 1 or (in_blocks or 0) >= chunks):
+    if isa == "avx512" and chunks % 2 == 0 and ow <= 7 and (taps > 1 or (in_blocks or 0) >= min(chunks, 16)):
         return 2
     if isa == "avx512" and taps == 1 and in_blocks == 1:
         return 1

@@ -88,11 +88,12 @@ def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims
 
 
 def test_group_rule_per_isa():
-    # AVX-512: rows of <= 7 pixels take two blocks (when the blocks pair up) for several taps or a 1x1
-    # that does not widen the channels; one input block takes one
+    # AVX-512: rows of <= 7 pixels take two blocks (when the blocks pair up) for several taps, a 1x1
+    # that does not widen the channels or one over >= 16 input blocks; one input block takes one
     assert _group(32, 7, 1, "avx512", 128) == 2
     assert _group(32, 7, 1, "avx512", 32) == 2
-    assert _group(128, 7, 1, "avx512", 32) == 1
+    assert _group(128, 7, 1, "avx512", 32) == 2       # an expansion over >= 16 input blocks: two
+    assert _group(60, 7, 1, "avx512", 10) == 1        # over fewer: one
     assert _group(32, 7, 9, "avx512", 32) == 2
     assert _group(3, 7, 1, "avx512", 2) == 1
     assert _group(6, 112, 1, "avx512", 1) == 1
