@@ -1,0 +1,145 @@
+"""Paths of the blocked convolution's row micro-kernel (ops/nn/_x86_conv.py) and of its default schedule:
+register tiles across the rows of a map whose pixels are contiguous, the prefetch of streamed weights,
+and an input padded per row group inside the parallel loop. Each result against onnxruntime, on an
+AVX2 target and on the host's; what the schedule picks is derived from the target's vector width."""
+import re
+
+import numpy as np
+import pytest
+from nn_onnx_ref import ort_run
+
+import tessera
+from tessera import te
+from tessera.graph.ir import TensorType
+from tessera.ops.nn import _x86_conv
+from tessera.ops.nn.conv_nchwc import CONV, PREFETCH_BYTES
+from tessera.ops.registry import ScheduleContext, get_op
+
+RNG = np.random.default_rng(13)
+
+
+def _isa(isa_target):
+    isa = _x86_conv.isa_of(isa_target)
+    if isa is None:
+        pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
+    return isa, _x86_conv.lanes_of(isa)
+
+
+def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0)):
+    """(NCHW result of conv + bias + ReLU with the default schedule, the kernel's C source)."""
+    op = get_op(CONV)
+    attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
+                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    arrays = [np.ascontiguousarray(x.reshape(n, c // block, block, h, wd).transpose(0, 1, 3, 4, 2)),
+              np.ascontiguousarray(w.reshape(o // block, block, c // block, block, kh, kw).transpose(0, 2, 4, 5, 3, 1)),
+              np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
+    types = [TensorType.of(a) for a in arrays[:2]]
+    (ot,) = op.infer_types(types, attrs)
+    phs = [te.placeholder(a.shape, name=nm) for nm, a in zip(("data", "weight", "bias"), arrays)]
+    (out,) = op.compute(phs[:2], attrs)
+    final = te.compute(out.shape, lambda *i: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]], te.const(0.0, "float32")),
+                       name="T_relu")
+    sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
+    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
+                                     output_types=(ot,), epilogue=(final.name,)))
+    lib = tessera.build(sch, target=target)
+    y = np.zeros(ot.shape, "float32")
+    lib(*arrays, y)
+    nn, cc, oh, ow, bb = y.shape
+    return y.transpose(0, 1, 4, 2, 3).reshape(nn, cc * bb, oh, ow), lib.get_source()
+
+
+def _check(x, w, b, isa_target, threads=2, strides=(1, 1), padding=(0, 0, 0, 0)):
+    _, block = _isa(isa_target)
+    y, src = _conv(x, w, b, block, tessera.Target(f"{isa_target} -num-threads={threads}"), strides, padding)
+    (ref,) = ort_run("Conv", [x, w, b], {"strides": list(strides), "pads": [padding[0], padding[1], padding[2],
+                                                                            padding[3]]})
+    np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    return src
+
+
+def _data(C, O, H, W, kh=1, kw=1):
+    x = RNG.standard_normal((1, C, H, W)).astype("float32")
+    w = (RNG.standard_normal((O, C, kh, kw)) / np.sqrt(C * kh * kw)).astype("float32")
+    return x, w, RNG.standard_normal(O).astype("float32")
+
+
+def test_flat_tiles_split_the_run_of_rows_into_fewer_tiles():
+    # 7 rows of 7 pixels, 14-pixel tiles of two vectors: 13 + 12 + 12 + 12 instead of 7 x 7
+    assert _x86_conv.flat_tiles("avx512", 2, 7, 7, (1, 1)) == [(13, 1), (12, 3)]
+    assert _x86_conv.flat_tiles("avx512", 2, 7, 1, (1, 1)) is None          # one row
+    assert _x86_conv.flat_tiles("avx512", 2, 7, 7, (2, 2)) is None          # strided: rows apart
+    assert _x86_conv.flat_tiles("avx512", 2, 14, 4, (1, 1)) is None        # rows of whole tiles already
+    # AVX2, two vectors: 6-pixel tiles; 4 rows of 7 (2 tiles each) -> 28 pixels in 5 tiles
+    assert _x86_conv.flat_tiles("avx2", 2, 7, 4, (1, 1)) == [(6, 3), (5, 2)]
+
+
+@pytest.mark.parametrize("kernel,padding", [((1, 1), (0, 0, 0, 0)), ((3, 1), (1, 0, 1, 0)), ((1, 3), (0, 1, 0, 1))],
+                         ids=["1x1", "3x1_rows_contiguous", "1x3_rows_apart"])
+def test_rows_of_a_7x7_map_run_as_one_row_of_tiles_where_contiguous(kernel, padding, isa_target):
+    isa, block = _isa(isa_target)
+    # 16 output blocks: enough block groups for several rows a call, so the kernel is made for 7 rows
+    x, w, b = _data(2 * block, 16 * block, 7, 7, *kernel)
+    src = _check(x, w, b, isa_target, threads=1, padding=padding)
+    (name,) = set(re.findall(r"tensor intrinsic (x86_\w+)", src))
+    assert name.split("_conv2d_nchwc_")[1].startswith("7x7_")
+    # the kernel has both sweeps; which one runs is decided at run time by the strides (a 1x3 kernel
+    # reads input rows 9 pixels long: row by row, and the result above is still right)
+    assert "const int flat = sa_h == 7 * sa_w" in src and "if (flat) {" in src
+
+
+def test_row_kernels_without_contiguous_rows_have_no_flat_sweep(isa_target):
+    _, block = _isa(isa_target)
+    x, w, b = _data(2 * block, 16 * block, 14, 14)
+    src = _check(x, w, b, isa_target, threads=1, strides=(2, 2))
+    assert "if (flat)" not in src
+
+
+@pytest.mark.parametrize("C,O,side", [(256, 256, 7), (64, 1024, 14)], ids=["7x7_chunks", "14x14_one_chunk"])
+def test_weights_of_at_least_256kb_are_prefetched_and_the_result_is_unchanged(C, O, side, isa_target):
+    x, w, b = _data(C, O, side, side)
+    assert C * O * 4 >= PREFETCH_BYTES
+    src = _check(x, w, b, isa_target)
+    names = set(re.findall(r"tensor intrinsic (x86_\w+)", src))
+    assert names and all(n.endswith("_pf") for n in names)
+    assert "__builtin_prefetch(ph + 0 * sb_v + o);" in src
+
+
+def test_smaller_weights_and_multi_tap_kernels_are_not_prefetched(isa_target):
+    _, block = _isa(isa_target)
+    x, w, b = _data(64, 64, 14, 14)
+    assert 64 * 64 * 4 < PREFETCH_BYTES
+    assert "_pf" not in " ".join(re.findall(r"tensor intrinsic (x86_\w+)", _check(x, w, b, isa_target)))
+    x, w, b = _data(2 * block, 2 * block, 14, 14, 3, 3)
+    assert "_pf" not in " ".join(re.findall(r"tensor intrinsic (x86_\w+)", _check(x, w, b, isa_target,
+                                                                                   padding=(1, 1, 1, 1))))
+
+
+def _main(src):
+    kernel = src[src.index("main_kernel("):]
+    return kernel[:kernel.index("\n}\n")]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_strided_3x3_pads_each_row_group_inside_the_parallel_loop(threads, isa_target):
+    _, block = _isa(isa_target)
+    # 28x28 -> 14x14, stride 2: the input outweighs the weights (row groups outer), a row group of one
+    # output row pads 3 input rows for 2 rows of advance (1.5 times)
+    x, w, b = _data(2 * block, 4 * block, 28, 28, 3, 3)
+    kernel = _main(_check(x, w, b, isa_target, threads=threads, strides=(2, 2), padding=(1, 1, 1, 1)))
+    loop = kernel.index("n_oh_0_fused = 0;")
+    assert kernel.count("#pragma omp parallel for") == (1 if threads > 1 else 0)
+    # the padded rows are a buffer of the row group's task, written before its block groups' calls
+    assert loop < kernel.index("data_pad[") < kernel.index("oc_chunk_0 = 0; oc_chunk_0 < ") < kernel.index(
+        "tensor intrinsic")
+
+
+def test_a_stem_like_7x7_stride_2_keeps_one_padding_pass(isa_target):
+    _, block = _isa(isa_target)
+    # one output row a group would pad 7 input rows per 2 of advance: the whole input is padded once
+    x, w, b = _data(block, 2 * block, 64, 64, 7, 7)
+    kernel = _main(_check(x, w, b, isa_target, strides=(2, 2), padding=(3, 3, 3, 3)))
+    assert kernel.index("data_pad = ") < kernel.index("n_oh_0_oc_chunk_0_fused = 0;")
+    assert kernel.count("#pragma omp parallel for") == 2
