@@ -30,7 +30,10 @@ from ...tir.tensor_intrin import TensorIntrin
 ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the code needs)
     "avx2": (8, 16, ("avx2", "fma"), ("__AVX2__", "__FMA__")),
     "avx512": (16, 32, ("avx512f",), ("__AVX512F__",)),
+    # 8-lane blocks on an AVX-512 CPU: ymm vectors, but AVX-512VL gives them all 32 registers
+    "avx512vl8": (8, 32, ("avx512f", "avx512vl"), ("__AVX512F__", "__AVX512VL__")),
 }
+_PREFIX = {"avx2": "x86_avx2_fma", "avx512": "x86_avx512", "avx512vl8": "x86_avx512vl"}
 MAX_V = 4
 
 
@@ -50,15 +53,15 @@ def lanes_of(isa: str) -> int:
 
 def row_tile(isa: str, v: int) -> int:
     """Pixels per register tile for V output vectors: R * V accumulators + V weights + 1 broadcast
-    fit the register file (AVX2: 1 -> 14, 2 -> 6, 3 -> 4, 4 -> 3; AVX-512: 1 -> 28 capped at 14,
-    2 -> 14, 3 -> 9, 4 -> 6)."""
+    fit the register file (AVX2: 1 -> 14, 2 -> 6, 3 -> 4, 4 -> 3; AVX-512, also 8-lane with VL:
+    1 -> 28 capped at 14, 2 -> 14, 3 -> 9, 4 -> 6)."""
     regs = ISA[isa][1]
     return max(1, min(14, (regs - v - 1) // v))
 
 
 def intrin_name(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     lanes = lanes_of(isa)
-    pre = "x86_avx2_fma" if isa == "avx2" else "x86_avx512"
+    pre = _PREFIX[isa]
     (sh, sw), (dh, dw) = strides, dilation
     return f"{pre}_conv2d_nchwc_{rows}x{ow}_{v}x{lanes}o{cb}i_s{sh}x{sw}_d{dh}x{dw}" + ("_pf" if prefetch else "")
 
@@ -309,13 +312,13 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
 
 def _make_from_name(m) -> None:
     """Register the intrinsic a name of intrin_name's form spells (TensorIntrin.register_family)."""
-    isa = "avx2" if m.group(1) == "avx2_fma" else "avx512"
+    isa = {"avx2_fma": "avx2", "avx512vl": "avx512vl8", "avx512": "avx512"}[m.group(1)]
     rows, ow, v, lanes, cb, sh, sw, dh, dw = (int(g) for g in m.groups()[1:10])
     if lanes == lanes_of(isa) and 1 <= v <= MAX_V:
         conv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows, prefetch=m.group(11) is not None)
 
 
-TensorIntrin.register_family(r"x86_(avx2_fma|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)"
+TensorIntrin.register_family(r"x86_(avx2_fma|avx512vl|avx512)_conv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i_s(\d+)x(\d+)"
                              r"_d(\d+)x(\d+)(_pf)?",
                              _make_from_name)
 

@@ -143,3 +143,21 @@ def test_a_stem_like_7x7_stride_2_keeps_one_padding_pass(isa_target):
     kernel = _main(_check(x, w, b, isa_target, strides=(2, 2), padding=(3, 3, 3, 3)))
     assert kernel.index("data_pad = ") < kernel.index("n_oh_0_oc_chunk_0_fused = 0;")
     assert kernel.count("#pragma omp parallel for") == 2
+
+
+@pytest.mark.parametrize("C,O", [(144, 24), (48, 40)], ids=["three_blocks", "five_blocks"])
+def test_8_channel_blocks_use_all_32_registers_with_avx512vl(C, O, isa_target):
+    isa, _ = _isa(isa_target)
+    target = tessera.Target(isa_target)
+    x, w, b = _data(C, O, 14, 14)
+    y, src = _conv(x, w, b, 8, tessera.Target(f"{isa_target} -num-threads=2"))
+    (ref,) = ort_run("Conv", [x, w, b], {})
+    np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+    (name,) = set(re.findall(r"tensor intrinsic (x86_\w+)", src))
+    if isa == "avx512" and target.has_feature("avx512vl"):
+        # ymm vectors in 32 registers: three blocks a call where they divide the output blocks (27
+        # accumulators in 9-pixel tiles), else one
+        assert name.startswith("x86_avx512vl_conv2d_nchwc_")
+        assert f"_{3 if (O // 8) % 3 == 0 else 1}x8o8i_" in name
+    else:
+        assert name.startswith("x86_avx2_fma_conv2d_nchwc_")
