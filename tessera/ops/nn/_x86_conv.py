@@ -1,23 +1,34 @@
-"""x86 micro-kernel of the blocked (NCHW[x]c) convolution: one output row, registers tiled.
+"""x86 micro-kernel of the blocked (NCHW[x]c) convolution: output rows, registers tiled.
 
-The tensor intrinsic `x86_{isa}_conv2d_nchwc_row{OW}_{V}x{L}o{CB}i_s{sw}_d{dh}x{dw}` computes, for one
-output row of OW pixels, V output-channel blocks of L lanes (L = the ISA's fp32 vector width):
+The tensor intrinsic `x86_{isa}_conv2d_nchwc_{ROWS}x{OW}_{V}x{L}o{CB}i_s{sh}x{sw}_d{dh}x{dw}[_pf]`
+computes, for ROWS output rows of OW pixels, V output-channel blocks of L lanes (L = the ISA's fp32
+vector width; isa avx2_fma, avx512, or avx512vl: 8-lane ymm vectors in AVX-512's 32 registers):
 
-    for i < OW, v < V, j < L; reduce c < CC, kh < KH, kw < KW, ci < CB:
-        C[v, 0, i, j] += A[c, kh * dh, i * sw + kw * dw, ci] * B[v, c, kh, kw, ci, j]
+    for v < V, r < ROWS, i < OW, j < L; reduce c < CC, kh < KH, kw < KW, ci < CB:
+        C[v, r, i, j] += A[c, r * sh + kh * dh, i * sw + kw * dw, ci] * B[v, c, kh, kw, ci, j]
 
-A: the (padded) input NCHW{CB}c from the row's first tap, B: the weight OIHW{CB}i{L}o from the
-row's first output block, C: the output NCHW{L}c. CC, KH and KW are free (desc extents); the
-stride sw, the dilations and CB are part of the name (they are index coefficients), and so is OW,
-which fixes the tiling of the row (only the tile sizes a row needs are generated). The C code
-walks the row in register tiles of R pixels x V vectors (R * V accumulators, V weight vectors and a
-broadcast input value in the 16 ymm / 32 zmm registers; a row is cut into tiles of equal size,
-each size with its own unrolled code) and keeps every accumulator in a register over the whole reduction: per input
-channel V loads of weights and R broadcasts feed R * V FMAs. The tile is added to C at the end
-(the schedule's init zeroes it first), one vector store per accumulator.
+A: the (padded) input NCHW{CB}c from the first row's first tap, B: the weight OIHW{CB}i{L}o from the
+first output block, C: the output NCHW{L}c. CC, KH and KW are free (desc extents); the strides, the
+dilations and CB are part of the name (they are index coefficients), and so are ROWS and OW, which fix
+the tiling (only the tile sizes the rows need are generated). The C code walks each row in register
+tiles of R pixels x V vectors (R * V accumulators, V weight vectors and a broadcast input value in the
+16 ymm / 32 zmm registers; a row is cut into tiles of equal size, each size with its own code) and
+keeps every accumulator in a register over a chunk of the reduction: per input channel V loads of
+weights and R broadcasts feed R * V FMAs. The reduction goes in chunks of input-channel blocks whose
+weights fit L1 (L1_WEIGHT_BYTES), each chunk through every tile of the rows in turn; a tile is added
+to C at the end of its chunk (the schedule's init zeroes C first), one vector store per accumulator.
 
-The output blocks are passed as one pointer each (the tile's C region may be a compacted per-row
-buffer, whose block stride the pointer arithmetic then follows); a pixel is L floats.
+Stride 1 rows whose pixels are contiguous (input rows as long as the output's, as in an unpadded 1x1
+convolution: checked at run time from the strides) are tiled as one run across the rows where that
+takes fewer tiles (flat_tiles: a 7x7 map in 13 + 3 x 12 pixels, not 7 rows of 4 + 3). With `_pf` the
+first tile of each chunk also prefetches the weights that come next (the next chunk's; after the last,
+the next output blocks', the next call's in the default loop orders), for weights that stream from
+memory.
+
+A and the output blocks are passed by addresses (A: its first element and the next one along c, h
+and w; C: one pointer a block, and block 0 of row 1), so the strides follow from the pointers: right
+also where lowering has compacted the tile's C or a per-row-group padded A into a smaller buffer. A
+pixel is CB floats of A and L floats of C.
 """
 from __future__ import annotations
 
@@ -149,7 +160,7 @@ def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
 
 
 # the weights of one input-channel block that a call keeps in L1 while it sweeps its rows' tiles
-L1_WEIGHT_BYTES = 16384
+L1_WEIGHT_BYTES = 16384      # (32 KB measured no faster inside ResNet-50: 1.01x its convs' time)
 
 
 def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:

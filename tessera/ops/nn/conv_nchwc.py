@@ -18,7 +18,10 @@ one row a call, or several when rows are short, so that the weights it brings to
 register tiles), the (n, block group, row group) loops fused and parallel (the row groups outside the
 block groups where the input is larger than the weights), the fused epilogue
 (bias, relu, residual add) computed right after each call while its output is in L1
-(reverse_compute_at), the padding copy parallel over rows. Other dtypes or CPUs: the same loop order with an (ow tile x vector) register block.
+(reverse_compute_at), the padding copy parallel over rows, or, with the row groups outer and a small
+halo, each row group's input rows padded inside its task before its block groups' calls. 1x1 layers
+with large weights prefetch them in the micro-kernel. Other dtypes or CPUs: the same loop order with
+an (ow tile x vector) register block.
 Depthwise: taps unrolled in the expression (no reduction loop) and read from the unpadded input,
 the channel vector vectorized, rows parallel; a pixel whose window lies inside the input reads its
 taps directly, one at the border clamps each index and zeroes a tap in the padding with a select.
@@ -394,10 +397,11 @@ def _kernel_isa(sch, block, target):
 
 
 def _tensorized(sch, block, ctx, epilogue, strides, dilation):
-    """The micro-kernel schedule (module docstring). False (and nothing changed) when it does not apply.
-    Its knobs (ctx.choose; the defaults are the hand choices): output blocks a call (V), output rows
-    a call, whether the block groups or the row groups are the outer parallel loop, and input-channel
-    chunks a call (the reduction in slices, default whole)."""
+    """The micro-kernel schedule (module docstring): the names of the other stages it placed (a per-row-group
+    padding), or False (and nothing changed) when it does not apply. Its knobs (ctx.choose; the defaults
+    are the hand choices): output blocks a call (V), whether the block groups or the row groups are the
+    outer parallel loop, whether row groups pad their own input rows, output rows a call, input-channel
+    chunks a call (the reduction in slices, default whole) and the weight prefetch."""
     target = ctx.target
     isa = _kernel_isa(sch, block, target)
     if isa is None:
