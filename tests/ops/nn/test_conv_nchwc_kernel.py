@@ -161,3 +161,45 @@ def test_8_channel_blocks_use_all_32_registers_with_avx512vl(C, O, isa_target):
         assert f"_{3 if (O // 8) % 3 == 0 else 1}x8o8i_" in name
     else:
         assert name.startswith("x86_avx2_fma_conv2d_nchwc_")
+
+
+def test_sampled_points_of_the_knob_space_compute_the_same_convolution(isa_target):
+    """Random points of the schedule's knob space (output blocks, loop order, per-row-group padding,
+    rows, input-channel chunks, prefetch) on a padded strided 3x3 layer: each builds and is right."""
+    from tessera.errors import TesseraError
+    from tessera.ops.registry import Knobs
+
+    _, block = _isa(isa_target)
+    x, w, b = _data(2 * block, 4 * block, 28, 28, 3, 3)
+    (ref,) = ort_run("Conv", [x, w, b], {"strides": [2, 2], "pads": [1, 1, 1, 1]})
+    ref = np.maximum(ref, 0)
+    op = get_op(CONV)
+    attrs = op.normalize_attrs({"strides": (2, 2), "padding": (1, 1, 1, 1), "data_layout": f"NCHW{block}c",
+                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
+    arrays = [np.ascontiguousarray(x.reshape(1, 2, block, 28, 28).transpose(0, 1, 3, 4, 2)),
+              np.ascontiguousarray(w.reshape(4, block, 2, block, 3, 3).transpose(0, 2, 4, 5, 3, 1)),
+              np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
+    types = [TensorType.of(a) for a in arrays[:2]]
+    (ot,) = op.infer_types(types, attrs)
+    target = tessera.Target(f"{isa_target} -num-threads=2")
+    seen, knob_names = set(), set()
+    for seed in range(12):
+        phs = [te.placeholder(a.shape, name=nm) for nm, a in zip(("data", "weight", "bias"), arrays)]
+        (out,) = op.compute(phs[:2], attrs)
+        final = te.compute(out.shape, lambda *i, out=out, phs=phs: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]],
+                                                                           te.const(0.0, "float32")), name="T_relu")
+        sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]), seed=seed)
+        knobs = Knobs(seed=seed)
+        try:
+            op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
+                                             output_types=(ot,), epilogue=(final.name,), knobs=knobs))
+        except TesseraError:
+            continue        # a refused point makes no candidate
+        knob_names.update(knobs.names)
+        seen.add(str(sch.trace))
+        y = np.zeros(ot.shape, "float32")
+        tessera.build(sch, target=target)(*arrays, y)
+        np.testing.assert_allclose(y.transpose(0, 1, 4, 2, 3).reshape(ref.shape), ref, rtol=1e-4, atol=1e-4)
+    assert {"conv.oc_blocks", "conv.rows_outer", "conv.pad_in_row_groups", "conv.rows",
+            "conv.prefetch"} <= knob_names
+    assert len(seen) >= 4
