@@ -428,20 +428,20 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     # a padded input with the row groups outer: each row group pads its own input rows (with their
     # halo) into a local buffer inside the parallel loop and runs its block groups in that task,
     # instead of a pass padding the whole input, as large, into memory before the convolution
-    # (ResNet-50's 3x3 stride-2 layer 128 -> 128 at 56x56, 1 thread: 0.90x the time alone, 0.83x in the
-    # model); not where the row groups' halos would pad the input rows over 1.5 times (its 7x7 stride-2
-    # stem, one output row a group)
+    # (ResNet-50's 3x3 stride-2 layer 128 -> 128 at 56x56, 1 thread: 0.90x the time alone, 0.81-0.83x in
+    # the model; its 7x7 stride-2 stem, 7 rows a group: 0.96x), where the halos pad the input rows at most
+    # 1.5 times and the row groups are enough tasks (_pad_rows_per_call)
     batch = _extent(sch, n) or S.thread_count(target)
     per_row = sum(c for _, c in row_tiles(isa, v, owe))
     threads = S.thread_count(target)
     pad = _pad_block(sch, block)
     if pad is not None and rows_outer:
-        r = _rows_per_call(isa, v, ohe, owe, batch, threads)
-        halo = ((r - 1) * strides[0] + (khe - 1) * dilation[0] + 1) / (r * strides[0])
-        pad_rows = ctx.choose(sch, "conv.pad_in_row_groups", [True, False], halo <= 1.5)
+        r = _pad_rows_per_call(isa, v, ohe, owe, batch, threads, khe, strides[0], dilation[0])
+        pad_rows = ctx.choose(sch, "conv.pad_in_row_groups", [True, False], r is not None)
     else:
         pad_rows = False
     rows = ctx.choose(sch, "conv.rows", [d for d in range(1, ohe + 1) if ohe % d == 0 and d * per_row <= 32],
+                      r if pad_rows and r is not None else
                       _rows_per_call(isa, v, ohe, owe, batch * (1 if pad_rows else chunks // v), threads))
     icce = _extent(sch, icc)
     ic_inner = icce if icce is None else ctx.choose(
@@ -487,6 +487,23 @@ def _pad_block(sch, block):
         b = sch.get(blk)
         if b.name_hint.endswith("_pad") and b.writes and b.writes[0].buffer == data:
             return blk
+    return None
+
+
+def _halo(rows, kh, stride, dilation) -> float:
+    """Input rows a group of `rows` output rows pads, over the rows its stride advances."""
+    return ((rows - 1) * stride + (kh - 1) * dilation + 1) / (rows * stride)
+
+
+def _pad_rows_per_call(isa, v, oh, ow, batch, threads, kh, stride, dilation):
+    """Output rows a call (= a row group) where each row group pads its own input rows: the usual
+    choice (_rows_per_call over the row groups alone), or more rows where that pads the input over 1.5
+    times with a stride (a 7x7 stride-2 stem: 7 rows, 1.36 times), keeping >= 4 row groups a thread; None
+    where no such count exists."""
+    r = _rows_per_call(isa, v, oh, ow, batch, threads)
+    for d in range(r, oh + 1 if stride > 1 else r + 1):     # (more rows measured for strided convs only)
+        if oh % d == 0 and _halo(d, kh, stride, dilation) <= 1.5:
+            return d if d == r or batch * (oh // d) >= 4 * max(1, threads) else None
     return None
 
 

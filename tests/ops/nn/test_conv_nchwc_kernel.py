@@ -136,13 +136,20 @@ def test_a_strided_3x3_pads_each_row_group_inside_the_parallel_loop(threads, isa
         "tensor intrinsic")
 
 
-def test_a_stem_like_7x7_stride_2_keeps_one_padding_pass(isa_target):
+@pytest.mark.parametrize("side,per_group", [(64, False), (224, True)], ids=["few_row_groups", "stem"])
+def test_a_7x7_stride_2_pads_per_row_group_only_with_enough_rows_a_group(side, per_group, isa_target):
     _, block = _isa(isa_target)
-    # one output row a group would pad 7 input rows per 2 of advance: the whole input is padded once
-    x, w, b = _data(block, 2 * block, 64, 64, 7, 7)
+    # a group must have enough rows (7 for 2 threads: 13 + 6 halo input rows for 14 of advance) to pad
+    # its own input rows at most 1.5 times, and there must be >= 4 such groups a thread (224 -> 112
+    # rows: 16; 64 -> 32 rows: 4, too few): else the whole input is padded once, before the conv
+    x, w, b = _data(block, 2 * block, side, side, 7, 7)
     kernel = _main(_check(x, w, b, isa_target, strides=(2, 2), padding=(3, 3, 3, 3)))
-    assert kernel.index("data_pad = ") < kernel.index("n_oh_0_oc_chunk_0_fused = 0;")
-    assert kernel.count("#pragma omp parallel for") == 2
+    if per_group:
+        assert kernel.count("#pragma omp parallel for") == 1
+        assert kernel.index("n_oh_0_fused = 0; n_oh_0_fused < 16;") < kernel.index("data_pad[")
+    else:
+        assert kernel.index("data_pad = ") < kernel.index("n_oh_0_oc_chunk_0_fused = 0;")
+        assert kernel.count("#pragma omp parallel for") == 2
 
 
 @pytest.mark.parametrize("C,O", [(144, 24), (48, 40)], ids=["three_blocks", "five_blocks"])
