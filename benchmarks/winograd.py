@@ -162,7 +162,7 @@ def bench_in_model(args, rows):
     from tessera import zoo
 
     target = _target(args)
-    forms = {"direct": lambda *a: None, "F2": lambda *a: 2, "F4": lambda *a: 4, "rule": None}
+    forms = {"direct": lambda *a: None, "F2": lambda *a: 2, "F3": lambda *a: 3, "F4": lambda *a: 4, "rule": None}
     for name in args.models:
         model = zoo.get_model(name, batch=1)
         feeds = zoo.sample_input(name, batch=1)

@@ -119,7 +119,9 @@ def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: in
     AVX-512 (0.58x). With cold weights (cold_weights: the pass asks `weights_cold` of the graph) on
     AVX-512 the few-row GEMMs cost COLD_ROWS rows: 14x14 takes F(2x2), 7x7 F(2x2) still (0.78x the
     direct time inside ResNet-50 at 1 thread). AVX2 code keeps its measured rule, cold_weights unused
-    (inside ResNet-18 F(4x4) stays ahead: 0.36-0.59x the direct time, 0.46x at 7x7)."""
+    (inside ResNet-18 F(4x4) stays ahead: 0.36-0.59x the direct time, 0.46x at 7x7). F(3x3) is not
+    among the rule's forms: at 14x14 inside ResNet-18/50 it measured within 2% of F(2x2) (1 and 2
+    threads), where the estimate says 0.84x, with ~5x F(2x2)'s rounding growth."""
     isa = _isa(target)
     if isa is None or in_channels < 64 or out_channels < 64:
         return None
@@ -153,7 +155,7 @@ def eligible(node, consts) -> bool:
 
 def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
     """`graph` with its eligible 3x3 convolutions in Winograd form (module docstring). tile_size: None
-    decides per layer (`choose_tile_size`); 2 or 4 rewrites every eligible convolution with that m.
+    decides per layer (`choose_tile_size`); 2, 3 or 4 rewrites every eligible convolution with that m.
     choose: instead of the rule, a function (batch, in_channels, out_channels, height, width) -> 2, 4
     or None (direct) per eligible convolution. Both are for measurements and tests."""
     if not isinstance(graph, Graph):

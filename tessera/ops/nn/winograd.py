@@ -12,9 +12,9 @@ conv2d_winograd): three ops around an ordinary batched GEMM.
 - nn.winograd_output_transform: M -> Y (NCHW{x}c or NCHW), A^T m A, cut to the output size (a
   partial tile at the bottom or right edge is computed and dropped).
 
-F(2x2, 3x3) multiplies 16 / 4 = 4 times an output (direct: 9), F(4x4, 3x3) 36 / 16 = 2.25 times;
-F(4x4) loses about one decimal digit of float32 accuracy to its larger transform coefficients
-(tests/ops/nn/test_winograd.py measures both against a float64 convolution).
+F(2x2, 3x3) multiplies 16 / 4 = 4 times an output (direct: 9), F(3x3, 3x3) 25 / 9 = 2.8 times, F(4x4, 3x3)
+36 / 16 = 2.25 times; F(4x4) loses about one decimal digit of float32 accuracy to its larger transform
+coefficients (tests/ops/nn/test_winograd.py measures all three against a float64 convolution).
 
 The transforms are spatial computes whose sums are written out term by term with their constant
 coefficients (zeros left out); the tile position (eps, nu) picks its row of B^T / A^T with a select
@@ -43,14 +43,20 @@ from . import _util as U
 INPUT = "nn.winograd_input_transform"
 OUTPUT = "nn.winograd_output_transform"
 WEIGHT = "nn.winograd_weight_transform"
-TILE_SIZES = (2, 4)
+TILE_SIZES = (2, 3, 4)
 
 _F = Fraction
-# Lavin & Gray's matrices (interpolation points 0, 1, -1 for F(2); 0, +-1, +-2 for F(4))
+# Lavin & Gray's matrices (interpolation points 0, 1, -1 for F(2); 0, +-1, +-2 for F(4)); F(3) by the
+# Toom-Cook construction at points 0, 1, -1, 2 and infinity (tests/ops/nn/test_winograd.py checks all
+# three against a direct convolution)
 _MATRICES = {
     2: dict(BT=[[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
             G=[[1, 0, 0], [_F(1, 2), _F(1, 2), _F(1, 2)], [_F(1, 2), _F(-1, 2), _F(1, 2)], [0, 0, 1]],
             AT=[[1, 1, 1, 0], [0, 1, -1, -1]]),
+    3: dict(BT=[[2, -1, -2, 1, 0], [0, -2, -1, 1, 0], [0, 2, -3, 1, 0], [0, -1, 0, 1, 0], [0, 2, -1, -2, 1]],
+            G=[[_F(1, 2), 0, 0], [_F(-1, 2), _F(-1, 2), _F(-1, 2)], [_F(-1, 6), _F(1, 6), _F(-1, 6)],
+               [_F(1, 6), _F(1, 3), _F(2, 3)], [0, 0, 1]],
+            AT=[[1, 1, 1, 1, 0], [0, 1, -1, 2, 0], [0, 1, 1, 4, 1]]),
     4: dict(BT=[[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0], [0, -2, -1, 2, 1, 0],
                 [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]],
             G=[[_F(1, 4), 0, 0], [_F(-1, 6), _F(-1, 6), _F(-1, 6)], [_F(-1, 6), _F(1, 6), _F(-1, 6)],
