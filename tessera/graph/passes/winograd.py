@@ -120,7 +120,7 @@ def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: in
     AVX-512 the few-row GEMMs cost COLD_ROWS rows: 14x14 takes F(2x2), 7x7 F(2x2) still (0.78x the
     direct time inside ResNet-50 at 1 thread). AVX2 code keeps its measured rule, cold_weights unused
     (inside ResNet-18 F(4x4) stays ahead: 0.36-0.59x the direct time, 0.46x at 7x7). F(3x3) is not
-    among the rule's forms: at 14x14 inside ResNet-18/50 it measured within 2% of F(2x2) (1 and 2
+    among the rule's forms: at 14x14 inside ResNet-18/50 it measured 0.97-0.98x F(2x2)'s time (1 and 2
     threads), where the estimate says 0.84x, with ~5x F(2x2)'s rounding growth."""
     isa = _isa(target)
     if isa is None or in_channels < 64 or out_channels < 64:
