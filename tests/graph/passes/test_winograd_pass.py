@@ -82,7 +82,7 @@ def block_f64(consts, x, pad, residual):
 @needs_gemm
 @pytest.mark.parametrize("m,H,W,pad,residual,batch", [(2, 14, 14, 1, True, 1), (4, 9, 7, 1, True, 2),
                                                       (4, 11, 9, 0, False, 1), (2, 9, 11, 0, False, 2),
-                                                      (3, 14, 14, 1, True, 1), (3, 10, 8, 0, False, 2)])
+                                                      (3, 14, 14, 1, True, 1)])
 def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual, batch):
     C = 16
     g, _ = residual_block(C, H, W, pad, residual, batch)
