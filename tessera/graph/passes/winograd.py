@@ -115,8 +115,8 @@ def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: in
     "Winograd convolution"), each F(m) only where it makes at least 16 tiles (F(4x4) on 8-lane
     vectors: 4, where the AVX2 GEMMs of both run at the same low rate and F(4x4) has half the
     multiplies), only with >= 64 channels in and out (with few the transforms dominate). With its
-    weights in cache: F(4x4) at 56x56, 28x28, 14x14 (0.31-0.43x the direct time), F(2x2) at 7x7 on
-    AVX-512 (0.58x). With cold weights (cold_weights: the pass asks `weights_cold` of the graph) on
+    weights in cache (a layer alone): F(4x4) at 56x56, 28x28, 14x14 (0.29-0.45x the direct time),
+    F(2x2) at 7x7 on AVX-512 (0.80x). With cold weights (cold_weights: the pass asks `weights_cold` of the graph) on
     AVX-512 the few-row GEMMs cost COLD_ROWS rows: 14x14 takes F(2x2), 7x7 F(2x2) still (0.78x the
     direct time inside ResNet-50 at 1 thread). AVX2 code keeps its measured rule, cold_weights unused
     (inside ResNet-18 F(4x4) stays ahead: 0.36-0.59x the direct time, 0.46x at 7x7). F(3x3) is not
@@ -156,8 +156,8 @@ def eligible(node, consts) -> bool:
 def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
     """`graph` with its eligible 3x3 convolutions in Winograd form (module docstring). tile_size: None
     decides per layer (`choose_tile_size`); 2, 3 or 4 rewrites every eligible convolution with that m.
-    choose: instead of the rule, a function (batch, in_channels, out_channels, height, width) -> 2, 4
-    or None (direct) per eligible convolution. Both are for measurements and tests."""
+    choose: instead of the rule, a function (batch, in_channels, out_channels, height, width) -> 2, 3,
+    4 or None (direct) per eligible convolution. Both are for measurements and tests."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"winograd takes a tessera.graph.Graph, got {type(graph).__name__}")
     if tile_size is not None and tile_size not in TILE_SIZES:
