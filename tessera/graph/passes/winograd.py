@@ -52,11 +52,13 @@ def _isa(target):
 
 def gemm_rows(tiles: int, channels: int, target) -> int:
     """The GEMM row count P for `tiles` Winograd tiles and `channels` output channels: the tile count
-    rounded up to the fewest rows that a micro-kernel tile of the target fits (its rows dividing P,
-    its columns the channels), ties to the preferred tile. Padded rows are multiplies whose results
-    nobody reads: 16 tiles as 16 rows of the 4x64 tile instead of 18 of the 6x64 one took 0.89x the
-    GEMM time in ResNet-50 (F(2x2) at 7x7, weights streamed from memory), 49 tiles as 52 rows
-    instead of 54 0.97x (docs/internals.md, "Winograd convolution")."""
+    rounded up to the rows of the target's preferred micro-kernel tile whose columns divide the
+    channels where that pads at most 1/16 of the rows, else to the fewest rows a fitting tile divides
+    (ties to the preferred tile). Padded rows are multiplies whose results nobody reads: inside
+    ResNet-50 (AVX-512) 16 tiles as 16 rows of the 4x64 tile instead of 18 of the 6x64 one took 0.89x
+    the GEMM time (F(2x2) at 7x7), 49 tiles as 52 rows instead of 54 about 0.97x; but 196 tiles as 196
+    rows of 4x16 instead of 198 of 6x16 took 1.13x on AVX2, where the narrower tile loads more per
+    multiply (docs/internals.md, "Winograd convolution")."""
     isa = _isa(target)
     if isa is None:
         return tiles
@@ -66,6 +68,9 @@ def gemm_rows(tiles: int, channels: int, target) -> int:
         fits = [mr for mr, nr in sorted(FP32_GEMM["avx2"], key=lambda t: tile_preference(t, 8)) if channels % nr == 0]
     if not fits:
         return tiles
+    preferred = -(-tiles // fits[0]) * fits[0]
+    if (preferred - tiles) * 16 <= tiles:
+        return preferred
     return min(-(-tiles // mr) * mr for mr in fits)
 
 
