@@ -448,8 +448,9 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
         sch, "conv.ic_chunks_a_call", [d for d in range(1, icce) if icce % d == 0 and 8 * d >= icce], icce)
     # software prefetch of the next weights (the micro-kernel's first tile of each input-channel chunk):
     # 1x1 layers whose weights (>= 256 KB) come from memory rather than cache: ResNet-50's at 28x28 and
-    # smaller, 0.83-0.97x the time in the model (exe.profile, 1 thread); its 64 KB layers at 56x56
-    # and the 3x3 layers, within noise either way, go without
+    # smaller, 0.83-0.97x the time in the model (exe.profile, 1 thread); its 64 KB layers at 56x56 go
+    # without (within noise), and so do the 3x3 layers (their stride-2 ones 1.02-1.08x with it; with
+    # prefetcht1 instead of prefetcht0 the 1x1 ones lose too: 1.01x)
     weight_bytes = chunks * _extent(sch, ob) * (icce or 1) * ib * khe * kwe * 4
     prefetch = ctx.choose(sch, "conv.prefetch", [True, False], khe * kwe == 1 and weight_bytes >= PREFETCH_BYTES)
     name = conv_row_intrin(isa, v, ib, strides, dilation, owe, rows, prefetch)
