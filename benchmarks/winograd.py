@@ -21,7 +21,7 @@ cache ("rule") and streamed ("rule_cold"). Alone, a layer's weights stay in cach
 (up to 38 MB of F(4x4) weights at 512x7x7 do not).
 
 In the models ("in_model" rows): each zoo model (batch 1) compiled with every eligible layer direct,
-every one F(2x2), every one F(4x4), and by the rule; a layer's time is the sum of the C timers of its
+every one F(2x2), every one F(3x3), every one F(4x4), and by the rule; a layer's time is the sum of the C timers of its
 nodes (the direct convolution's fused node, or input transform + GEMM + output transform with its
 epilogue) in whole-model profiles, timed round-robin like the layers; per shape the mean over the
 model's layers of that shape in a round, its minimum and median over rounds, the ratio to direct, and
@@ -224,7 +224,9 @@ def bench_models(args, rows):
         info = {}
         target = _target(args)
         bound = bind_params(g, params)
-        hot = lambda *a: choose_tile_size(*a, target, cold_weights=False)  # noqa: E731
+        def hot(*a, target=target):
+            return choose_tile_size(*a, target, cold_weights=False)
+
         for cfg in ("winograd", "rule_hot", "direct"):
             t0 = time.perf_counter()
             if cfg == "rule_hot":
