@@ -16,9 +16,13 @@ ONNX shape inference), with how often each occurs. Per layer, each a model conv 
   at opt_level 3 (pack_matmul_weights: the tensorized GEMM with packed constant weights, bias and
   ReLU fused; strided layers take the subsampled pixels), its nodes' C timers (the same database);
 - onnxruntime: a Conv + Relu model (ORT fuses them; MLAS), timed around session.run (its few
-  microseconds of call overhead included).
-The three run round-robin (`--rounds` rounds; load drift hits them alike); the minimum over rounds is
-reported with GFLOPS and the ratios direct / onnxruntime and gemm / onnxruntime.
+  microseconds of call overhead included, and the reorders of the input to and of the output from
+  its blocked layout);
+- ort_node: the same model's fused Conv node alone, ORT's blocked (NCHWc) kernel as it runs inside a
+  model, by ORT's own profiler (per-node kernel times; a profiled session each round): the figure to
+  hold `direct` against.
+The four run round-robin (`--rounds` rounds; load drift hits them alike); the minimum over rounds is
+reported with GFLOPS and the ratios direct / onnxruntime, direct / ort_node and gemm / onnxruntime.
 """
 from __future__ import annotations
 
@@ -89,7 +93,7 @@ def gemm_graph(C, O, pixels):
     return gb.finish()
 
 
-def ort_conv(C, O, side, stride, threads):
+def ort_conv(C, O, side, stride, threads, profile_prefix=None):
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -107,8 +111,30 @@ def ort_conv(C, O, side, stride, threads):
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     onnx.checker.check_model(model)
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def ort_node_ms(C, O, side, stride, threads, x, number):
+    """The fastest of `number` runs of the Conv node alone by ORT's profiler (ms), in a fresh
+    profiled session (a session's profile ends once)."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sess = ort_conv(C, O, side, stride, threads, profile_prefix=str(Path(tmp) / "ort"))
+        for _ in range(number + 1):
+            sess.run(None, {"x": x})
+        events = json.loads(Path(sess.end_profiling()).read_text())
+    durs = [e["dur"] for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+            and e.get("args", {}).get("op_name") in ("Conv", "FusedConv")]
+    if len(durs) < number:
+        raise SystemExit(f"onnxruntime's profile of the {C}-{O} conv has {len(durs)} Conv node times for "
+                         f"{number + 1} runs")
+    return min(durs[1:]) / 1e3
 
 
 def _nodes_ms(exe, feeds, number):
@@ -152,7 +178,9 @@ def bench(args):
             return best * 1e3
 
         fns = {"direct": lambda exe=direct, x=x: _nodes_ms(exe, {"x": x}, args.number),
-               "gemm": lambda exe=gemm, xs=xs: _nodes_ms(exe, {"x": xs}, args.number), "onnxruntime": ort_ms}
+               "gemm": lambda exe=gemm, xs=xs: _nodes_ms(exe, {"x": xs}, args.number), "onnxruntime": ort_ms,
+               "ort_node": lambda C=C, O=O, side=side, stride=stride, x=x: ort_node_ms(C, O, side, stride, args.threads,
+                                                                                  x, args.number)}
         times = {k: [] for k in fns}
         for _ in range(args.rounds):
             for k, fn in fns.items():
@@ -165,6 +193,7 @@ def bench(args):
             row[f"{k}_ms"] = t
             row[f"{k}_gflops"] = flops / t / 1e6
         row["direct/ort"] = best["direct"] / best["onnxruntime"]
+        row["direct/ort_node"] = best["direct"] / best["ort_node"]
         row["gemm/ort"] = best["gemm"] / best["onnxruntime"]
         row["direct/gemm"] = best["direct"] / best["gemm"]
         rows.append(row)
