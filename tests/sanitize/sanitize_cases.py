@@ -242,6 +242,12 @@ def nn_conv_pool_cases():
                     {"tile_size": 4, "batch": 1, "output_size": (9, 7), "layout": "NCHW8c"}, tag="F4 partial tiles"))
     c.append(OpCase("nn.winograd_output_transform", [f32(4, 4, 13, 5)],
                     {"tile_size": 2, "batch": 1, "output_size": (7, 5), "layout": "NCHW"}, tag="F2"))
+    c.append(OpCase("nn.winograd_input_transform", [_pack_data(f32(1, 16, 8, 7), 8)],
+                    {"tile_size": 3, "padding": (1, 1, 1, 1), "rows": 10, "layout": "NCHW8c"}, tag="F3 pad"))
+    c.append(OpCase("nn.winograd_weight_transform", [_pack_weight(f32(16, 16, 3, 3), 8, 8)],
+                    {"tile_size": 3, "kernel_layout": "OIHW8i8o"}, tag="F3"))
+    c.append(OpCase("nn.winograd_output_transform", [f32(5, 5, 10, 16)],
+                    {"tile_size": 3, "batch": 1, "output_size": (8, 7), "layout": "NCHW8c"}, tag="F3 partial tiles"))
     # pools: padding, stride, dilation, ceil mode (the last window hangs over the border)
     c.append(OpCase("nn.max_pool1d", [f32(1, 3, 10)], {"pool_size": (3,), "strides": (2,), "padding": (1, 1),
                                                         "ceil_mode": True}))
