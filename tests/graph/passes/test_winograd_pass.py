@@ -16,6 +16,10 @@ from tessera.tir.tensor_intrin.x86 import FP32_GEMM
 rng = np.random.default_rng(31)
 TARGET = Target("c")
 HAS_GEMM = _isa(TARGET) is not None
+# the rule (choose_tile_size, layer_costs, gemm_rows) reads only a target's features and compiles
+# nothing: its tests run it for both ISAs it tells apart, whatever the host has
+AVX512 = Target("c -mcpu=skylake-avx512")
+AVX2 = Target("c -mcpu=haswell")
 needs_gemm = pytest.mark.skipif(not HAS_GEMM, reason="the pass runs on CPUs with the x86 GEMM micro-kernels")
 EPS = float(np.finfo(np.float32).eps)
 
@@ -174,28 +178,32 @@ def test_the_pass_is_named_in_the_pipeline_and_can_be_disabled():
 
 
 def test_rule_and_gemm_rows():
-    wide = HAS_GEMM and _isa(TARGET)[1] == 16            # AVX-512: 7x7 maps take F(2x2), AVX2 F(4x4)
-    layers = {(64, 56): 4, (128, 28): 4, (256, 14): 4, (512, 7): 2 if wide else 4}
-    for (C, side), m in layers.items():
-        assert choose_tile_size(1, C, C, side, side, TARGET) == (m if HAS_GEMM else None)
-    avx2 = Target("c -mattr=-avx512f")
-    if _isa(avx2) is not None:
-        assert choose_tile_size(1, 512, 512, 7, 7, avx2) == 4
-        assert choose_tile_size(1, 512, 512, 4, 4, avx2) is None     # 1 tile of F(4x4), 4 of F(2x2)
-
-    assert choose_tile_size(1, 64, 64, 4, 4, TARGET) is None          # 4 tiles of F(2x2)
-    assert choose_tile_size(1, 16, 16, 56, 56, TARGET) is None        # few channels
-    if HAS_GEMM:
-        isa, _ = _isa(TARGET)
+    for target in (TARGET, AVX512, AVX2):
+        has_gemm = _isa(target) is not None
+        wide = has_gemm and _isa(target)[1] == 16       # AVX-512: 7x7 maps take F(2x2), AVX2 F(4x4)
+        layers = {(64, 56): 4, (128, 28): 4, (256, 14): 4, (512, 7): 2 if wide else 4}
+        for (C, side), m in layers.items():
+            assert choose_tile_size(1, C, C, side, side, target) == (m if has_gemm else None)
+        assert choose_tile_size(1, 64, 64, 4, 4, target) is None          # 4 tiles of F(2x2)
+        assert choose_tile_size(1, 16, 16, 56, 56, target) is None        # few channels
+        if not has_gemm:
+            continue
+        isa, _ = _isa(target)
         for tiles, chans in ((196, 64), (16, 512), (49, 256), (54, 128), (13, 8)):
-            p = gemm_rows(tiles, chans, TARGET)
+            p = gemm_rows(tiles, chans, target)
             fits = [mr for mr, nr in FP32_GEMM[isa] if chans % nr == 0] or \
                 [mr for mr, nr in FP32_GEMM["avx2"] if chans % nr == 0]
             assert p >= tiles and any(p % mr == 0 for mr in fits)
             fewest = min(-(-tiles // mr) * mr for mr in fits)
             assert p == fewest or (p - tiles) * 16 <= tiles           # the fewest, or little padding
         if isa == "avx512":   # 6x64 preferred; 4x64 where 6 rows a tile would pad > 1/16
-            assert [gemm_rows(t, c, TARGET) for t, c in ((16, 512), (49, 256), (196, 64), (54, 128))] == [16, 52, 198, 54]
+            assert [gemm_rows(t, c, target) for t, c in ((16, 512), (49, 256), (196, 64), (54, 128))] == [16, 52, 198, 54]
+    assert _isa(AVX512)[0] == "avx512" and _isa(AVX2)[0] == "avx2"
+    avx2 = Target("c -mattr=-avx512f")
+    for t in (avx2, AVX2):
+        if _isa(t) is not None:
+            assert choose_tile_size(1, 512, 512, 7, 7, t) == 4
+            assert choose_tile_size(1, 512, 512, 4, 4, t) is None     # 1 tile of F(4x4), 4 of F(2x2)
 
 
 def test_cold_weights_move_the_few_row_gemms_to_the_cheaper_form():
@@ -205,18 +213,20 @@ def test_cold_weights_move_the_few_row_gemms_to_the_cheaper_form():
     from tessera.graph.passes.winograd import COLD_ROWS, layer_costs
 
     cold = {(64, 56): 4, (128, 28): 4, (256, 14): 2, (512, 7): 2}
-    for (C, side), m in cold.items():
-        costs = layer_costs(1, C, C, side, side, TARGET, cold_weights=True)
-        if HAS_GEMM and _isa(TARGET)[1] == 16:
-            assert choose_tile_size(1, C, C, side, side, TARGET, cold_weights=True) == m
-            assert costs[m] == min(costs.values())
-            assert all(v >= (k + 2) ** 2 * COLD_ROWS for k, v in costs.items() if k)
+    for target in (TARGET, AVX512):
+        for (C, side), m in cold.items():
+            costs = layer_costs(1, C, C, side, side, target, cold_weights=True)
+            if _isa(target) is not None and _isa(target)[1] == 16:
+                assert choose_tile_size(1, C, C, side, side, target, cold_weights=True) == m
+                assert costs[m] == min(costs.values())
+                assert all(v >= (k + 2) ** 2 * COLD_ROWS for k, v in costs.items() if k)
     assert choose_tile_size(2, 256, 256, 14, 14, TARGET, cold_weights=True) == (4 if HAS_GEMM else None)  # 32 rows
-    avx2 = Target("c -mattr=-avx512f")
-    if _isa(avx2) is not None:
-        for C, side in cold:
-            assert choose_tile_size(1, C, C, side, side, avx2, cold_weights=True) == \
-                choose_tile_size(1, C, C, side, side, avx2)
+    assert choose_tile_size(2, 256, 256, 14, 14, AVX512, cold_weights=True) == 4
+    for avx2 in (Target("c -mattr=-avx512f"), AVX2):
+        if _isa(avx2) is not None:
+            for C, side in cold:
+                assert choose_tile_size(1, C, C, side, side, avx2, cold_weights=True) == \
+                    choose_tile_size(1, C, C, side, side, avx2)
 
 
 @needs_gemm
@@ -246,6 +256,10 @@ def test_the_pass_prices_the_weights_of_the_whole_graph():
     assert not weights_cold(small) and weights_cold(large)
     assert tile_sizes(small) == [4]
     assert tile_sizes(large) == [2 if _isa(TARGET)[1] == 16 else 4]
+    for target, m in ((AVX512, 2), (AVX2, 4)):   # both ISAs' rules, whatever the host (the passes compile nothing)
+        laid = run_pass(alter_layout, large, target, "alter_layout")
+        assert [n.attrs["tile_size"] for n in winograd(laid, target).nodes
+                if n.op == "nn.winograd_input_transform"] == [m]
 
 
 def _onnx_block(C=64, H=16):
