@@ -26,6 +26,8 @@ ten times that).
 """
 from __future__ import annotations
 
+import numbers
+
 from ...errors import TesseraError
 from ...ops.nn._cpu_schedule import tile_preference
 from ...ops.nn.conv_nchwc import CONV
@@ -48,6 +50,14 @@ def _isa(target):
         if all(t.has_feature(f) for f in feats):
             return isa, lanes
     return None
+
+
+def _tile_size(m):
+    """m as an int where it is one of TILE_SIZES (a numpy integer too), else None: what the transform
+    ops take (an int, not 2.0 or True)."""
+    if isinstance(m, bool) or not isinstance(m, numbers.Integral) or int(m) not in TILE_SIZES:
+        return None
+    return int(m)
 
 
 def gemm_rows(tiles: int, channels: int, target) -> int:
@@ -165,7 +175,7 @@ def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
     4 or None (direct) per eligible convolution. Both are for measurements and tests."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"winograd takes a tessera.graph.Graph, got {type(graph).__name__}")
-    if tile_size is not None and tile_size not in TILE_SIZES:
+    if tile_size is not None and _tile_size(tile_size) is None:
         raise TesseraError(f"winograd: tile_size must be None (per layer) or one of {TILE_SIZES}, got {tile_size!r}")
     if choose is not None and (tile_size is not None or not callable(choose)):
         raise TesseraError(f"winograd: choose must be a callable and tile_size None with it, got choose={choose!r}, "
@@ -182,11 +192,13 @@ def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
         _, Oc, OH, OW, ob = n.outputs[0].type.shape
         C = n.inputs[0].type.shape[1] * n.inputs[0].type.shape[4]
         if tile_size is not None:
-            m = tile_size
+            m = _tile_size(tile_size)
         elif choose is not None:
-            m = choose(N, C, Oc * ob, OH, OW)
-            if m is not None and m not in TILE_SIZES:
-                raise TesseraError(f"winograd: choose returned {m!r} for {n.name!r}; expected None or one of {TILE_SIZES}")
+            picked = choose(N, C, Oc * ob, OH, OW)
+            m = None if picked is None else _tile_size(picked)
+            if picked is not None and m is None:
+                raise TesseraError(f"winograd: choose returned {picked!r} for {n.name!r}; expected None or one of "
+                                   f"{TILE_SIZES}")
         else:
             m = choose_tile_size(N, C, Oc * ob, OH, OW, target, cold)
         if m is not None:

@@ -352,5 +352,14 @@ def test_choose_decides_per_layer_and_is_checked():
     assert sum(n.op == "nn.contrib_conv2d_NCHWc" for n in out.nodes) == 1
     with pytest.raises(tessera.TesseraError, match="choose returned 5"):
         winograd(laid, TARGET, choose=lambda *a: 5)
+    with pytest.raises(tessera.TesseraError, match="choose returned 2.0"):    # the ops take an int
+        winograd(laid, TARGET, choose=lambda *a: 2.0)
+    # a numpy integer (a pick from a table of measurements) is an int to the transform ops
+    picked = winograd(laid, TARGET, choose=lambda *a: np.int64(3))
+    assert [n.attrs["tile_size"] for n in picked.nodes if n.op == "nn.winograd_input_transform"] == [3, 3]
+    assert all(type(n.attrs["tile_size"]) is int for n in picked.nodes if n.op.startswith("nn.winograd"))
+    for bad in (2.0, True):
+        with pytest.raises(tessera.TesseraError, match="winograd: tile_size"):
+            winograd(laid, TARGET, tile_size=bad)
     with pytest.raises(tessera.TesseraError, match="choose must be a callable"):
         winograd(laid, TARGET, tile_size=2, choose=pick)
