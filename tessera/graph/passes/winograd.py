@@ -21,8 +21,8 @@ memory every call, `weights_cold`), measured by benchmarks/winograd.py on the 3x
 ResNet-18/50 alone and inside the models (docs/internals.md, "Winograd convolution"). The pass runs only for
 CPU targets with the x86 GEMM micro-kernels (AVX2/FMA or AVX-512); other graphs are returned as they
 are. Disable it by name: `disabled_passes=["winograd"]`. Results differ from the direct convolution
-by the transforms' rounding (F(2x2): about float32 epsilon times the sum of |terms|; F(4x4): about
-ten times that).
+by the transforms' rounding (F(2x2): about float32 epsilon times the sum of |terms|; F(3x3): about
+five times that; F(4x4): about ten times that).
 """
 from __future__ import annotations
 
@@ -97,10 +97,7 @@ COLD_WEIGHT_BYTES = 32 << 20
 def weights_cold(graph: Graph) -> bool:
     """Whether a batch-1 call of `graph` streams its weights from memory: its constants total more than
     COLD_WEIGHT_BYTES (ResNet-18 ~45 MB, ResNet-50 ~100 MB do; a block or a layer does not)."""
-    total = 0
-    for arr in graph.constants.values():
-        total += int(getattr(arr, "nbytes", 0))
-    return total > COLD_WEIGHT_BYTES
+    return sum(arr.nbytes for arr in graph.constants.values()) > COLD_WEIGHT_BYTES   # numpy arrays (Graph)
 
 
 def layer_costs(batch: int, in_channels: int, out_channels: int, height: int, width: int, target,
@@ -108,8 +105,8 @@ def layer_costs(batch: int, in_channels: int, out_channels: int, height: int, wi
     """The rule's cost estimate of each way to run a 3x3 stride-1 convolution with this output size:
     {None: direct, 2: F(2x2), 4: F(4x4)} -> multiply-adds per (input, output) channel pair, in units
     of one GEMM row at one tile position (direct: 9 taps x pixels; F(m): alpha^2 positions x the
-    GEMM's rows, at least COLD_ROWS when the weights are cold). Only the forms the rule allows
-    (module docstring of `choose_tile_size`) appear."""
+    GEMM's rows, at least COLD_ROWS when the weights are cold). Only the forms with the tiles the rule
+    asks of them appear (`choose_tile_size`; its channel minimum is its own, in_channels unused here)."""
     isa = _isa(target)
     costs = {None: 9 * batch * height * width}
     if isa is None:

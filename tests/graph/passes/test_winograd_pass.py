@@ -98,7 +98,8 @@ def test_winograd_block_matches_float64_numpy(m, H, W, pad, residual, batch):
     y = tessera.compile(go, opt_level=0)(x)
     want, scale = block_f64(consts, x, pad, residual)
     # the error of each convolution is at most eps32 x (its sum of |terms|) x the transforms' growth
-    # (tests/ops/nn/test_winograd.py: <= 4 for F(2x2), <= 45 for F(4x4)); +1e-6: the residual add's rounding
+    # (tests/ops/nn/test_winograd.py: <= 4 for F(2x2), <= 24 for F(3x3), <= 45 for F(4x4)); +1e-6: the
+    # residual add's rounding
     growth = {2: 4.0, 3: 24.0, 4: 45.0}[m]
     assert y.shape == want.shape
     assert np.all(np.abs(y - want) <= growth * EPS * scale + 1e-6)
