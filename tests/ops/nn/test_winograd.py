@@ -1,5 +1,6 @@
-"""Winograd F(2x2, 3x3) / F(4x4, 3x3) ops: each transform against numpy, and the three transforms
-around a matmul against a float64 convolution (odd sizes, padding 0 and 1, blocked and plain layouts)."""
+"""Winograd F(2x2, 3x3) / F(3x3, 3x3) / F(4x4, 3x3) ops: each transform against numpy, and the three
+transforms around a matmul against a float64 convolution (odd sizes, padding 0 and 1, blocked and plain
+layouts)."""
 import numpy as np
 import pytest
 from op_check import infer, run_op
