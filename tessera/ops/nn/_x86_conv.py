@@ -202,7 +202,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
 
     def tile(r):
         name = f"{fn}_t{r}"
-        pf_arg = ", const float* pf" if prefetch else ""
+        pf_arg = ", uintptr_t pf" if prefetch else ""
         out = [f"static inline __attribute__((always_inline)) void {name}(int32_t c_lo, int32_t c_hi, int32_t KH, "
                f"int32_t KW, const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, "
                f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{pf_arg}) {{"]
@@ -222,10 +222,13 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
         out.append(f"      const float* restrict ah = a + c * sa_c + kh * {dh} * sa_h;")
         out.append("      const float* restrict bh = b + c * sb_c + kh * sb_h;")
         if prefetch:
+            # addresses as integers: past the last output blocks they lie beyond the weights, where
+            # pointer arithmetic would be undefined (a prefetch of any address is harmless)
             out.append("      if (pf) {  /* the same taps of the weights that come next, a cache line at a time */")
-            out.append("        const float* ph = pf + (c - c_lo) * sb_c + kh * sb_h;")
+            out.append("        const uintptr_t ph = pf + 4 * (uintptr_t)((c - c_lo) * sb_c + kh * sb_h);")
             out.append(f"        for (int32_t o = 0; o < KW * {cb * lanes}; o += 16) {{")
-            out.append("          " + " ".join(f"__builtin_prefetch(ph + {k} * sb_v + o);" for k in range(v)))
+            out.append("          " + " ".join(f"__builtin_prefetch((const void*)(ph + 4 * (uintptr_t)({k} * sb_v + o)));"
+                                               for k in range(v)))
             out.append("        }")
             out.append("      }")
         if fused:
@@ -269,7 +272,8 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
     L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
     if prefetch:
-        L.append(f"    const float* pf = c_hi < CC ? b + c_hi * sb_c : b + {v} * sb_v;  /* the next weights */")
+        L.append(f"    const uintptr_t pf = (uintptr_t)b + 4 * (uintptr_t)(c_hi < CC ? c_hi * sb_c : {v} * sb_v);"
+                 "  /* the next weights */")
 
     def sweep(tiles, ind, a0, out0):
         """Calls of the tiles along one run of pixels; the first call of a chunk prefetches."""
@@ -305,7 +309,7 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
     """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call;
     `prefetch`: the first tile of each chunk prefetches the next weights), registered on first use."""
     if isa not in ISA:
-        raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} (avx2, avx512)")
+        raise TesseraError(f"conv row micro-kernel: unknown ISA {isa!r} ({', '.join(ISA)})")
     if not 1 <= v <= MAX_V:
         raise TesseraError(f"conv row micro-kernel: {v} output vectors a tile; 1 to {MAX_V} are generated")
     strides, dilation = tuple(strides), tuple(dilation)

@@ -104,7 +104,7 @@ def test_weights_of_at_least_256kb_are_prefetched_and_the_result_is_unchanged(C,
     src = _check(x, w, b, isa_target)
     names = set(re.findall(r"tensor intrinsic (x86_\w+)", src))
     assert names and all(n.endswith("_pf") for n in names)
-    assert "__builtin_prefetch(ph + 0 * sb_v + o);" in src
+    assert "__builtin_prefetch((const void*)(ph + 4 * (uintptr_t)(0 * sb_v + o)));" in src
 
 
 def test_smaller_weights_and_multi_tap_kernels_are_not_prefetched(isa_target):
