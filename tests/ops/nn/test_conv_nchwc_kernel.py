@@ -25,8 +25,9 @@ def _isa(isa_target):
     return isa, _x86_conv.lanes_of(isa)
 
 
-def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0)):
-    """(NCHW result of conv + bias + ReLU with the default schedule, the kernel's C source)."""
+def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
+    """(NCHW result of conv + bias + ReLU with the default schedule (or `knobs`' choices), the kernel's
+    C source)."""
     op = get_op(CONV)
     attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
                                 "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
@@ -43,7 +44,7 @@ def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0)):
                        name="T_relu")
     sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
     op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
-                                     output_types=(ot,), epilogue=(final.name,)))
+                                     output_types=(ot,), epilogue=(final.name,), knobs=knobs))
     lib = tessera.build(sch, target=target)
     y = np.zeros(ot.shape, "float32")
     lib(*arrays, y)
@@ -51,17 +52,17 @@ def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0)):
     return y.transpose(0, 1, 4, 2, 3).reshape(nn, cc * bb, oh, ow), lib.get_source()
 
 
-def _check(x, w, b, isa_target, threads=2, strides=(1, 1), padding=(0, 0, 0, 0)):
+def _check(x, w, b, isa_target, threads=2, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
     _, block = _isa(isa_target)
-    y, src = _conv(x, w, b, block, tessera.Target(f"{isa_target} -num-threads={threads}"), strides, padding)
+    y, src = _conv(x, w, b, block, tessera.Target(f"{isa_target} -num-threads={threads}"), strides, padding, knobs)
     (ref,) = ort_run("Conv", [x, w, b], {"strides": list(strides), "pads": [padding[0], padding[1], padding[2],
                                                                             padding[3]]})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     return src
 
 
-def _data(C, O, H, W, kh=1, kw=1):
-    x = RNG.standard_normal((1, C, H, W)).astype("float32")
+def _data(C, O, H, W, kh=1, kw=1, n=1):
+    x = RNG.standard_normal((n, C, H, W)).astype("float32")
     w = (RNG.standard_normal((O, C, kh, kw)) / np.sqrt(C * kh * kw)).astype("float32")
     return x, w, RNG.standard_normal(O).astype("float32")
 
@@ -79,7 +80,7 @@ def test_flat_tiles_split_the_run_of_rows_into_fewer_tiles():
 @pytest.mark.parametrize("kernel,padding", [((1, 1), (0, 0, 0, 0)), ((3, 1), (1, 0, 1, 0)), ((1, 3), (0, 1, 0, 1))],
                          ids=["1x1", "3x1_rows_contiguous", "1x3_rows_apart"])
 def test_rows_of_a_7x7_map_run_as_one_row_of_tiles_where_contiguous(kernel, padding, isa_target):
-    isa, block = _isa(isa_target)
+    _, block = _isa(isa_target)
     # 16 output blocks: enough block groups for several rows a call, so the kernel is made for 7 rows
     x, w, b = _data(2 * block, 16 * block, 7, 7, *kernel)
     src = _check(x, w, b, isa_target, threads=1, padding=padding)
@@ -210,3 +211,51 @@ def test_sampled_points_of_the_knob_space_compute_the_same_convolution(isa_targe
     assert {"conv.oc_blocks", "conv.rows_outer", "conv.pad_in_row_groups", "conv.rows",
             "conv.prefetch"} <= knob_names
     assert len(seen) >= 4
+
+
+class _Forced:
+    """Knobs (ScheduleContext.knobs) that take the given values where they are candidates, the defaults
+    elsewhere; `candidates` keeps what each knob offered."""
+
+    def __init__(self, values):
+        self.values, self.names, self.candidates = values, [], {}
+
+    def choose(self, sch, name, candidates, default):
+        self.names.append(name)
+        self.candidates[name] = list(candidates)
+        value = self.values.get(name, default)
+        return value if value in candidates else default
+
+
+def _names(src):
+    return set(re.findall(r"tensor intrinsic (x86_\w+)", src))
+
+
+@pytest.mark.parametrize("rows", [1, 3, 5])
+def test_per_row_group_padding_at_points_the_rule_does_not_pick(rows, isa_target):
+    # the tuner may pad per row group with any rows a call: odd counts of a 15-row output (30x30 stride
+    # 2), a batch of two (the row groups of both images in one parallel loop), with the weight prefetch
+    _, block = _isa(isa_target)
+    x, w, b = _data(2 * block, 4 * block, 30, 30, 3, 3, n=2)
+    knobs = _Forced({"conv.rows_outer": True, "conv.pad_in_row_groups": True, "conv.rows": rows,
+                     "conv.prefetch": True})
+    src = _check(x, w, b, isa_target, strides=(2, 2), padding=(1, 1, 1, 1), knobs=knobs)
+    assert rows in knobs.candidates["conv.rows"] and "conv.pad_in_row_groups" in knobs.names
+    (name,) = _names(src)
+    assert name.split("_conv2d_nchwc_")[1].startswith(f"{rows}x15_") and name.endswith("_pf")
+    kernel = _main(src)
+    assert kernel.index("n_oh_0_fused = 0;") < kernel.index("data_pad[")      # padded inside the row loop
+
+
+@pytest.mark.parametrize("H,kernel", [(7, (1, 1)), (9, (3, 1))], ids=["1x1", "3x1"])
+def test_flat_tiles_with_a_batch_of_two_prefetch_and_reduction_chunks(H, kernel, isa_target):
+    # 7 rows a call of a 7x7 output whose input rows are 7 pixels long (contiguous: the flat sweep), two
+    # images, the weights prefetched, the reduction in two chunks a call
+    _, block = _isa(isa_target)
+    x, w, b = _data(2 * block, 16 * block, H, 7, *kernel, n=2)
+    knobs = _Forced({"conv.rows": 7, "conv.prefetch": True, "conv.ic_chunks_a_call": 1})
+    src = _check(x, w, b, isa_target, threads=1, knobs=knobs)
+    assert 7 in knobs.candidates["conv.rows"] and 1 in knobs.candidates["conv.ic_chunks_a_call"]
+    (name,) = _names(src)
+    assert name.split("_conv2d_nchwc_")[1].startswith("7x7_") and name.endswith("_pf")
+    assert "if (flat) {" in src
