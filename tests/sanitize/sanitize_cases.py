@@ -223,6 +223,24 @@ def nn_conv_pool_cases():
     c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
                     {"strides": (2, 2), "data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o",
                      "out_layout": "NCHW16c"}, tag="1x1 stride 2"))
+    # the row micro-kernel's paths: 7 rows of a 7x7 map a call in tiles across the rows (flat), the
+    # weight prefetch (>= 256 KB of 1x1 weights; past the last output blocks it points beyond them), each
+    # row group padding its own input rows, three 8-channel blocks a call (ymm in 32 registers with AVX-512VL)
+    x, w = f32(1, 16, 7, 7), f32(256, 16, 1, 1)
+    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
+                    {"data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
+                    tag="1x1 7x7 flat tiles"))
+    x, w = f32(1, 256, 7, 7), f32(256, 256, 1, 1, lo=-0.1, hi=0.1)
+    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
+                    {"data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
+                    tag="1x1 prefetch"))
+    x, w = f32(1, 32, 28, 28), f32(64, 32, 3, 3)
+    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
+                    {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NCHW16c",
+                     "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"}, tag="3x3 stride 2 pad per row group"))
+    x, w = f32(1, 48, 14, 14), f32(24, 48, 1, 1)
+    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 8), _pack_weight(w, 8, 8)],
+                    {"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, tag="8c 1x1"))
     x, w = f32(1, 16, 9, 10), f32(16, 1, 3, 3)
     c.append(OpCase("nn.contrib_depthwise_conv2d_NCHWc", [_pack_data(x, 8), _pack_weight(w, 1, 8)],
                     {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NCHW8c",
