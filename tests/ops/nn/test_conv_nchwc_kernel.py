@@ -259,3 +259,23 @@ def test_flat_tiles_with_a_batch_of_two_prefetch_and_reduction_chunks(H, kernel,
     (name,) = _names(src)
     assert name.split("_conv2d_nchwc_")[1].startswith("7x7_") and name.endswith("_pf")
     assert "if (flat) {" in src
+
+
+@pytest.mark.parametrize("cpu,prefix", [("knl", "x86_avx2_fma_"), ("skylake-avx512", "x86_avx512vl_"),
+                                        ("haswell", "x86_avx2_fma_")])
+def test_8_channel_blocks_take_the_avx512vl_kernel_only_where_the_target_has_avx512vl(cpu, prefix):
+    # scheduled for a named CPU, not built (the host need not run it): Knights Landing has AVX-512F but
+    # not VL (its 8-lane blocks run the AVX2 kernel); Skylake-SP has both
+    target = tessera.Target(f"c -mcpu={cpu}")
+    assert target.has_feature("avx512vl") == (prefix == "x86_avx512vl_")
+    op = get_op(CONV)
+    attrs = op.normalize_attrs({"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"})
+    types = [TensorType((1, 6, 14, 14, 8), "float32"), TensorType((3, 6, 1, 1, 8, 8), "float32")]
+    (ot,) = op.infer_types(types, attrs)
+    phs = [te.placeholder(t.shape, name=nm) for nm, t in zip(("data", "weight"), types)]
+    (out,) = op.compute(phs, attrs)
+    sch = tessera.tir.Schedule(te.create_prim_func(phs + [out]))
+    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
+                                     output_types=(ot,)))
+    (name,) = set(re.findall(r"x86_\w+?_conv2d_nchwc_\w+", str(sch.trace)))
+    assert name.startswith(prefix)
