@@ -131,7 +131,7 @@ def ort_node_ms(C, O, side, stride, threads, x, number):
         events = json.loads(Path(sess.end_profiling()).read_text())
     durs = [e["dur"] for e in events if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
             and e.get("args", {}).get("op_name") in ("Conv", "FusedConv")]
-    if len(durs) < number:
+    if len(durs) < number + 1:     # the first run is the warm-up, left out below
         raise SystemExit(f"onnxruntime's profile of the {C}-{O} conv has {len(durs)} Conv node times for "
                          f"{number + 1} runs")
     return min(durs[1:]) / 1e3
