@@ -321,7 +321,8 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
                               _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
                               c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
                               features=ISA[isa][2],
-                              doc=f"one output row of a blocked fp32 convolution, {v} x {lanes} channels ({isa})")
+                              doc=f"{rows} output row(s) of {ow} pixels of a blocked fp32 convolution, {v} x {lanes} "
+                                  f"channels ({isa})" + (", weights prefetched" if prefetch else ""))
     return name
 
 
