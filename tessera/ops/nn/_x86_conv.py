@@ -96,8 +96,9 @@ def flat_tiles(isa, v, ow, rows, strides) -> list | None:
     """The register tiles of `rows` rows of `ow` pixels taken as one run of rows * ow pixels (stride 1:
     when the input rows are ow pixels long, as in an unpadded 1x1 convolution, the rows' pixels are
     contiguous; e.g. a 7x7 map as 13 + 3 x 12 pixels instead of 7 x (4 + 3)), or None where that
-    saves no tile over row by row."""
-    if rows < 2 or tuple(strides) != (1, 1):
+    saves no tile over row by row. Not for rows of one pixel: the kernel then has no w stride to compare
+    (a_w1 is a itself), and its run-time test could never hold."""
+    if rows < 2 or ow < 2 or tuple(strides) != (1, 1):
         return None
     plan = row_tiles(isa, v, rows * ow)
     if sum(c for _, c in plan) >= rows * sum(c for _, c in row_tiles(isa, v, ow)):

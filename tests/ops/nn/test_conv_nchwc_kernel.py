@@ -73,6 +73,7 @@ def test_flat_tiles_split_the_run_of_rows_into_fewer_tiles():
     assert _x86_conv.flat_tiles("avx512", 2, 7, 1, (1, 1)) is None          # one row
     assert _x86_conv.flat_tiles("avx512", 2, 7, 7, (2, 2)) is None          # strided: rows apart
     assert _x86_conv.flat_tiles("avx512", 2, 14, 4, (1, 1)) is None        # rows of whole tiles already
+    assert _x86_conv.flat_tiles("avx512", 2, 1, 7, (1, 1)) is None         # rows of one pixel: no w stride
     # AVX2, two vectors: 6-pixel tiles; 4 rows of 7 (2 tiles each) -> 28 pixels in 5 tiles
     assert _x86_conv.flat_tiles("avx2", 2, 7, 4, (1, 1)) == [(6, 3), (5, 2)]
 
