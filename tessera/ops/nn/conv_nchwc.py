@@ -435,6 +435,7 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     per_row = sum(c for _, c in row_tiles(isa, v, owe))
     threads = S.thread_count(target)
     pad = _pad_block(sch, block)
+    r = None                          # rows a call where row groups pad their own input rows
     if pad is not None and rows_outer:
         r = _pad_rows_per_call(isa, v, ohe, owe, batch, threads, khe, strides[0], dilation[0])
         pad_rows = ctx.choose(sch, "conv.pad_in_row_groups", [True, False], r is not None)
