@@ -287,6 +287,8 @@ def main(argv=None) -> int:
             row["goal_met"] = bool(row["in_budget"] and row["tuned/ort"] <= 0.85 and e["ok"])
             results[n]["e2e"] = e
         rows.append(row)
+        # each model's figures as soon as they are in (a later model's failure must not lose them)
+        _log(f"[{n}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
     load = _load_average()
     print(f"\nCPU: {cpu_name()}; {target}; load average at the start {load0}, at the end {load}")
     print(f"*_2pct: trials / seconds until the estimated latency first came within {WITHIN:.0%} of the scratch "
