@@ -148,7 +148,7 @@ class ApplyHistoryBest:
                 self.kept[key] = str(db.path)
                 break
             if rec is not None:
-                self.used[key] = (rec.mean_secs, str(db.path))
+                self.used[key] = (rec.secs, str(db.path))
                 trace = rec.trace
                 break
         else:

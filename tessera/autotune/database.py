@@ -104,6 +104,13 @@ def _cuda_key(text: str) -> str:
 PICKS = ("record", "default")
 
 
+
+def median_of(values) -> float:
+    """The median of a non-empty sequence of times (the mean of the middle two for an even count)."""
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
 class TuningRecord:
     """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
     (one per repeat; empty on error), error (None or {"kind": one of ERROR_KINDS, "msg": str}),
@@ -185,6 +192,13 @@ class TuningRecord:
     def mean_secs(self) -> float:
         """Mean of run_secs; inf for a record with an error."""
         return sum(self.run_secs) / len(self.run_secs) if self.is_valid else math.inf
+
+    @property
+    def secs(self) -> float:
+        """Median of run_secs, what records are ranked by: one round stalled on a shared machine (a
+        descheduled thread: a 5 us kernel's round measured 0.8 ms) does not move it, where it
+        multiplies the mean; inf for a record with an error."""
+        return median_of(self.run_secs) if self.is_valid else math.inf
 
     def _head(self) -> dict:
         head = {"workload_key": self.workload_key, "target": self.target, "run_secs": list(self.run_secs),
@@ -444,13 +458,13 @@ class Database:
         return wl
 
     def get_top_k(self, workload, target, k: int = 1) -> list:
-        """The k error-free records of workload on target with the smallest mean time, fastest first
+        """The k error-free records of workload on target with the smallest time (TuningRecord.secs), fastest first
         (a record whose stored trace turns out unreadable is warned about and dropped)."""
         key = _key_of(workload)
         if not isinstance(k, int) or k < 0:
             raise TesseraError(f"get_top_k: k must be an int >= 0, got {k!r}")
         valid = [r for r in self._by_key.get((key, _target_text(target)), ()) if r.is_valid]
-        valid.sort(key=lambda r: r.mean_secs)
+        valid.sort(key=lambda r: r.secs)
         out = []
         for r in valid:     # traces read only until k readable ones are found
             if len(out) == k:
@@ -496,4 +510,4 @@ class Database:
         return f"Database({self.path!r}: {len(self._workloads)} workloads, {len(self._records)} records)"
 
 
-__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "PICKS", "record_target"]
+__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "PICKS", "median_of", "record_target"]

@@ -81,8 +81,9 @@ def graph_runner():
     return r
 
 
-def _mean(run_secs):
-    return float(np.mean(run_secs)) if run_secs else None
+def _secs(run_secs):
+    """A measurement's time: the median of its rounds (TuningRecord.secs, by which records rank)."""
+    return float(np.median(run_secs)) if run_secs else None
 
 
 class TaskTuner:
@@ -135,7 +136,7 @@ class TaskTuner:
                     self.errors += 1
             if sch is None:
                 continue
-            secs = _mean(rec.run_secs) if rec.error is None else None
+            secs = _secs(rec.run_secs) if rec.error is None else None
             seeds.append((secs, sch))
             feats.append(search.features(sch))
             results.append(rec)
@@ -207,7 +208,7 @@ class TaskTuner:
             if r.error_kind is not None:
                 self.errors += count
                 continue
-            secs = _mean(r.run_secs)
+            secs = _secs(r.run_secs)
             if secs is not None and (self.best_secs is None or secs < self.best_secs):
                 self.best_secs, self.best_trace, self.best_trial = secs, s.trace, self.trials
         self.history.append((self.trials, time.perf_counter() - self._t0, self.best_secs))

@@ -228,3 +228,21 @@ def test_load_100k_records(tmp_path):
     top = db.get_top_k(wl, TARGET, 3)
     assert [r.run_secs[0] for r in top] == [1e-6, 1e-6, 1e-6]
     assert top[0].trace == trace_of(wl.func, 1)
+
+
+def test_records_rank_by_the_median_round_so_one_stalled_round_does_not_lose_a_fast_candidate(tmp_path):
+    """A round stalled on a shared machine (a descheduled thread) multiplies a candidate's mean; the
+    median of its rounds ranks it, in get_top_k as in the tuner (MeasureResult.secs)."""
+    from tessera.autotune.measure.candidate import MeasureResult
+
+    db = Database(tmp_path / "db.jsonl")
+    f = gemm(16, 16, 16)
+    w = db.commit_workload(f)
+    stalled = TuningRecord(w.key, TARGET, trace_of(f, 2), [1e-3, 1e-3, 9e-3])    # mean 3.7e-3
+    steady = TuningRecord(w.key, TARGET, trace_of(f, 4), [2e-3, 2e-3, 2e-3])
+    db.commit([steady, stalled])
+    assert stalled.mean_secs > steady.mean_secs and stalled.secs == 1e-3
+    assert [r.run_secs for r in db.get_top_k(w, TARGET, 2)] == [stalled.run_secs, steady.run_secs]
+    assert TuningRecord(w.key, TARGET, trace_of(f, 4), [1e-3, 3e-3]).secs == 2e-3      # even count: middle two
+    assert MeasureResult(run_secs=(1e-3, 9e-3, 1e-3)).secs == 1e-3
+    assert MeasureResult(run_secs=(), error_kind="build", error_msg="x").secs == float("inf")

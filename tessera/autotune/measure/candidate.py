@@ -14,7 +14,7 @@ from ...errors import TesseraError
 from ...target import Target
 from ...tir import Schedule
 from ...tir.schedule import Trace
-from ..database import ERROR_KINDS, TuningRecord
+from ..database import ERROR_KINDS, TuningRecord, median_of
 from ..workload import Workload
 
 
@@ -92,6 +92,11 @@ class MeasureResult:
     @property
     def mean_secs(self) -> float:
         return sum(self.run_secs) / len(self.run_secs) if self.ok and self.run_secs else float("inf")
+
+    @property
+    def secs(self) -> float:
+        """Median of run_secs, as TuningRecord.secs ranks records; inf for a failed candidate."""
+        return median_of(self.run_secs) if self.ok and self.run_secs else float("inf")
 
     def to_record(self, candidate: MeasureCandidate, target) -> TuningRecord:
         """The database record of this result for candidate on target."""

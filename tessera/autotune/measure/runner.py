@@ -156,7 +156,7 @@ class LocalRunner:
                 r = self.run_one(c, b, target, cutoff_secs)
                 out.append(r)
                 if cutoff_factor is not None and r.ok and r.run_secs:
-                    cut = r.mean_secs * cutoff_factor
+                    cut = r.secs * cutoff_factor
                     cutoff_secs = cut if cutoff_secs is None else min(cutoff_secs, cut)
         return out
 
