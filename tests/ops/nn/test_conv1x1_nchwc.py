@@ -5,53 +5,14 @@ import re
 
 import numpy as np
 import pytest
+from conv_nchwc_ref import conv_bias_relu
 from nn_onnx_ref import ort_run
 
 import tessera
-from tessera import te
-from tessera.graph.ir import TensorType
 from tessera.ops.nn import _x86_conv
-from tessera.ops.nn.conv_nchwc import CONV, _group
-from tessera.ops.registry import ScheduleContext, get_op
+from tessera.ops.nn.conv_nchwc import _group
 
 RNG = np.random.default_rng(12)
-
-
-def _pack_data(x, b):
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def _pack_weight(w, ib, ob):
-    o, i, kh, kw = w.shape
-    return np.ascontiguousarray(w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
-
-
-def _unpack(y):
-    n, cc, h, w, b = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
-
-
-def _conv_bias_relu(x, w, b, block, target, strides, padding):
-    """(NCHW output, generated C) of the blocked conv + bias + ReLU with its default schedule."""
-    op = get_op(CONV)
-    attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
-                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
-    arrays = [_pack_data(x, block), _pack_weight(w, block, block),
-              np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
-    types = [TensorType.of(a) for a in arrays[:2]]
-    (ot,) = op.infer_types(types, attrs)
-    phs = [te.placeholder(a.shape, name=n) for n, a in zip(("data", "weight", "bias"), arrays)]
-    (out,) = op.compute(phs[:2], attrs)
-    final = te.compute(out.shape, lambda *i: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]], te.const(0.0, "float32")),
-                       name="T_relu")
-    sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
-    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
-                                     output_types=(ot,), epilogue=(final.name,)))
-    lib = tessera.build(sch, target=target)
-    y = np.zeros(ot.shape, "float32")
-    lib(*arrays, y)
-    return _unpack(y), lib.get_source()
 
 
 CASES = [
@@ -77,7 +38,7 @@ def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims
     w = (RNG.standard_normal((O, C, k, k)) / np.sqrt(C * k * k)).astype("float32")
     b = RNG.standard_normal(O).astype("float32")
     target = tessera.Target(f"{isa_target} -num-threads=2")
-    y, src = _conv_bias_relu(x, w, b, block, target, (stride, stride), (pad,) * 4)
+    y, src = conv_bias_relu(x, w, b, block, target, (stride, stride), (pad,) * 4)
     (ref,) = ort_run("Conv", [x, w, b], {"strides": [stride, stride], "pads": [pad] * 4})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     # the kernel the default schedule called: V output blocks of `block` lanes (its name says)
@@ -118,7 +79,7 @@ def test_row_groups_are_the_outer_loop_where_the_input_outweighs_the_weights(dim
     x = RNG.standard_normal((1, C, H, H)).astype("float32")
     w = (RNG.standard_normal((O, C, 1, 1)) / np.sqrt(C)).astype("float32")
     b = RNG.standard_normal(O).astype("float32")
-    y, src = _conv_bias_relu(x, w, b, block, tessera.Target(f"{isa_target} -num-threads=2"), (1, 1), (0,) * 4)
+    y, src = conv_bias_relu(x, w, b, block, tessera.Target(f"{isa_target} -num-threads=2"), (1, 1), (0,) * 4)
     (ref,) = ort_run("Conv", [x, w, b], {})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     # 28x28 input pixels > 32 x 1x1 weights per input channel: rows outer; 7x7 < 128: blocks outer

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from conv_nchwc_ref import conv_bias_relu
 from nn_onnx_ref import ort_run
 
 import tessera
@@ -25,36 +26,9 @@ def _isa(isa_target):
     return isa, _x86_conv.lanes_of(isa)
 
 
-def _conv(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
-    """(NCHW result of conv + bias + ReLU with the default schedule (or `knobs`' choices), the kernel's
-    C source)."""
-    op = get_op(CONV)
-    attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
-                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
-    n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    arrays = [np.ascontiguousarray(x.reshape(n, c // block, block, h, wd).transpose(0, 1, 3, 4, 2)),
-              np.ascontiguousarray(w.reshape(o // block, block, c // block, block, kh, kw).transpose(0, 2, 4, 5, 3, 1)),
-              np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
-    types = [TensorType.of(a) for a in arrays[:2]]
-    (ot,) = op.infer_types(types, attrs)
-    phs = [te.placeholder(a.shape, name=nm) for nm, a in zip(("data", "weight", "bias"), arrays)]
-    (out,) = op.compute(phs[:2], attrs)
-    final = te.compute(out.shape, lambda *i: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]], te.const(0.0, "float32")),
-                       name="T_relu")
-    sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
-    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
-                                     output_types=(ot,), epilogue=(final.name,), knobs=knobs))
-    lib = tessera.build(sch, target=target)
-    y = np.zeros(ot.shape, "float32")
-    lib(*arrays, y)
-    nn, cc, oh, ow, bb = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(nn, cc * bb, oh, ow), lib.get_source()
-
-
 def _check(x, w, b, isa_target, threads=2, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
     _, block = _isa(isa_target)
-    y, src = _conv(x, w, b, block, tessera.Target(f"{isa_target} -num-threads={threads}"), strides, padding, knobs)
+    y, src = conv_bias_relu(x, w, b, block, tessera.Target(f"{isa_target} -num-threads={threads}"), strides, padding, knobs)
     (ref,) = ort_run("Conv", [x, w, b], {"strides": list(strides), "pads": [padding[0], padding[1], padding[2],
                                                                             padding[3]]})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
@@ -159,7 +133,7 @@ def test_8_channel_blocks_use_all_32_registers_with_avx512vl(C, O, isa_target):
     isa, _ = _isa(isa_target)
     target = tessera.Target(isa_target)
     x, w, b = _data(C, O, 14, 14)
-    y, src = _conv(x, w, b, 8, tessera.Target(f"{isa_target} -num-threads=2"))
+    y, src = conv_bias_relu(x, w, b, 8, tessera.Target(f"{isa_target} -num-threads=2"))
     (ref,) = ort_run("Conv", [x, w, b], {})
     np.testing.assert_allclose(y, np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
     (name,) = set(re.findall(r"tensor intrinsic (x86_\w+)", src))
