@@ -100,13 +100,13 @@ def weights_cold(graph: Graph) -> bool:
     return sum(arr.nbytes for arr in graph.constants.values()) > COLD_WEIGHT_BYTES   # numpy arrays (Graph)
 
 
-def layer_costs(batch: int, in_channels: int, out_channels: int, height: int, width: int, target,
-                cold_weights: bool = False) -> dict:
+def layer_costs(batch: int, out_channels: int, height: int, width: int, target, cold_weights: bool = False) -> dict:
     """The rule's cost estimate of each way to run a 3x3 stride-1 convolution with this output size:
     {None: direct, 2: F(2x2), 4: F(4x4)} -> multiply-adds per (input, output) channel pair, in units
     of one GEMM row at one tile position (direct: 9 taps x pixels; F(m): alpha^2 positions x the
-    GEMM's rows, at least COLD_ROWS when the weights are cold). Only the forms with the tiles the rule
-    asks of them appear (`choose_tile_size`; its channel minimum is its own, in_channels unused here)."""
+    GEMM's rows, at least COLD_ROWS when the weights are cold; the output channels decide the GEMM's
+    micro-kernel tile, so its rows). Only the forms with the tiles the rule asks of them appear
+    (`choose_tile_size`, which also applies the channel minimum)."""
     isa = _isa(target)
     costs = {None: 9 * batch * height * width}
     if isa is None:
@@ -137,8 +137,7 @@ def choose_tile_size(batch: int, in_channels: int, out_channels: int, height: in
     isa = _isa(target)
     if isa is None or in_channels < 64 or out_channels < 64:
         return None
-    costs = layer_costs(batch, in_channels, out_channels, height, width, target,
-                        cold_weights=cold_weights and isa[1] >= 16)
+    costs = layer_costs(batch, out_channels, height, width, target, cold_weights=cold_weights and isa[1] >= 16)
     wino = [m for m in (4, 2) if m in costs]
     if not wino:
         return None

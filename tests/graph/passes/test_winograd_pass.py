@@ -216,7 +216,7 @@ def test_cold_weights_move_the_few_row_gemms_to_the_cheaper_form():
     cold = {(64, 56): 4, (128, 28): 4, (256, 14): 2, (512, 7): 2}
     for target in (TARGET, AVX512):
         for (C, side), m in cold.items():
-            costs = layer_costs(1, C, C, side, side, target, cold_weights=True)
+            costs = layer_costs(1, C, side, side, target, cold_weights=True)
             if _isa(target) is not None and _isa(target)[1] == 16:
                 assert choose_tile_size(1, C, C, side, side, target, cold_weights=True) == m
                 assert costs[m] == min(costs.values())
