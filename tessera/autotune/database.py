@@ -25,6 +25,7 @@ import importlib.metadata
 import json
 import math
 import os
+import statistics
 import threading
 import time as _time
 import warnings
@@ -105,11 +106,6 @@ PICKS = ("record", "default")
 
 
 
-def median_of(values) -> float:
-    """The median of a non-empty sequence of times (the mean of the middle two for an even count)."""
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
 
 class TuningRecord:
     """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
@@ -198,7 +194,7 @@ class TuningRecord:
         """Median of run_secs, what records are ranked by: one round stalled on a shared machine (a
         descheduled thread: a 5 us kernel's round measured 0.8 ms) does not move it, where it
         multiplies the mean; inf for a record with an error."""
-        return median_of(self.run_secs) if self.is_valid else math.inf
+        return statistics.median(self.run_secs) if self.is_valid else math.inf
 
     def _head(self) -> dict:
         head = {"workload_key": self.workload_key, "target": self.target, "run_secs": list(self.run_secs),
@@ -510,4 +506,4 @@ class Database:
         return f"Database({self.path!r}: {len(self._workloads)} workloads, {len(self._records)} records)"
 
 
-__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "PICKS", "median_of", "record_target"]
+__all__ = ["Database", "TuningRecord", "ERROR_KINDS", "PICKS", "record_target"]

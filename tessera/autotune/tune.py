@@ -8,6 +8,7 @@ they train the cost model first.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from ..tir import Schedule
 from ..tir.schedule import Trace
 from .apply_history import chosen_record
 from .cost_model import make_cost_model
-from .database import Database, median_of, record_target
+from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
 from .measure.runner import measure
 from .progress import TuneProgress
@@ -83,7 +84,7 @@ def graph_runner():
 
 def _secs(run_secs):
     """A measurement's time: the median of its rounds (TuningRecord.secs, by which records rank)."""
-    return float(median_of(run_secs)) if run_secs else None
+    return float(statistics.median(run_secs)) if run_secs else None
 
 
 class TaskTuner:

@@ -8,13 +8,14 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 
 from ...errors import TesseraError
 from ...target import Target
 from ...tir import Schedule
 from ...tir.schedule import Trace
-from ..database import ERROR_KINDS, TuningRecord, median_of
+from ..database import ERROR_KINDS, TuningRecord
 from ..workload import Workload
 
 
@@ -96,7 +97,7 @@ class MeasureResult:
     @property
     def secs(self) -> float:
         """Median of run_secs, as TuningRecord.secs ranks records; inf for a failed candidate."""
-        return median_of(self.run_secs) if self.ok and self.run_secs else float("inf")
+        return statistics.median(self.run_secs) if self.ok and self.run_secs else float("inf")
 
     def to_record(self, candidate: MeasureCandidate, target) -> TuningRecord:
         """The database record of this result for candidate on target."""
