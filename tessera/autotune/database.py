@@ -222,7 +222,7 @@ class TuningRecord:
             raise TesseraError(f"malformed tuning record ({type(e).__name__}: {e})") from None
 
     def __repr__(self):
-        what = f"error={self.error['kind']}" if self.error else f"mean={self.mean_secs * 1e3:.4f} ms"
+        what = f"error={self.error['kind']}" if self.error else f"median={self.secs * 1e3:.4f} ms"
         if self.pick is not None:
             what += f", pick={self.pick}"
         return f"TuningRecord({self.workload_key}, {self.target!r}, {what})"
