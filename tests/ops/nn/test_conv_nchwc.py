@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tessera
+from conv_nchwc_ref import pack_data, pack_weight, unpack
 from nn_onnx_ref import ort_run
 from tessera import te
 from tessera.errors import ShapeError, TesseraError
@@ -21,21 +22,6 @@ RNG = np.random.default_rng(11)
 
 def rand(*shape, dtype="float32"):
     return RNG.standard_normal(shape).astype(np.float32).astype(dtype)
-
-
-def pack_data(x, b):
-    n, c, h, w = x.shape
-    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def pack_weight(w, ib, ob):
-    o, i, kh, kw = w.shape
-    return np.ascontiguousarray(w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
-
-
-def unpack(y):
-    n, cc, h, w, b = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
 
 
 def run_scheduled(op, arrays, threads=2, epilogue=None, isa_target="c", **attrs):
