@@ -4,7 +4,9 @@ The cache key is the sha256 of the source, the compiler (path and `--version` li
 flags. Libraries live in `$TESSERA_CACHE_DIR` (default ~/.cache/tessera) as
 `<key[:2]>/<key>.so`, with the readable `<key>.c` beside. A build writes a temporary file in the
 same folder and renames it into place, so concurrent builders of one source never see a partial
-library. A cache hit is a hash and a `stat`, no subprocess.
+library. A cache hit is a hash and a `stat`, no subprocess (and, at most once in a few minutes per
+library, an access-time update). The cache is capped ($TESSERA_CACHE_MAX_SIZE, default 10 GiB): after a
+build, now and then, runtime/cache.py evicts the least recently used libraries.
 
 Embedding the source: the compiler reads the source from stdin with `#line 1 "<key>.c"` in front
 (its messages name the saved .c and its line numbers) and, unless the source defines
@@ -24,15 +26,12 @@ from ..codegen.c_base import c_string
 from ..errors import BuildError, TesseraError
 from ..target import Target
 from ..toolchain import compiler_version, find_compiler
+from . import cache
+from .cache import cache_dir
 
 _SCHEME = "tessera-cc-1"   # bump when the build recipe below changes
 _LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to itself
 _HAS_SOURCE = re.compile(r"\btessera_source\b")
-
-
-def cache_dir() -> str:
-    """Where compiled libraries are kept: $TESSERA_CACHE_DIR, else ~/.cache/tessera."""
-    return os.environ.get("TESSERA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
 
 
 def write_atomic(path: str, data: str, mode: int = 0o644):
@@ -67,11 +66,16 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
     ident = "\0".join([_SCHEME, " ".join(argv), compiler_version(argv), " ".join(flags),
                        " ".join(_LINK_LIBS)])
     key = hashlib.sha256(ident.encode() + b"\0" + source.encode("utf-8")).hexdigest()
-    sub = os.path.join(cache_dir(), key[:2])
+    root = cache_dir()
+    sub = os.path.join(root, key[:2])
     so_path = os.path.join(sub, key + ".so")
-    if os.path.exists(so_path):
+    try:
+        cache.note_hit(so_path, os.stat(so_path))
         return so_path
+    except OSError:   # not built yet
+        pass
 
+    cap = cache.max_size()   # a bad $TESSERA_CACHE_MAX_SIZE fails before the compile
     os.makedirs(sub, exist_ok=True)
     c_path = os.path.join(sub, key + ".c")
     write_atomic(c_path, source, 0o644)
@@ -94,6 +98,7 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
         os.replace(tmp_so, so_path)
     finally:
         _unlink(tmp_so)
+    cache.after_build(root, cap)
     return so_path
 
 

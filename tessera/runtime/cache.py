@@ -1,0 +1,350 @@
+"""The on-disk kernel cache's size: a cap ($TESSERA_CACHE_MAX_SIZE) kept by least-recently-used eviction.
+
+The cache folder ($TESSERA_CACHE_DIR, default ~/.cache/tessera) holds what the compiler driver and the
+backends write there by content hash: libraries (`<key[:2]>/<key>.so` with its `<key>.c`; the GPU
+backends' `<key>.cl.json` / `<key>.cu.json` beside them), model weight blobs (`weights/<sha256>.bin`,
+read only while a model's library is compiled), VDLA modules (`vdla/*.json`) and the tuner's expected
+outputs (`autotune-ref/<task>/out<i>.npy`). Every one of them is rebuilt on demand, so any of them may go.
+Nothing else in the folder is touched: a mistyped $TESSERA_CACHE_DIR pointing at a home folder loses nothing.
+
+How it stays cheap. A cache hit stays a hash and a `stat`: `note_hit` moves the library's access time
+forward only when it is older than TOUCH_AFTER_S (one `utime` per library every few minutes at most; the
+modification time, which the module loader compares, is kept). A build (a miss: a compile costs 100s of
+ms) calls `after_build`, which looks at the cache's size only every CHECK_EVERY_BUILDS builds of this
+process or when the stamp file `.size-checked` is older than CHECK_EVERY_S (any process), and prunes
+when the total is over the cap. No lock and no index file: the files' own times are the record.
+
+How it stays safe beside other processes. An entry (a library's .so and .c together, a blob, a file)
+counts as used at the later of its files' access and modification times; one used within MIN_AGE_S
+(just built, just hit, being loaded) is never evicted, and its time is read again just before it goes.
+A builder's `.tmp-` file is left alone unless it is older than STALE_TMP_S (a crashed build). A file
+another pruner removed first is not an error. Removing a library a process has loaded is harmless on
+Linux (its mapping stays).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+from ..errors import TesseraError
+
+ENV_DIR = "TESSERA_CACHE_DIR"
+ENV_MAX = "TESSERA_CACHE_MAX_SIZE"
+DEFAULT_MAX_BYTES = 10 * 2**30      # 10 GiB
+LOW_WATER = 0.8                      # an automatic prune goes down to this fraction of the cap
+TOUCH_AFTER_S = 300                  # a hit refreshes a library's access time older than this
+MIN_AGE_S = 600                      # an entry used more recently is never evicted (> TOUCH_AFTER_S)
+STALE_TMP_S = 3600                   # a builder's .tmp- file older than this is a crashed build's
+CHECK_EVERY_S = 60                   # after a build: the size is checked at most this often ...
+CHECK_EVERY_BUILDS = 500             # ... unless this process has built this many libraries since
+STAMP = ".size-checked"
+
+KINDS = ("libraries", "weights", "vdla modules", "reference outputs")
+_HEX2 = re.compile(r"^[0-9a-f]{2}$")
+_KEYED = re.compile(r"^([0-9a-f]{64})\.[A-Za-z0-9.]+$")
+_WEIGHTS = re.compile(r"^[0-9a-f]{64}\.bin$")
+_VDLA = re.compile(r"^.+-[0-9a-f]{20}\.json$")
+_REF = re.compile(r"^out\d+\.npy$")
+_SIZE = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)\s*([kmgtp]?)(i?b)?$")
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+
+
+def cache_dir() -> str:
+    """Where compiled libraries are kept: $TESSERA_CACHE_DIR, else ~/.cache/tessera."""
+    return os.environ.get(ENV_DIR) or os.path.join(os.path.expanduser("~"), ".cache", "tessera")
+
+
+# ---------------------------------------------------------------------------------------------
+# the cap
+# ---------------------------------------------------------------------------------------------
+def parse_size(text: str, what: str, unbounded_ok: bool = True) -> int | None:
+    """A size as people write it -> bytes: "10G", "500M", "1.5GiB", "2048". K/M/G/T/P are powers of 1024
+    (with or without "B"/"iB"). With `unbounded_ok`, "0" and "none" mean no limit (None); else "0" is
+    0 bytes. `what` names the setting in errors."""
+    t = str(text).strip().lower()
+    if unbounded_ok and t in ("none", "unlimited", "0"):
+        return None
+    m = _SIZE.match(t)
+    if m is None:
+        hint = "; 0 or none for no limit" if unbounded_ok else ""
+        raise TesseraError(f"{what}={text!r} is not a size: write bytes or a number with K, M, G or T (powers "
+                           f"of 1024), e.g. 10G or 500M{hint}")
+    n = float(m[1]) * _UNITS[m[2]]
+    if not math.isfinite(n) or (unbounded_ok and n < 1):
+        raise TesseraError(f"{what}={text!r}: a cache size is at least 1 byte (0 or none: no limit)")
+    return int(n)
+
+
+def max_size() -> int | None:
+    """The cap from $TESSERA_CACHE_MAX_SIZE (default 10 GiB); None when unbounded."""
+    raw = os.environ.get(ENV_MAX)
+    if raw is None or not raw.strip():
+        return DEFAULT_MAX_BYTES
+    return parse_size(raw, ENV_MAX)
+
+
+def format_size(n: int | None) -> str:
+    """Bytes for people: "0 B", "812 B", "3.4 MiB", "10.0 GiB"; None: "unbounded"."""
+    if n is None:
+        return "unbounded"
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= 1024
+        if n < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}"
+
+
+# ---------------------------------------------------------------------------------------------
+# what the cache holds
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class Entry:
+    """What is evicted as one: a library's files (its .so, .c, GPU artifact), or one blob or file."""
+    kind: str
+    paths: list
+    size: int = 0           # bytes on disk (allocated blocks, as du counts)
+    used: float = 0.0       # the later of the files' access and modification times
+
+
+@dataclass
+class Contents:
+    """A scan of the cache folder: its entries and the builders' temporary files."""
+    root: str
+    entries: list = field(default_factory=list)
+    temps: list = field(default_factory=list)     # (path, size, mtime) of .tmp- files
+
+    @property
+    def size(self) -> int:
+        """Everything the cache holds on disk, builds in progress included."""
+        return sum(e.size for e in self.entries) + sum(s for _, s, _ in self.temps)
+
+    def by_kind(self) -> dict:
+        """kind -> (entries, bytes), in KINDS order, kinds with no entry left out."""
+        out = {}
+        for e in self.entries:
+            n, b = out.get(e.kind, (0, 0))
+            out[e.kind] = (n + 1, b + e.size)
+        return {k: out[k] for k in KINDS if k in out}
+
+
+@dataclass
+class PruneResult:
+    """What a prune or clear removed, and what the cache holds after it."""
+    removed: dict = field(default_factory=dict)   # kind -> (entries, bytes)
+    removed_temps: int = 0                         # stale .tmp- files removed
+    temp_bytes: int = 0
+    kept_recent: int = 0                           # entries over the target left because just used
+    size: int = 0                                  # bytes left
+    entries: int = 0                               # entries left
+
+    @property
+    def count(self) -> int:
+        return sum(n for n, _ in self.removed.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(b for _, b in self.removed.values()) + self.temp_bytes
+
+
+def _disk_bytes(st) -> int:
+    blocks = getattr(st, "st_blocks", None)
+    return blocks * 512 if blocks is not None else st.st_size
+
+
+def _files(folder: str):
+    """(name, stat) of the plain files in folder; nothing when it is gone."""
+    try:
+        it = os.scandir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    with it:
+        for d in it:
+            try:
+                if d.is_file(follow_symlinks=False):
+                    yield d.name, d.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+
+
+def _add_file(contents: Contents, kind: str, path: str, st):
+    contents.entries.append(Entry(kind, [path], _disk_bytes(st), max(st.st_atime, st.st_mtime)))
+
+
+def scan(root: str | None = None) -> Contents:
+    """Every entry of the cache at `root` (default: cache_dir()) with its size and last use."""
+    root = root or cache_dir()
+    contents = Contents(root)
+
+    def temp(path, st):
+        contents.temps.append((path, _disk_bytes(st), st.st_mtime))
+
+    try:
+        top = sorted(d.name for d in os.scandir(root) if d.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return contents
+    for name in top:
+        folder = os.path.join(root, name)
+        if _HEX2.match(name):
+            groups = {}
+            for fname, st in _files(folder):
+                path = os.path.join(folder, fname)
+                m = _KEYED.match(fname)
+                if fname.startswith(".tmp-"):
+                    temp(path, st)
+                elif m and m[1].startswith(name):
+                    e = groups.setdefault(m[1], Entry("libraries", []))
+                    e.paths.append(path)
+                    e.size += _disk_bytes(st)
+                    e.used = max(e.used, st.st_atime, st.st_mtime)
+            contents.entries.extend(groups.values())
+        elif name in ("weights", "vdla"):
+            pattern, kind = (_WEIGHTS, "weights") if name == "weights" else (_VDLA, "vdla modules")
+            for fname, st in _files(folder):
+                path = os.path.join(folder, fname)
+                if fname.startswith(".tmp-"):
+                    temp(path, st)
+                elif pattern.match(fname):
+                    _add_file(contents, kind, path, st)
+        elif name == "autotune-ref":
+            try:
+                tasks = [d.path for d in os.scandir(folder) if d.is_dir(follow_symlinks=False)]
+            except FileNotFoundError:
+                continue
+            for task in tasks:
+                for fname, st in _files(task):
+                    path = os.path.join(task, fname)
+                    if fname.startswith(".tmp-"):
+                        temp(path, st)
+                    elif _REF.match(fname):
+                        _add_file(contents, "reference outputs", path, st)
+    return contents
+
+
+# ---------------------------------------------------------------------------------------------
+# eviction
+# ---------------------------------------------------------------------------------------------
+def _last_use(entry: Entry) -> float | None:
+    """The entry's last use read again now; None when its files are gone."""
+    used = None
+    for p in entry.paths:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        used = max(used or 0.0, st.st_atime, st.st_mtime)
+    return used
+
+
+def _remove(paths) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:   # another pruner was first
+            pass
+
+
+def _remove_stale_temps(contents: Contents, res: PruneResult, now: float) -> None:
+    for path, size, mtime in contents.temps:
+        if now - mtime > STALE_TMP_S:
+            _remove([path])
+            res.removed_temps += 1
+            res.temp_bytes += size
+
+
+def prune(target_bytes: int, root: str | None = None, min_age: float = MIN_AGE_S,
+          contents: Contents | None = None) -> PruneResult:
+    """Evict least recently used entries until the cache holds at most `target_bytes`, never one used
+    within `min_age` seconds; crashed builds' temporary files go too. `contents`: a scan just made."""
+    if target_bytes < 0:
+        raise TesseraError(f"prune: a target size is at least 0 bytes, got {target_bytes}")
+    contents = scan(root) if contents is None else contents
+    now = time.time()
+    res = PruneResult()
+    _remove_stale_temps(contents, res, now)
+    total = contents.size - res.temp_bytes
+    left = []
+    for e in sorted(contents.entries, key=lambda e: e.used):
+        if total <= target_bytes:
+            left.append(e)
+            continue
+        used = _last_use(e) if now - e.used >= min_age else e.used
+        if used is None:              # gone already (another pruner)
+            total -= e.size
+            continue
+        if now - used < min_age:
+            res.kept_recent += 1
+            left.append(e)
+            continue
+        _remove(e.paths)
+        n, b = res.removed.get(e.kind, (0, 0))
+        res.removed[e.kind] = (n + 1, b + e.size)
+        total -= e.size
+    res.size, res.entries = max(total, 0), len(left)
+    return res
+
+
+def clear(root: str | None = None) -> PruneResult:
+    """Remove every entry of the cache, however recent; builds in progress keep their temporary files."""
+    contents = scan(root)
+    res = PruneResult()
+    for e in contents.entries:
+        _remove(e.paths)
+        n, b = res.removed.get(e.kind, (0, 0))
+        res.removed[e.kind] = (n + 1, b + e.size)
+    _remove_stale_temps(contents, res, time.time())
+    res.size = contents.size - res.bytes
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
+# the hooks of the compiler driver
+# ---------------------------------------------------------------------------------------------
+def note_hit(path: str, st) -> None:
+    """A cache hit on `path` (its stat result `st`): when its access time is old, move it to now, keeping
+    the modification time (the module loader compares it), so that LRU eviction sees the use."""
+    now = time.time()
+    if now - st.st_atime > TOUCH_AFTER_S:
+        try:
+            os.utime(path, ns=(time.time_ns(), st.st_mtime_ns))
+        except OSError:   # a read-only cache: eviction then goes by build time
+            pass
+
+
+_builds_since_check = 0
+
+
+def after_build(root: str | None = None, cap: int | None = None) -> PruneResult | None:
+    """After a library was built into the cache: now and then, check its size and, over `cap` (the
+    caller reads max_size() before compiling, so a bad setting fails first), prune to LOW_WATER of it.
+    Returns what a prune removed, None when no check ran; never raises for the file system."""
+    global _builds_since_check
+    if cap is None:
+        return None
+    root = root or cache_dir()
+    _builds_since_check += 1
+    stamp = os.path.join(root, STAMP)
+    try:
+        age = time.time() - os.stat(stamp).st_mtime
+    except OSError:
+        age = math.inf
+    if age < CHECK_EVERY_S and _builds_since_check < CHECK_EVERY_BUILDS:
+        return None
+    _builds_since_check = 0
+    try:
+        with open(stamp, "a"):
+            pass
+        os.utime(stamp)
+        contents = scan(root)
+        if contents.size <= cap:
+            return PruneResult(size=contents.size, entries=len(contents.entries))
+        return prune(int(cap * LOW_WATER), root, contents=contents)
+    except OSError:
+        return None
+
+
+__all__ = ["Contents", "DEFAULT_MAX_BYTES", "ENV_MAX", "Entry", "PruneResult", "after_build", "cache_dir",
+           "clear", "format_size", "max_size", "note_hit", "parse_size", "prune", "scan"]
