@@ -37,6 +37,26 @@ STACK_BYTES = 16384
 # through a helper; if_then_else and extern calls are scalarized with the whole statement)
 _VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
                           "shift_left": "<<", "shift_right": ">>"}
+# x86 MINPS/MAXPS (and PD) by vector size in bytes: (guard, gcc builtin, extra arguments)
+_X86_MINMAX = {
+    ("float32", 16): ("defined(__SSE__)", "__builtin_ia32_{kind}ps", ""),
+    ("float32", 32): ("defined(__AVX__)", "__builtin_ia32_{kind}ps256", ""),
+    ("float32", 64): ("defined(__AVX512F__)", "__builtin_ia32_{kind}ps512_mask", ", x, (uint16_t)-1, 4"),
+    ("float64", 16): ("defined(__SSE2__)", "__builtin_ia32_{kind}pd", ""),
+    ("float64", 32): ("defined(__AVX__)", "__builtin_ia32_{kind}pd256", ""),
+    ("float64", 64): ("defined(__AVX512F__)", "__builtin_ia32_{kind}pd512_mask", ", x, (uint8_t)-1, 4"),
+}
+
+
+def _const_bound(e):
+    """(the other operand, the constant) of a float Min/Max with a broadcast constant that is not NaN, or
+    None."""
+    for x, c in ((e.a, e.b), (e.b, e.a)):
+        if type(c) is E.Broadcast and type(c.value) is E.FloatImm and c.value.value == c.value.value:
+            return x, c
+    return None
+
+
 class _Restart(Exception):
     """An extern function name was met that a local name may shadow: regenerate with it reserved."""
 
@@ -252,6 +272,9 @@ class CodeGenC(CodeGenCBase):
     def _vminmax(self, e, kind):
         dt = e.dtype
         rep = self.repr_dtype(dt)
+        bound = _const_bound(e) if dt.is_float() else None
+        if bound is not None:
+            return self._vminmax_const(kind, rep, *bound)
         v = self.vtype(rep)
         m = self.mask_type(self.repr_bits(dt), dt.lanes)
         sel = self.select_helper(rep)
@@ -262,6 +285,27 @@ class CodeGenC(CodeGenCBase):
             f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{\n"
             f"  {m} m = {cond};\n  return {sel}(m, a, b);\n}}"))
         return f"{name}({self.text(e.a)}, {self.text(e.b)})", P_PRIMARY
+
+    def _vminmax_const(self, kind, rep, x, c):
+        """min/max of a vector and a constant that is not NaN (a ReLU's 0, a clip's bounds): `c op x ? c
+        : x` keeps x's NaN, and is x86's MAXPS/MINPS (first operand c) exactly, so one instruction where
+        the vector is an SSE, AVX or AVX-512 register (gcc does not fold the masked select into it)."""
+        v = self.vtype(rep)
+        m = self.mask_type(self.repr_bits(rep), rep.lanes)
+        op = "<" if kind == "min" else ">"
+        name = f"tsr_{kind}c_{rep}"
+        size = rep.element_of().bits // 8 * rep.lanes
+        elem = str(rep.element_of())
+        x86 = _X86_MINMAX.get((elem, size))
+        lines = [f"{self.func_qualifier} {v} {name}({v} x, {v} c) {{  /* {kind}(x, c), c not NaN: x's NaN kept */"]
+        if x86 is not None:
+            guard, builtin, tail = x86
+            lines += [f"#if {guard}", f"  return {builtin.format(kind=kind)}(c, x{tail});", "#else"]
+        lines.append(f"  {m} m = c {op} x;\n  return {self.select_helper(rep)}(m, c, x);")
+        if x86 is not None:
+            lines.append("#endif")
+        self.helpers.require(name, "\n".join(lines) + "\n}")
+        return f"{name}({self.text(x)}, {self.text(c)})", P_PRIMARY
 
     def vec_Min(self, e):
         return self._vminmax(e, "min")

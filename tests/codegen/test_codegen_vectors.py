@@ -245,3 +245,21 @@ def test_vector_width_follows_the_target(isa_target, dtype):
     b = np.zeros_like(a)
     lib(a, b)
     np.testing.assert_array_equal(b, a * a + np.asarray(1, dtype))
+
+
+@pytest.mark.parametrize("dtype,lanes", [("float32", 4), ("float32", 8), ("float32", 16), ("float64", 2),
+                                         ("float64", 4), ("float64", 8)])
+def test_min_max_with_a_constant_keep_nan_and_match_numpy(elementwise, dtype, lanes):
+    """A clip's bounds (constants, either side of min/max) take the one-instruction path (tsr_maxc/tsr_minc):
+    NaN, infinities and signed zeros come out as numpy's minimum/maximum give them."""
+    from tessera.ir import Max, Min
+
+    def clip(x):
+        lo, hi = Broadcast(const(0.0, dtype), lanes), Broadcast(const(6.0, dtype), lanes)
+        return Min(hi, Max(x, lo))          # upper bound on the left, lower on the right
+    src = []
+    run = elementwise(clip, [dtype], dtype, n=64, lanes=lanes, source=src)
+    if lanes * np.dtype(dtype).itemsize <= 32:     # (wider vectors go lane by lane without a target)
+        assert f"tsr_maxc_{dtype}x{lanes}" in src[0] and f"tsr_minc_{dtype}x{lanes}" in src[0]
+    x = np.array([np.nan, -0.0, 0.0, -1.0, 3.5, 7.0, np.inf, -np.inf] * 8, dtype=dtype)
+    np.testing.assert_array_equal(run(x), np.minimum(np.maximum(x, 0), 6))
