@@ -11,6 +11,8 @@
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tcp://host:8786]
                                                    tune every kernel of the model (a live table of tasks),
                                                    then compile|run|bench ... --db tune.jsonl use the records
+    tessera cache info|prune [--max-size 2G]|clear the compiled-kernel cache: its size and cap, evict the
+                                                   least recently used, or empty it
     (a zoo model name such as resnet18 is accepted wherever a model.onnx is)
 
 Errors print `tessera: error: ...` and exit with status 2.
@@ -36,6 +38,7 @@ from .frontend.onnx import check_model, from_onnx, load_model
 from .graph import DeferredGraph
 from .graph.compiler import static_problem
 from .ir.names import fresh_name
+from .runtime import cache as kernel_cache
 from .runtime.executor import Executor, header_path
 from .runtime.library import load_module
 from .target import Target
@@ -659,6 +662,63 @@ def _tune(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------
+# the kernel cache
+# ---------------------------------------------------------------------------------------------
+def _kinds_text(kinds: dict) -> str:
+    return ", ".join(f"{n:,} {kind} ({kernel_cache.format_size(b)})" for kind, (n, b) in kinds.items())
+
+
+def _cache(args) -> int:
+    """`tessera cache info | prune | clear`: the compiled-kernel cache ($TESSERA_CACHE_DIR)."""
+    root = kernel_cache.cache_dir()
+    where = "$TESSERA_CACHE_DIR" if os.environ.get(kernel_cache.ENV_DIR) else "default; $TESSERA_CACHE_DIR moves it"
+    if args.action == "info":
+        cap = kernel_cache.max_size()
+        contents = kernel_cache.scan(root)
+        libs = contents.by_kind().get("libraries", (0, 0))
+        print(f"cache:     {root} ({where})")
+        print(f"libraries: {libs[0]:,} ({kernel_cache.format_size(libs[1])})")
+        others = {k: v for k, v in contents.by_kind().items() if k != "libraries"}
+        if others:
+            print(f"also:      {_kinds_text(others)}")
+        if contents.temps:
+            print(f"temporary: {len(contents.temps):,} files of builds in progress or crashed "
+                  f"({kernel_cache.format_size(sum(s for _, s, _ in contents.temps))})")
+        pct = f" ({100 * contents.size / cap:.0f}% of the cap)" if cap else ""
+        source = (f"${kernel_cache.ENV_MAX}" if os.environ.get(kernel_cache.ENV_MAX, "").strip()
+                  else f"default; set ${kernel_cache.ENV_MAX}")
+        print(f"total:     {kernel_cache.format_size(contents.size)}{pct}")
+        print(f"cap:       {kernel_cache.format_size(cap)} ({source}); over it, a build evicts the least recently "
+              f"used down to {kernel_cache.LOW_WATER:.0%}" if cap else
+              f"cap:       unbounded (${kernel_cache.ENV_MAX}); `tessera cache prune --max-size SIZE` trims it")
+        return 0
+    if args.action == "clear":
+        res = kernel_cache.clear(root)
+        print(f"removed {res.count:,} entries ({kernel_cache.format_size(res.bytes)}) from {root}"
+              + (f": {_kinds_text(res.removed)}" if res.removed else ""))
+        return 0
+    # prune
+    if args.max_size is not None:
+        target = kernel_cache.parse_size(args.max_size, "--max-size", unbounded_ok=False)
+    else:
+        cap = kernel_cache.max_size()
+        if cap is None:
+            raise TesseraError(f"${kernel_cache.ENV_MAX} is unbounded: give the size to prune to with --max-size "
+                               f"(e.g. --max-size 2G)")
+        target = cap
+    res = kernel_cache.prune(target, root)
+    removed = f": {_kinds_text(res.removed)}" if res.removed else ""
+    temps = f"; {res.removed_temps} stale temporary files" if res.removed_temps else ""
+    print(f"removed {res.count:,} entries ({kernel_cache.format_size(res.bytes)}) from {root}{removed}{temps}")
+    print(f"left: {res.entries:,} entries, {kernel_cache.format_size(res.size)} (target "
+          f"{kernel_cache.format_size(target)})")
+    if res.kept_recent:
+        print(f"kept {res.kept_recent:,} entries over the target: used in the last "
+              f"{kernel_cache.MIN_AGE_S // 60} minutes (a running process may be loading them)")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description="tessera deep learning compiler")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -756,6 +816,21 @@ def main(argv=None) -> int:
     tune.add_argument("--quiet", action="store_true", help="no live table or progress lines")
     model_opts(tune)
     tune.set_defaults(fn=_tune)
+
+    cache = sub.add_parser("cache", help="the compiled-kernel cache: its size and cap, prune or clear it",
+                           description="The compiled-kernel cache ($TESSERA_CACHE_DIR, default ~/.cache/tessera): "
+                                       "libraries by content hash, model weight blobs, tuning reference outputs. "
+                                       f"${kernel_cache.ENV_MAX} caps it (default 10G; 0 or none: unbounded): "
+                                       "over it, a build evicts the least recently used.")
+    actions = cache.add_subparsers(dest="action", required=True)
+    actions.add_parser("info", help="where it is, how many libraries, its size and its cap")
+    prune = actions.add_parser("prune", help="evict the least recently used entries down to a size now")
+    prune.add_argument("--max-size", metavar="SIZE",
+                       help=f"the size to prune to: bytes or 500M, 2G (powers of 1024); default: the cap "
+                            f"(${kernel_cache.ENV_MAX}). Entries used in the last "
+                            f"{kernel_cache.MIN_AGE_S // 60} minutes stay")
+    actions.add_parser("clear", help="remove every entry (asks nothing)")
+    cache.set_defaults(fn=_cache)
 
     args = parser.parse_args(argv)
     try:

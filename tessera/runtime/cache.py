@@ -42,7 +42,7 @@ CHECK_EVERY_S = 60                   # after a build: the size is checked at mos
 CHECK_EVERY_BUILDS = 500             # ... unless this process has built this many libraries since
 STAMP = ".size-checked"
 
-KINDS = ("libraries", "weights", "vdla modules", "reference outputs")
+KINDS = ("libraries", "weight blobs", "vdla modules", "reference outputs")
 _HEX2 = re.compile(r"^[0-9a-f]{2}$")
 _KEYED = re.compile(r"^([0-9a-f]{64})\.[A-Za-z0-9.]+$")
 _WEIGHTS = re.compile(r"^[0-9a-f]{64}\.bin$")
@@ -202,7 +202,7 @@ def scan(root: str | None = None) -> Contents:
                     e.used = max(e.used, st.st_atime, st.st_mtime)
             contents.entries.extend(groups.values())
         elif name in ("weights", "vdla"):
-            pattern, kind = (_WEIGHTS, "weights") if name == "weights" else (_VDLA, "vdla modules")
+            pattern, kind = (_WEIGHTS, "weight blobs") if name == "weights" else (_VDLA, "vdla modules")
             for fname, st in _files(folder):
                 path = os.path.join(folder, fname)
                 if fname.startswith(".tmp-"):
@@ -346,5 +346,5 @@ def after_build(root: str | None = None, cap: int | None = None) -> PruneResult 
         return None
 
 
-__all__ = ["Contents", "DEFAULT_MAX_BYTES", "ENV_MAX", "Entry", "PruneResult", "after_build", "cache_dir",
-           "clear", "format_size", "max_size", "note_hit", "parse_size", "prune", "scan"]
+__all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX", "Contents", "Entry", "PruneResult", "after_build", "cache_dir", "clear",
+           "format_size", "max_size", "note_hit", "parse_size", "prune", "scan"]
