@@ -14,8 +14,8 @@ For each model (tessera.zoo, batch 1; --small: the test-size variants of e2e.py)
    models' scratch databases (and --transfer-db files; kernels the model itself has are left out,
    as tune_graph's transfer does) tunes the model again into a fresh
    OUT/<model>-transfer.jsonl with the same limits (tune_graph's transfer_batch, --transfer-batch: a
-   round measures the pre-trained model's top 4 candidates, and a task stops after 2 rounds without
-   a gain; 0 gives full batches as from scratch);
+   task's rounds measure the pre-trained model's top 4 candidates until 2 rounds bring no gain, then
+   full batches; 0 gives full batches from the start);
 3. per model: the trials and seconds until the estimate first came within 2% of the scratch run's
    best search estimate (its curve's lowest point: both curves are sums of each run's own search
    measurements; the final estimate after tune_graph's re-measurement of the best candidates is

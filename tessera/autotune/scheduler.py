@@ -119,8 +119,9 @@ class TaskScheduler:
     def __init__(self, tuners: list, rng, alpha: float = 0.2, beta: float = 2.0, eps: float = 0.05,
                  early_stopping: int | None = 64, negligible: float = 0.005, confirm: int | None = None):
         self.tuners = tuners
-        self.confirm = confirm               # rounds in a row without a gain that end a task (transfer)
+        self.confirm = confirm               # rounds in a row without a gain that confirm a task (transfer)
         self.stale = [0] * len(tuners)
+        self.confirmed = [False] * len(tuners)   # its quick rounds over: full rounds from here on
         self.negligible = negligible
         self.rng = rng
         self.alpha, self.beta, self.eps = alpha, beta, eps
@@ -157,8 +158,10 @@ class TaskScheduler:
             self.done[i] = "exhausted"
         elif self.early_stopping is not None and t.trials - self.last_gain[i] >= self.early_stopping:
             self.done[i] = "converged"
-        elif self.confirm is not None and self.stale[i] >= self.confirm:
-            self.done[i] = "converged"         # the pre-trained model's next picks are no faster
+        elif self.confirm is not None and not self.confirmed[i] and self.stale[i] >= self.confirm:
+            # the pre-trained model's next picks are no faster: the task goes on searching in full
+            # rounds (and stops as any task does, by early_stopping), not with its top few alone
+            self.confirmed[i] = True
 
     def alive(self) -> list:
         return [i for i, d in enumerate(self.done) if d is None]
@@ -236,10 +239,11 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     checked task's choice is written as a pick record, which tessera.compile applies), within
     validate_budget seconds (after time_budget, like remeasure); the result's `validation` says what
     it changed. transfer_batch: when the cost model starts trained (transfer, or a trained CostModel
-    given), a round measures only its top `transfer_batch` candidates instead of batch_size, and a
-    task stops after 2 rounds in a row without a gain (its predictions confirmed): the first round of
-    every task no longer costs a full batch whether or not the model already ranks well. None or 0:
-    full batches as from scratch. Returns a GraphTuneResult."""
+    given), a task's rounds measure only its top `transfer_batch` candidates instead of batch_size
+    until 2 rounds in a row bring no gain (its predictions confirmed), then full batches: the first
+    rounds of every task no longer cost a full batch whether or not the model already ranks well, and
+    the search goes on within the budget as from scratch. None or 0: full batches from the start.
+    Returns a GraphTuneResult."""
     target = Target(target)
     check_trials("tune_graph", max_trials, batch_size)
     if early_stopping is not None and (not isinstance(early_stopping, int) or early_stopping < 1):
@@ -315,7 +319,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
             break
         tu = tuners[i]
         before = tu.best_secs
-        n = min(round_size, max_trials - total)
+        n = min(batch_size if sched.confirmed[i] else round_size, max_trials - total)
         if n > 0:
             tu.round(n)
         total = sum(x.trials for x in tuners)

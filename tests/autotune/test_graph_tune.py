@@ -653,10 +653,10 @@ def test_a_shared_kernel_program_names_the_node_that_asked_in_its_warnings():
     assert msgs and "second_relu" in msgs[0] and "first_relu" not in msgs[0]
 
 
-def test_with_a_pretrained_cost_model_rounds_measure_its_top_few_and_confirmed_tasks_stop(tuned_cnn, tmp_path):
+def test_with_a_pretrained_cost_model_rounds_measure_its_top_few_until_confirmed(tuned_cnn, tmp_path):
     """Transfer: a trained cost model's top `transfer_batch` candidates a round instead of a full
-    batch (a scratch model's first round is the full batch), and two rounds in a row without a gain
-    end a task."""
+    batch (a scratch model's first round is the full batch); two rounds in a row without a gain confirm a
+    task, which then searches in full batches (it is not ended: the budget is still used)."""
     model, g, params, path, res = tuned_cnn
     conv = [t for t in res.tasks if t.weight == 2]
     xgb = autotune.XGBModel(seed=0)
@@ -671,16 +671,17 @@ def test_with_a_pretrained_cost_model_rounds_measure_its_top_few_and_confirmed_t
     finally:
         runner.close()
     steps = np.diff([0] + [t for t, _, _ in quick.history])
-    assert steps[0] == 1 and steps[1:].max() <= 3 and quick.trials == sum(steps)        # the default, then 3s
+    assert steps[0] == 1 and quick.trials == sum(steps)
+    assert steps[1:1 + len(conv)].max() <= 3          # the default, then each task's first round: its top 3
     fsteps = np.diff([0] + [t for t, _, _ in full.history])
     assert fsteps[0] == 1 and fsteps[1] > 3            # a scratch round: the full batch (what the space has left)
-    # confirm: 2 rounds without a gain end a task under transfer
+    # confirm: 2 rounds without a gain confirm a task under transfer; it goes on (full rounds)
     sched = TaskScheduler([_Fake(1e-3, 5)], np.random.default_rng(0), eps=0.0, early_stopping=None, confirm=2)
     sched.record(0, 2e-3)                        # a gain
     sched.record(0, 1e-3)
-    assert sched.done[0] is None
+    assert sched.done[0] is None and not sched.confirmed[0]
     sched.record(0, 1e-3)
-    assert sched.done[0] == "converged"
+    assert sched.done[0] is None and sched.confirmed[0] and sched.next_task() == 0
 
 
 class _Fake:
