@@ -11,8 +11,9 @@
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tcp://host:8786]
                                                    tune every kernel of the model (a live table of tasks),
                                                    then compile|run|bench ... --db tune.jsonl use the records
-    tessera cache info|prune [--max-size 2G]|clear the compiled-kernel cache: its size and cap, evict the
-                                                   least recently used, or empty it
+    tessera cache info | prune [--max-size 2G] | clear
+                                                   the compiled-kernel cache: its size and cap, evict the
+                                                   least recently used now, or empty it
     (a zoo model name such as resnet18 is accepted wherever a model.onnx is)
 
 Errors print `tessera: error: ...` and exit with status 2.
@@ -677,7 +678,8 @@ def _cache(args) -> int:
         cap = kernel_cache.max_size()
         contents = kernel_cache.scan(root)
         libs = contents.by_kind().get("libraries", (0, 0))
-        print(f"cache:     {root} ({where})")
+        missing = "" if os.path.isdir(root) else ", not created yet"
+        print(f"cache:     {root} ({where}{missing})")
         print(f"libraries: {libs[0]:,} ({kernel_cache.format_size(libs[1])})")
         others = {k: v for k, v in contents.by_kind().items() if k != "libraries"}
         if others:
