@@ -175,7 +175,12 @@ def _weights_file(blob: bytes) -> tuple:
     folder = os.path.join(cache_dir(), "weights")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, digest + ".bin")
-    if not (os.path.isfile(path) and os.path.getsize(path) == len(blob)):
+    if os.path.isfile(path) and os.path.getsize(path) == len(blob):
+        try:
+            os.utime(path)   # in use again: the cache's LRU eviction (runtime/cache.py) must not take it now
+        except OSError:
+            pass
+    else:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".bin")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -306,3 +306,20 @@ def test_cli_cache_clear(libs, capsys):
     assert not any(os.path.exists(p) for p in libs)
     assert main(["cache", "info"]) == 0
     assert "libraries: 0 (0 B)" in capsys.readouterr().out
+
+
+def test_a_reused_weight_blob_counts_as_used(tmp_path, monkeypatch):
+    """A model compiled again reuses its weights blob (its library .incbin's it while compiling): the
+    blob must look used, or a prune could take it between the reuse and the compile."""
+    from tessera.graph.aot import _weights_file
+
+    monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
+    blob = bytes(range(256)) * 8
+    path, _ = _weights_file(blob)
+    old = time.time() - 5 * HOUR
+    os.utime(path, (old, old))
+    assert _weights_file(blob)[0] == path            # the model compiled again
+    res = cache.prune(0)
+    assert res.count == 0 and res.kept_recent == 1
+    with open(path, "rb") as f:
+        assert f.read() == blob
