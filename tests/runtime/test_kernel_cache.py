@@ -242,6 +242,7 @@ def test_a_build_over_the_cap_evicts_the_least_recently_used(libs, monkeypatch):
 
 def test_the_size_is_checked_now_and_then(libs, monkeypatch):
     root = os.environ["TESSERA_CACHE_DIR"]
+    monkeypatch.setattr(cache, "_builds_since_check", 0)   # whatever this process built before
     assert cache.after_build(root, 1) is not None      # no stamp yet: checks, prunes (all are old)
     assert cache.scan().entries == []
     for i, p in enumerate(libs):
