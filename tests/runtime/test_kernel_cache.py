@@ -121,6 +121,14 @@ def test_least_recently_used_go_first_and_a_hit_counts_as_a_use(libs):
     assert compile_source(source(1)) == libs[1] and answer(libs[1], 1) == 41
 
 
+def test_a_hit_writes_nothing_when_the_access_time_is_recent(libs):
+    t = time.time() - 60                  # used a minute ago: within TOUCH_AFTER_S
+    os.utime(libs[0], (t, t))
+    assert compile_source(source(0)) == libs[0]
+    st = os.stat(libs[0])
+    assert st.st_atime == pytest.approx(t, abs=1e-3) and st.st_mtime == pytest.approx(t, abs=1e-3)
+
+
 def test_removed_bytes_are_the_entries_sizes(libs):
     sizes = [entry_size(p) for p in libs]
     res = cache.prune(0)
