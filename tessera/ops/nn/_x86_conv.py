@@ -25,6 +25,12 @@ first tile of each chunk also prefetches the weights that come next (the next ch
 the next output blocks', the next call's in the default loop orders), for weights that stream from
 memory.
 
+Variants (fused_variant, made by the lowering pass fuse_intrin_epilogue, not by the schedule): `_z`
+starts the first chunk's accumulators at zero instead of loading the tile (the init nest before the
+call dropped), `_e<hash>` applies an elementwise epilogue (bias per output block, a residual per pixel,
+ReLU / clip as MAXPS / MINPS) to the accumulators after the last chunk and stores them to the epilogue's
+output instead of the tile, so that nothing reads the tile back.
+
 A and the output blocks are passed by addresses (A: its first element and the next one along c, h
 and w; C: one pointer a block, and block 0 of row 1), so the strides follow from the pointers: right
 also where lowering has compacted the tile's C or a per-row-group padded A into a smaller buffer. A
@@ -32,11 +38,16 @@ pixel is CB floats of A and L floats of C.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+
+from ...arith import simplify
 from ...errors import TesseraError
-from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Evaluate, For, IntImm, IterVar,
-                   PrimFunc, Range, Var, min_expr)
+from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Call, Evaluate, For, IntImm,
+                   IterVar, PrimFunc, Range, Var, min_expr)
 from ...target import Target
 from ...tir.tensor_intrin import TensorIntrin
+from ...tir.tensor_intrin.epilogue import EpilogueHook, Tile
 
 ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the code needs)
     "avx2": (8, 16, ("avx2", "fma"), ("__AVX2__", "__FMA__")),
@@ -160,15 +171,68 @@ def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(Call("handle", fn, args)))))
 
 
+def _variant_suffix(zero_init, epi) -> str:
+    """`_z` (accumulators from zero) and `_e<hash>` (an epilogue) on a variant's function names."""
+    out = "_z" if zero_init else ""
+    if epi is not None:
+        out += "_e" + hashlib.sha256(repr(epi).encode()).hexdigest()[:8]
+    return out
+
+
+# x86 MAXPS / MINPS by vector width: `c op x ? c : x`, which keeps x's NaN (the renderer's tsr_maxc)
+_MINMAX = {16: "__builtin_ia32_{op}ps512_mask(({vt}){{0}} + c, x, x, (uint16_t)-1, 4)",
+           8: "__builtin_ia32_{op}ps256(({vt}){{0}} + c, x)"}
+
+
+def _minmax_helpers(lanes, vt) -> list:
+    """tintrin_max_/tintrin_min_f32x{lanes}(x, c): x against a constant that is not NaN, x's NaN kept."""
+    guard = f"TINTRIN_MINMAX_F32X{lanes}"
+    out = [f"#ifndef {guard}\n#define {guard}"]
+    for op in ("max", "min"):
+        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{ return "
+                   + _MINMAX[lanes].format(op=op, vt=vt) + "; }")
+    out.append("#endif")
+    return out
+
+
+def _epi_c(tree, kinds, i, k, lanes, vt) -> str:
+    """C of the epilogue tree for pixel i of output block k (tensor_intrin/epilogue.py's trees)."""
+    op = tree[0]
+    if op == "acc":
+        return f"acc{i}_{k}"
+    if op == "in":
+        j = tree[1]
+        return f"e{j}_{k}" if kinds[j] == "vec" else f"(*(const {vt}*)(e{j} + {k} * se{j}_v + {i * lanes}))"
+    if op == "add":
+        return f"({_epi_c(tree[1], kinds, i, k, lanes, vt)} + {_epi_c(tree[2], kinds, i, k, lanes, vt)})"
+    return f"tintrin_{op}_f32x{lanes}({_epi_c(tree[1], kinds, i, k, lanes, vt)}, {float(tree[2])!r}f)"
+
+
+def _epi_text(tree) -> str:
+    """The epilogue tree as a formula for the kernel's comment."""
+    op = tree[0]
+    if op == "acc":
+        return "acc"
+    if op == "in":
+        return f"in{tree[1]}"
+    if op == "add":
+        return f"({_epi_text(tree[1])} + {_epi_text(tree[2])})"
+    return f"{op}({_epi_text(tree[1])}, {tree[2]!r})"
+
+
 # the weights of one input-channel block that a call keeps in L1 while it sweeps its rows' tiles
 L1_WEIGHT_BYTES = 16384      # (32 KB measured no faster inside ResNet-50: 1.01x its convs' time)
 
 
-def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
-    """The C code of the kernel (see the module docstring)."""
+def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_init=False, epi=None) -> str:
+    """The C code of the kernel (see the module docstring); zero_init / epi: the variant that starts
+    its accumulators at zero / applies an epilogue (expr tree, kinds of its inputs) before its store
+    (fused_variant)."""
     lanes, _, feats, macros = ISA[isa]
     (sh, sw), (dh, dw) = strides, dilation
-    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(zero_init, epi)
+    flags = zero_init or epi is not None       # the tiles learn whether their chunk is the first / last
+    kinds = epi[1] if epi is not None else ()
     vt = f"tintrin_f32x{lanes}"
     plan = row_tiles(isa, v, ow)
     flat = flat_tiles(isa, v, ow, rows, strides)
@@ -186,6 +250,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     L = [f"#ifndef TINTRIN_F32X{lanes}\n#define TINTRIN_F32X{lanes}",
          f"typedef float {vt} __attribute__((vector_size({4 * lanes}), aligned(4)));\n#endif",
          f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(feats)}\"\n#endif",
+         *(_minmax_helpers(lanes, vt) if epi is not None else ()),
          f"/* {rows} output row(s) of {ow} pixels of a blocked convolution: {v} x {lanes} output channels, {cb}",
          f"   input channels a block, stride {sh}x{sw}, dilation {dh}x{dw}; a row in tiles of "
          + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors held in registers",
@@ -200,15 +265,38 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
          + (". The first tile of each input-channel chunk also prefetches\n   the weights that come next (the next "
             "chunk's; after the last, the next output blocks') while they stream from memory" if prefetch else "")
          + ". */"]
+    if zero_init or epi is not None:
+        L.append("/* this variant: " + ("accumulators start at zero (no init pass before the call)" if zero_init else "")
+                 + ("; " if zero_init and epi is not None else "")
+                 + (f"after the last chunk, o[pixel] = {_epi_text(epi[0])} in registers (in{{j}}: e{{j}}, "
+                    f"{', '.join(f'{j}: ' + ('per block' if kd == 'vec' else 'per pixel') for j, kd in enumerate(kinds))}"
+                    f"), one store a vector; o, e{{j}}: block k at + k * s_v, row r at + r * s_r, pixel i at + i * "
+                    f"{lanes}" if epi is not None else "") + " */")
 
     def tile(r):
         name = f"{fn}_t{r}"
         pf_arg = ", uintptr_t pf" if prefetch else ""
+        flag_args = ", int first, int last" if flags else ""
+        epi_args = ""
+        if epi is not None:
+            epi_args = ", float* o, int64_t so_v" + "".join(f", const float* e{j}, int64_t se{j}_v"
+                                                          for j in range(len(kinds)))
         out = [f"static inline __attribute__((always_inline)) void {name}(int32_t c_lo, int32_t c_hi, int32_t KH, "
                f"int32_t KW, const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, "
-               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{pf_arg}) {{"]
+               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}"
+               f"{flag_args}{epi_args}{pf_arg}) {{"]
         for i in range(r):
-            out.append("  " + " ".join(f"{vt} acc{i}_{k} = *({vt}*)(c{k} + {i * lanes});" for k in range(v)))
+            out.append("  " + " ".join(f"{vt} acc{i}_{k};" for k in range(v)))
+        if zero_init:
+            out.append("  if (first) {  /* the first chunk starts from zero (the tile is not read) */")
+            for i in range(r):
+                out.append("    " + " ".join(f"acc{i}_{k} = ({vt}){{0}};" for k in range(v)))
+            out.append("  } else {")
+        for i in range(r):
+            out.append(("    " if zero_init else "  ")
+                       + " ".join(f"acc{i}_{k} = *({vt}*)(c{k} + {i * lanes});" for k in range(v)))
+        if zero_init:
+            out.append("  }")
         out.append(f"  const int64_t px = sa_w * {sw};")
 
         def step(a_at, b_at, ind):
@@ -249,6 +337,18 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
             out.append("      }")
         out.append("    }")
         out.append("  }")
+        if epi is not None:
+            out.append("  if (last) {  /* the epilogue in registers, one store to the output */")
+            for j, kind in enumerate(kinds):
+                if kind == "vec":
+                    out.append("    " + " ".join(f"const {vt} e{j}_{k} = *(const {vt}*)(e{j} + {k} * se{j}_v);"
+                                                  for k in range(v)))
+            for i in range(r):
+                for k in range(v):
+                    out.append(f"    *({vt}*)(o + {k} * so_v + {i * lanes}) = "
+                               f"{_epi_c(epi[0], kinds, i, k, lanes, vt)};")
+            out.append("    return;")
+            out.append("  }")
         for i in range(r):
             out.append("  " + " ".join(f"*({vt}*)(c{k} + {i * lanes}) = acc{i}_{k};" for k in range(v)))
         out.append("}")
@@ -257,9 +357,13 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     for r in sorted({r for r, _ in plan} | {r for r, _ in flat or ()}, reverse=True):
         L += tile(r)
     row_arg = ", float* restrict c_row1" if rows > 1 else ""
+    epi_params = ""
+    if epi is not None:
+        epi_params = ", float* o, int64_t so_v, int64_t so_r" + "".join(
+            f", const float* e{j}, int64_t se{j}_v, int64_t se{j}_r" for j in range(len(kinds)))
     L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
              f"const float* a_c1, const float* a_h1, const float* a_w1, const float* restrict b, int64_t sb_v, "
-             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}) {{")
+             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}{epi_params}) {{")
     L.append("  const int64_t sa_c = a_c1 - a, sa_h = a_h1 - a, sa_w = a_w1 - a;  /* input strides */")
     L.append(f"  const int64_t px = sa_w * {sw};")
     L.append(f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};  /* output row stride */")
@@ -269,7 +373,10 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     L.append(f"  int32_t step = (int32_t)({L1_WEIGHT_BYTES} / (per_block > 0 ? per_block : 1));")
     L.append("  if (step < 1) step = 1;")
     if flat:
-        L.append(f"  const int flat = sa_h == {ow} * sa_w && c_rs == {ow * lanes};  /* the rows' pixels contiguous */")
+        same = "".join([f" && so_r == {ow * lanes}" if epi is not None else ""]
+                       + [f" && se{j}_r == {ow * lanes}" for j, kind in enumerate(kinds) if kind == "tile"])
+        L.append(f"  const int flat = sa_h == {ow} * sa_w && c_rs == {ow * lanes}{same};  /* the rows' pixels "
+                 f"contiguous */")
     L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
     L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
     if prefetch:
@@ -279,9 +386,17 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     def sweep(tiles, ind, a0, out0):
         """Calls of the tiles along one run of pixels; the first call of a chunk prefetches."""
         body = [ind + "int32_t x = 0;"]
+        def at(ptr, stride):        # a pointer at the tile's first pixel
+            return f"{ptr} + r * {stride} + x * {lanes}" if out0 else f"{ptr} + x * {lanes}"
         for i, (r, c) in enumerate(tiles):
             args = (f"c_lo, c_hi, KH, KW, {a0} + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, "
                     + ", ".join(f"c{k}{out0} + x * {lanes}" for k in range(v)))
+            if flags:
+                args += ", c_lo == 0, c_hi == CC"
+            if epi is not None:
+                args += f", {at('o', 'so_r')}, so_v" + "".join(
+                    (f", {at(f'e{j}', f'se{j}_r')}, se{j}_v" if kind == "tile" else f", e{j}, se{j}_v")
+                    for j, kind in enumerate(kinds))
             if prefetch and i == 0:
                 body.append(ind + f"{fn}_t{r}({args}, {'r == 0 ? pf : 0' if out0 else 'pf'}); x += {r};")
                 if c > 1:
@@ -305,6 +420,72 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False) -> str:
     return "\n".join(L)
 
 
+def _address(e):
+    """(buffer, flat index) of `address_of(buf[i])`, or None."""
+    if type(e) is Call and e.op == "address_of" and len(e.args) == 1 and type(e.args[0]) is BufferLoad \
+            and len(e.args[0].indices) == 1:
+        return e.args[0].buffer, e.args[0].indices[0]
+    return None
+
+
+def _const_diff(a, b):
+    d = simplify(a - b)
+    return d.value if type(d) is IntImm else None
+
+
+def _tile_of(params, call):
+    """The output tile of a call of the kernel (EpilogueHook.tile): its C argument addresses give the
+    buffer, the origin and the block and row strides; pixel i is at + i * L."""
+    isa, v, _, _, _, ow, rows, _ = params
+    lanes = lanes_of(isa)
+    n = v + (1 if rows > 1 else 0)
+    if len(call.args) != 12 + n:
+        return None
+    got = [_address(a) for a in call.args[12:12 + n]]
+    if any(g is None for g in got) or any(g[0] is not got[0][0] for g in got):
+        return None
+    buf, origin = got[0]
+    if str(buf.dtype) != "float32":
+        return None
+    sv = _const_diff(got[1][1], origin) if v > 1 else 0
+    if sv is None or any(_const_diff(got[k][1], origin) != k * sv for k in range(2, v)):
+        return None
+    sr = _const_diff(got[v][1], origin) if rows > 1 else 0
+    if sr is None:
+        return None
+    return Tile(buf, origin, ((sv, v), (sr, rows), (lanes, ow)), lanes, "float32")
+
+
+def fused_variant(params, call, epi):
+    """The call of the variant that starts at zero and/or applies the epilogue (EpilogueHook.fuse):
+    (Call, its function names, its C source), or None where the epilogue's accesses do not fit the
+    kernel (pixels lanes apart; an input either per block or per pixel)."""
+    isa, v, cb, strides, dilation, ow, rows, prefetch = params
+    lanes = lanes_of(isa)
+    args = list(call.args)
+    spec = None
+    if epi.out is not None:
+        o = epi.out
+        if ow > 1 and o.strides[2] != lanes:
+            return None
+        kinds = []
+        for acc in epi.inputs:
+            _, srow, spx = acc.strides
+            if srow == 0 and spx == 0:
+                kinds.append("vec")
+            elif ow == 1 or spx == lanes:
+                kinds.append("tile")
+            else:
+                return None
+        spec = (epi.expr, tuple(kinds))
+        for acc in (o, *epi.inputs):       # the output's and each input's address, block and row strides
+            args += [Call("handle", "address_of", [BufferLoad(acc.buffer, [acc.origin])]),
+                     IntImm("int64", int(acc.strides[0])), IntImm("int64", int(acc.strides[1]))]
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(epi.zero_init, spec)
+    src = c_source(isa, v, cb, strides, dilation, ow, rows, prefetch, epi.zero_init, spec)
+    return Call("handle", fn, args), (fn,), src
+
+
 def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1,
                     prefetch: bool = False) -> str:
     """The name of the intrinsic for these parameters (`rows` output rows of `ow` pixels a call;
@@ -318,10 +499,13 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
     if TensorIntrin.get(name, allow_missing=True) is None:
         lanes = lanes_of(isa)
         fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch)
+        params = (isa, v, cb, strides, dilation, ow, rows, prefetch)
         TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows),
                               _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
                               c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
                               features=ISA[isa][2],
+                              epilogue=EpilogueHook(functools.partial(_tile_of, params),
+                                                    functools.partial(fused_variant, params)),
                               doc=f"{rows} output row(s) of {ow} pixels of a blocked fp32 convolution, {v} x {lanes} "
                                   f"channels ({isa})" + (", weights prefetched" if prefetch else ""))
     return name

@@ -18,7 +18,7 @@ one row a call, or several when rows are short, so that the weights it brings to
 register tiles), the (n, block group, row group) loops fused and parallel (the row groups outside the
 block groups where the input is larger than the weights), the fused epilogue
 (bias, relu, residual add) computed right after each call while its output is in L1
-(reverse_compute_at), the padding copy parallel over rows, or, with the row groups outer and a small
+(reverse_compute_at; where it fits, lowering folds it into the call: tir/transform/fuse_intrin_epilogue.py), the padding copy parallel over rows, or, with the row groups outer and a small
 halo, each row group's input rows padded inside its task before its block groups' calls. 1x1 layers
 with large weights prefetch them in the micro-kernel. Other dtypes or CPUs: the same loop order with
 an (ow tile x vector) register block.

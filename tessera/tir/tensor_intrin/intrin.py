@@ -27,6 +27,7 @@ from ...errors import TesseraError
 from ...ir import Block, BlockRealize, Buffer, PrimFunc, Var, Visitor
 from ...ir.functor import collect_vars
 from ...target import Target, canon_feature
+from .epilogue import EpilogueHook
 
 _FAMILIES: list = []   # (compiled pattern, make(match)) of TensorIntrin.register_family
 _MAKING: set = set()   # names whose family is registering them now (in the thread holding _MAKE_LOCK)
@@ -85,15 +86,19 @@ def shape_vars(func: PrimFunc) -> list:
 class TensorIntrin:
     """A tensor intrinsic (see the module docstring); registered by name, found with `get`."""
 
-    __slots__ = ("name", "desc", "impl", "c_source", "c_functions", "features", "doc", "pattern_vars")
+    __slots__ = ("name", "desc", "impl", "c_source", "c_functions", "features", "doc", "pattern_vars", "epilogue")
 
     def __init__(self, desc: PrimFunc, impl: PrimFunc, *, c_source: str | None = None, features=(),
-                 name: str = "<unnamed>", doc: str = ""):
+                 name: str = "<unnamed>", doc: str = "", epilogue=None):
         if not isinstance(desc, PrimFunc) or not isinstance(impl, PrimFunc):
             raise TesseraError(f"tensor intrinsic {name!r}: desc and impl must be PrimFuncs, got "
                                f"{type(desc).__name__} and {type(impl).__name__}")
         self.name = name
         self.desc, self.impl = desc, impl
+        if epilogue is not None and not isinstance(epilogue, EpilogueHook):
+            raise TesseraError(f"tensor intrinsic {name!r}: epilogue must be an EpilogueHook, got "
+                               f"{type(epilogue).__name__}")
+        self.epilogue = epilogue      # its zero-start / fused-epilogue variants (fuse_intrin_epilogue)
         self.features = _canon_features(features, name)
         self.doc = doc
         self._check_params()
@@ -157,14 +162,16 @@ class TensorIntrin:
     # -- the registry (TVM's tir.TensorIntrin.register / get) --------------------------------
     @staticmethod
     def register(name: str, desc: PrimFunc, impl: PrimFunc, override: bool = False, *, c_source=None,
-                 features=(), doc: str = "") -> "TensorIntrin":
-        """Register a tensor intrinsic under `name` (override=True replaces an existing one)."""
+                 features=(), doc: str = "", epilogue=None) -> "TensorIntrin":
+        """Register a tensor intrinsic under `name` (override=True replaces an existing one); epilogue:
+        an EpilogueHook (tensor_intrin/epilogue.py) where the intrinsic has fused-epilogue variants."""
         if not isinstance(name, str) or not name:
             raise TesseraError(f"a tensor intrinsic's name must be a non-empty string, got {name!r}")
         if name in _REGISTRY and not override:
             raise TesseraError(f"tensor intrinsic {name!r} is already registered; pass override=True to "
                                f"replace it")
-        intrin = TensorIntrin(desc, impl, c_source=c_source, features=features, name=name, doc=doc)
+        intrin = TensorIntrin(desc, impl, c_source=c_source, features=features, name=name, doc=doc,
+                              epilogue=epilogue)
         _REGISTRY[name] = intrin
         return intrin
 

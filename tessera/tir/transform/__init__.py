@@ -11,6 +11,7 @@ from ...ir import IRModule, PrimFunc
 from ...target import Target
 from .compact_buffer_allocation import compact_buffer_allocation
 from .flatten_buffer import flatten_buffer
+from .fuse_intrin_epilogue import fuse_intrin_epilogue
 from .lower_blocks import lower_blocks
 from .lower_vthread import lower_vthread
 from .plan_buffer_allocation import plan_buffer_allocation
@@ -29,6 +30,7 @@ PIPELINE = (
     ("vectorize_loop", vectorize_loop),
     ("unroll_loop", unroll_loop),
     ("simplify", simplify),
+    ("fuse_intrin_epilogue", fuse_intrin_epilogue),
 )
 
 
@@ -66,4 +68,4 @@ def lower(func_or_mod, target=None, dump=None):
 
 __all__ = ["PIPELINE", "pipeline", "lower", "lower_vthread", "plan_buffer_allocation", "lower_blocks",
            "compact_buffer_allocation", "flatten_buffer", "simplify", "vectorize_loop",
-           "unroll_loop"]
+           "unroll_loop", "fuse_intrin_epilogue"]
