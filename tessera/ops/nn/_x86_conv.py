@@ -171,12 +171,13 @@ def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(Call("handle", fn, args)))))
 
 
-def _variant_suffix(zero_init, epi) -> str:
-    """`_z` (accumulators from zero) and `_e<hash>` (an epilogue) on a variant's function names."""
+def _variant_suffix(zero_init, epi, split=False) -> str:
+    """`_z` (accumulators from zero), `_e<hash>` (an epilogue) and `_s` (one of several calls over the
+    reduction: told whether it is the first / last) on a variant's function names."""
     out = "_z" if zero_init else ""
     if epi is not None:
         out += "_e" + hashlib.sha256(repr(epi).encode()).hexdigest()[:8]
-    return out
+    return out + ("_s" if split else "")
 
 
 # x86 MAXPS / MINPS by vector width: `c op x ? c : x`, which keeps x's NaN (the renderer's tsr_maxc)
@@ -224,13 +225,16 @@ def _epi_text(tree) -> str:
 L1_WEIGHT_BYTES = 16384      # (32 KB measured no faster inside ResNet-50: 1.01x its convs' time)
 
 
-def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_init=False, epi=None) -> str:
+def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_init=False, epi=None,
+             split=False) -> str:
     """The C code of the kernel (see the module docstring); zero_init / epi: the variant that starts
     its accumulators at zero / applies an epilogue (expr tree, kinds of its inputs) before its store
-    (fused_variant)."""
+    (fused_variant); split: the call is one of several over the reduction and takes whether it is the
+    first and the last (its first chunk then starts at zero only in the first call, its last applies the
+    epilogue only in the last)."""
     lanes, _, feats, macros = ISA[isa]
     (sh, sw), (dh, dw) = strides, dilation
-    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(zero_init, epi)
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(zero_init, epi, split)
     flags = zero_init or epi is not None       # the tiles learn whether their chunk is the first / last
     kinds = epi[1] if epi is not None else ()
     vt = f"tintrin_f32x{lanes}"
@@ -363,7 +367,8 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_ini
             f", const float* e{j}, int64_t se{j}_v, int64_t se{j}_r" for j in range(len(kinds)))
     L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
              f"const float* a_c1, const float* a_h1, const float* a_w1, const float* restrict b, int64_t sb_v, "
-             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}{epi_params}) {{")
+             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}{epi_params}"
+             + (", int first_call, int last_call" if split else "") + ") {")
     L.append("  const int64_t sa_c = a_c1 - a, sa_h = a_h1 - a, sa_w = a_w1 - a;  /* input strides */")
     L.append(f"  const int64_t px = sa_w * {sw};")
     L.append(f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};  /* output row stride */")
@@ -392,7 +397,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_ini
             args = (f"c_lo, c_hi, KH, KW, {a0} + x * px, sa_c, sa_h, sa_w, b, sb_v, sb_c, sb_h, sb_w, "
                     + ", ".join(f"c{k}{out0} + x * {lanes}" for k in range(v)))
             if flags:
-                args += ", c_lo == 0, c_hi == CC"
+                args += ", first_call && c_lo == 0, last_call && c_hi == CC" if split else ", c_lo == 0, c_hi == CC"
             if epi is not None:
                 args += f", {at('o', 'so_r')}, so_v" + "".join(
                     (f", {at(f'e{j}', f'se{j}_r')}, se{j}_v" if kind == "tile" else f", e{j}, se{j}_v")
@@ -481,8 +486,11 @@ def fused_variant(params, call, epi):
         for acc in (o, *epi.inputs):       # the output's and each input's address, block and row strides
             args += [Call("handle", "address_of", [BufferLoad(acc.buffer, [acc.origin])]),
                      IntImm("int64", int(acc.strides[0])), IntImm("int64", int(acc.strides[1]))]
-    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(epi.zero_init, spec)
-    src = c_source(isa, v, cb, strides, dilation, ow, rows, prefetch, epi.zero_init, spec)
+    split = epi.first is not None
+    if split:
+        args += [epi.first, epi.last]
+    fn = _fn_name(isa, v, cb, strides, dilation, ow, rows, prefetch) + _variant_suffix(epi.zero_init, spec, split)
+    src = c_source(isa, v, cb, strides, dilation, ow, rows, prefetch, epi.zero_init, spec, split)
     return Call("handle", fn, args), (fn,), src
 
 

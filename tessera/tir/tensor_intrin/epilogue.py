@@ -44,12 +44,16 @@ class Access:
 class Epilogue:
     """What to fold into the call: zero_init (the tile starts at zero: the init before the call is
     dropped), out (the store of the epilogue, or None: the call writes its tile as before), expr and
-    inputs (see the module docstring)."""
+    inputs (see the module docstring); first / last: where the call is one of several over the
+    reduction (a loop around it), int expressions saying whether this call is the first / the last
+    (None: the call is the whole reduction)."""
 
     zero_init: bool
     out: Access | None = None
     expr: tuple = ("acc",)
     inputs: tuple = ()
+    first: object = None
+    last: object = None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ registers before its single store to Out: no zeroing pass, no load of the zeroed
 over it. The nests must cover the tile exactly (each loop one tile axis of the same extent, the
 indices affine in the loops), the epilogue must be adds of the tile and of inputs read at the tile's
 points (or constant along the pixels, as a bias), then min/max with constants that are not NaN, and
-the tile buffer must be local (allocated around the call) and read nowhere else. Anything else stays
-as it was; an intrinsic whose hook declines keeps its separate nests.
+the tile buffer must be local (allocated around the call) and read nowhere else. A call in a loop over
+the reduction (the input channels in slices: one call a slice, the same tile) is fused too, each call
+told whether it is the first and the last. Anything else stays as it was; an intrinsic whose hook
+declines keeps its separate nests.
 """
 from __future__ import annotations
 
@@ -220,6 +222,8 @@ class _Fuser(Mutator):
         k = 0
         while k < len(seq):
             got = _intrin_call(seq[k])
+            if got is None and type(seq[k]) is For:
+                got = _intrin_call(seq[k].body)         # one call of several over the reduction
             if got is not None:
                 fused = self._fuse(seq, k, *got)
                 if fused is not None:
@@ -237,6 +241,16 @@ class _Fuser(Mutator):
         tile = intrin.epilogue.tile(call)
         if tile is None or not any(tile.buffer is b for b in self.local):
             return None
+        loop = seq[k] if type(seq[k]) is For else None
+        first = last = None
+        if loop is not None:
+            # calls over the reduction in a loop (their tile the same each time): each is told whether it
+            # is the first (zero start) and the last (the epilogue)
+            if (loop.kind != "serial" or type(loop.min) is not E.IntImm or loop.min.value != 0
+                    or type(loop.extent) is not E.IntImm or _uses(tile.origin, {loop.loop_var})):
+                return None
+            first = E.EQ(loop.loop_var, E.IntImm(loop.loop_var.dtype, 0))
+            last = E.EQ(loop.loop_var, E.IntImm(loop.loop_var.dtype, loop.extent.value - 1))
         start, stop = k, k + 1
         zero = False
         if k > 0:
@@ -266,14 +280,14 @@ class _Fuser(Mutator):
         # the tile must be read by nothing but the fused statements (it is no longer written in full)
         if out is not None and any(_touches(x, tile.buffer) for i, x in enumerate(seq) if not start <= i < stop):
             return None
-        made = intrin.epilogue.fuse(call, Epilogue(zero, out, expr, tuple(inputs)))
+        made = intrin.epilogue.fuse(call, Epilogue(zero, out, expr, tuple(inputs), first, last))
         if made is None:
             return None
         new_call, functions, source = made
-        at = seq[k]                              # AttrStmt(tensor_intrin) > AttrStmt(pragma_import_c) > call
+        at = loop.body if loop is not None else seq[k]   # AttrStmt(tensor_intrin) > AttrStmt(pragma_import_c)
         stmt = at.replace(body=AttrStmt(StringImm(",".join(functions)), "pragma_import_c", StringImm(source),
                                         Evaluate(new_call)))
-        return start, stop, stmt
+        return start, stop, (loop.replace(body=stmt) if loop is not None else stmt)
 
 
 def _axes_from_acc(value, loops, tile):

@@ -140,9 +140,9 @@ def test_an_epilogue_it_cannot_fold_keeps_its_own_pass(isa_target):
     assert re.search(r"vstore_float32x\d+\(&T_out\[", src)        # the epilogue's own loop
 
 
-def test_a_reduction_split_across_calls_is_left_unfused(isa_target):
-    """With the input channels in slices (several calls a tile: knob conv.ic_chunks_a_call), the init and
-    the epilogue stay outside the calls, and the result is numpy's."""
+def test_a_reduction_split_across_calls_fuses_with_first_and_last_flags(isa_target):
+    """With the input channels in slices (several calls a tile: knob conv.ic_chunks_a_call), each call is
+    told whether it is the first (zero start) and the last (the epilogue); the result is numpy's."""
     block = _lanes(isa_target)
     x, w, b, r = _data(8 * block, 2 * block, 7, 1)
     epi, n_extra, ref = EPILOGUES["bias_residual_relu"]
@@ -151,4 +151,6 @@ def test_a_reduction_split_across_calls_is_left_unfused(isa_target):
                       knobs=_Forced({"conv.ic_chunks_a_call": 1}))
     np.testing.assert_allclose(run(x, w, b, r), ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
     calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
-    assert calls and not any("_z" in c or "_e" in c.split("_d1x1")[-1] for c in calls), calls
+    assert calls and all(re.search(r"_z_e[0-9a-f]{8}_s$", c) for c in calls), calls
+    assert re.search(r"for \(int32_t icc_0 = 0; icc_0 < 8;", src)      # 8 calls a tile
+    assert not re.search(r"for \(int32_t \w+_init ", src)
