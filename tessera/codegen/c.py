@@ -37,14 +37,17 @@ STACK_BYTES = 16384
 # through a helper; if_then_else and extern calls are scalarized with the whole statement)
 _VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
                           "shift_left": "<<", "shift_right": ">>"}
-# x86 MINPS/MAXPS (and PD) by vector size in bytes: (guard, gcc builtin, extra arguments)
+# x86 MINPS/MAXPS (and PD) by vector size in bytes: [(guard, builtin call on c and x)], first match wins
+# (AVX-512's builtins differ between clang and gcc)
 _X86_MINMAX = {
-    ("float32", 16): ("defined(__SSE__)", "__builtin_ia32_{kind}ps", ""),
-    ("float32", 32): ("defined(__AVX__)", "__builtin_ia32_{kind}ps256", ""),
-    ("float32", 64): ("defined(__AVX512F__)", "__builtin_ia32_{kind}ps512_mask", ", x, (uint16_t)-1, 4"),
-    ("float64", 16): ("defined(__SSE2__)", "__builtin_ia32_{kind}pd", ""),
-    ("float64", 32): ("defined(__AVX__)", "__builtin_ia32_{kind}pd256", ""),
-    ("float64", 64): ("defined(__AVX512F__)", "__builtin_ia32_{kind}pd512_mask", ", x, (uint8_t)-1, 4"),
+    ("float32", 16): [("defined(__SSE__)", "__builtin_ia32_{kind}ps(c, x)")],
+    ("float32", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}ps256(c, x)")],
+    ("float32", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}ps512(c, x, 4)"),
+                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}ps512_mask(c, x, x, (uint16_t)-1, 4)")],
+    ("float64", 16): [("defined(__SSE2__)", "__builtin_ia32_{kind}pd(c, x)")],
+    ("float64", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}pd256(c, x)")],
+    ("float64", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}pd512(c, x, 4)"),
+                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}pd512_mask(c, x, x, (uint8_t)-1, 4)")],
 }
 
 
@@ -296,13 +299,14 @@ class CodeGenC(CodeGenCBase):
         name = f"tsr_{kind}c_{rep}"
         size = rep.element_of().bits // 8 * rep.lanes
         elem = str(rep.element_of())
-        x86 = _X86_MINMAX.get((elem, size))
+        x86 = _X86_MINMAX.get((elem, size), [])
         lines = [f"{self.func_qualifier} {v} {name}({v} x, {v} c) {{  /* {kind}(x, c), c not NaN: x's NaN kept */"]
-        if x86 is not None:
-            guard, builtin, tail = x86
-            lines += [f"#if {guard}", f"  return {builtin.format(kind=kind)}(c, x{tail});", "#else"]
+        for k, (guard, call) in enumerate(x86):
+            lines += [f"#{'el' if k else ''}if {guard}", f"  return {call.format(kind=kind)};"]
+        if x86:
+            lines.append("#else")
         lines.append(f"  {m} m = c {op} x;\n  return {self.select_helper(rep)}(m, c, x);")
-        if x86 is not None:
+        if x86:
             lines.append("#endif")
         self.helpers.require(name, "\n".join(lines) + "\n}")
         return f"{name}({self.text(x)}, {self.text(c)})", P_PRIMARY

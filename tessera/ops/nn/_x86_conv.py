@@ -180,9 +180,11 @@ def _variant_suffix(zero_init, epi, split=False) -> str:
     return out + ("_s" if split else "")
 
 
-# x86 MAXPS / MINPS by vector width: `c op x ? c : x`, which keeps x's NaN (the renderer's tsr_maxc)
-_MINMAX = {16: "__builtin_ia32_{op}ps512_mask(({vt}){{0}} + c, x, x, (uint16_t)-1, 4)",
-           8: "__builtin_ia32_{op}ps256(({vt}){{0}} + c, x)"}
+# x86 MAXPS / MINPS by vector width: `c op x ? c : x`, which keeps x's NaN (the renderer's tsr_maxc);
+# AVX-512's builtin is spelled one way by clang, another by gcc
+_MINMAX = {16: ("__builtin_ia32_{op}ps512(({vt}){{0}} + c, x, 4)",
+                "__builtin_ia32_{op}ps512_mask(({vt}){{0}} + c, x, x, (uint16_t)-1, 4)"),
+           8: ("__builtin_ia32_{op}ps256(({vt}){{0}} + c, x)",) * 2}
 
 
 def _minmax_helpers(lanes, vt) -> list:
@@ -190,8 +192,9 @@ def _minmax_helpers(lanes, vt) -> list:
     guard = f"TINTRIN_MINMAX_F32X{lanes}"
     out = [f"#ifndef {guard}\n#define {guard}"]
     for op in ("max", "min"):
-        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{ return "
-                   + _MINMAX[lanes].format(op=op, vt=vt) + "; }")
+        clang, gcc = (f.format(op=op, vt=vt) for f in _MINMAX[lanes])
+        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{\n#if defined(__clang__)\n"
+                   f"  return {clang};\n#else\n  return {gcc};\n#endif\n}}")
     out.append("#endif")
     return out
 
