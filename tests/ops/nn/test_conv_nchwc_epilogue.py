@@ -154,3 +154,18 @@ def test_a_reduction_split_across_calls_fuses_with_first_and_last_flags(isa_targ
     assert calls and all(re.search(r"_z_e[0-9a-f]{8}_s$", c) for c in calls), calls
     assert re.search(r"for \(int32_t icc_0 = 0; icc_0 < 8;", src)      # 8 calls a tile
     assert not re.search(r"for \(int32_t \w+_init ", src)
+
+
+def test_eight_lane_blocks_on_avx512vl_fold_the_epilogue_too():
+    """8-channel blocks on an AVX-512VL target (MobileNetV2's 24 channels: the ymm kernel in all 32
+    registers) take the same zero start and epilogue."""
+    target = tessera.Target("c -mcpu=skylake-avx512 -num-threads=2")
+    host = tessera.Target("c")
+    if not all(host.has_feature(f) for f in ("avx512f", "avx512vl")):
+        pytest.skip("runs AVX-512VL code: the host has no AVX-512VL")
+    epi, n_extra, ref = EPILOGUES["bias_residual_relu"]
+    x, w, b, r = _data(24, 144, 14, 1)
+    run, src = _build(24, 144, 14, 1, 8, target, epi, n_extra)
+    np.testing.assert_allclose(run(x, w, b, r), ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
+    calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
+    assert calls and all(c.startswith("tintrin_avx512vl8_") and re.search(r"_z_e[0-9a-f]{8}$", c) for c in calls), calls
