@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 
 from ...arith import simplify
 from ...errors import TesseraError
@@ -209,7 +210,15 @@ def _epi_c(tree, kinds, i, k, lanes, vt) -> str:
         return f"e{j}_{k}" if kinds[j] == "vec" else f"(*(const {vt}*)(e{j} + {k} * se{j}_v + {i * lanes}))"
     if op == "add":
         return f"({_epi_c(tree[1], kinds, i, k, lanes, vt)} + {_epi_c(tree[2], kinds, i, k, lanes, vt)})"
-    return f"tintrin_{op}_f32x{lanes}({_epi_c(tree[1], kinds, i, k, lanes, vt)}, {float(tree[2])!r}f)"
+    return f"tintrin_{op}_f32x{lanes}({_epi_c(tree[1], kinds, i, k, lanes, vt)}, {_c_float(tree[2])})"
+
+
+def _c_float(v) -> str:
+    """A float constant as C (infinities included: a clip with one bound open)."""
+    v = float(v)
+    if math.isinf(v):
+        return "__builtin_inff()" if v > 0 else "(-__builtin_inff())"
+    return f"{v!r}f"
 
 
 def _epi_text(tree) -> str:

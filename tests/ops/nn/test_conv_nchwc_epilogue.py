@@ -92,6 +92,9 @@ EPILOGUES = {   # name: (te epilogue, inputs after the weight, numpy reference)
     "bias_residual_relu": (lambda y, b, r: te.max(y + b + r, ZERO), 2,
                            lambda y, b, r: np.maximum(y + b[None, :, None, None] + r, 0)),
     "bias_residual": (lambda y, b, r: r + (y + b), 2, lambda y, b, r: r + (y + b[None, :, None, None])),
+    # a clip with its upper bound open (ONNX Clip with min only, as some exporters write it)
+    "bias_clip_open": (lambda y, b: te.min(te.max(y + b, ZERO), te.const(float("inf"), "float32")), 1,
+                       lambda y, b, r: np.maximum(y + b[None, :, None, None], 0)),
 }
 
 
