@@ -12,6 +12,7 @@ A result is anything with `.run_secs` (seconds per repeat, empty on error) and, 
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 
 import numpy as np
@@ -23,14 +24,15 @@ from ..features import NUM_FEATURES, extract_features
 
 
 def run_seconds(result) -> float | None:
-    """The mean seconds of an error-free result; None for an error (or no times)."""
+    """The seconds of an error-free result: the median of its rounds, as records rank (one stalled round
+    must not teach the model a slow candidate); None for an error (or no times)."""
     if getattr(result, "error_kind", None) is not None or getattr(result, "error", None):
         return None
     secs = getattr(result, "run_secs", None)
     if not secs:
         return None
-    mean = float(np.mean(secs))
-    return mean if math.isfinite(mean) and mean > 0 else None
+    med = float(statistics.median(secs))
+    return med if math.isfinite(med) and med > 0 else None
 
 
 def check_features(features, where: str) -> list:
