@@ -32,13 +32,13 @@ from .state import child_realizes
 # ---------------------------------------------------------------------------------------------
 
 
-class _NotAffine(Exception):
-    pass
+class NotAffine(Exception):
+    """An index that is not affine in the variables asked about (linear_form)."""
 
 
 def linear_form(e, vs):
     """(coefficients {var: int}, rest) with e == sum(coef * var) + rest, where rest uses none of
-    the variables vs; raises _NotAffine when e is not affine in them."""
+    the variables vs; raises NotAffine when e is not affine in them."""
     if not uses_vars(e, vs):
         return {}, e
     t = type(e)
@@ -65,7 +65,7 @@ def linear_form(e, vs):
                 cx, rx = linear_form(x, vs)
                 return {v: c * y.value for v, c in cx.items() if c * y.value != 0}, \
                     (None if rx is None else rx * y)
-    raise _NotAffine
+    raise NotAffine
 
 
 class IndexSubst(Mutator):
@@ -119,10 +119,10 @@ def relax_region(region: BufferRegion, ranges: dict, ana: Analyzer) -> BufferReg
             continue
         try:
             if uses_vars(r.extent, vs):
-                raise _NotAffine
+                raise NotAffine
             coefs, rest = linear_form(r.min, vs)
             if any(c < 0 for c in coefs.values()):
-                raise _NotAffine
+                raise NotAffine
             lo = rest if rest is not None else const(0, r.min.dtype)
             span = r.extent
             for v, c in coefs.items():
@@ -130,7 +130,7 @@ def relax_region(region: BufferRegion, ranges: dict, ana: Analyzer) -> BufferReg
                 lo = lo + vlo * c
                 span = span + (vext - 1) * c
             out.append(Range.from_min_extent(ana.simplify(lo), ana.simplify(span)))
-        except _NotAffine:
+        except NotAffine:
             out.append(Range.from_min_extent(const(0, region.buffer.shape[d].dtype), region.buffer.shape[d]))
     return BufferRegion(region.buffer, out)
 
@@ -229,7 +229,7 @@ def _divide(binding, iv, inner_vars, outer_loop_vars, extents, rw: Analyzer, bna
                 f"part times a tile plus an inner part")
     try:
         coefs, rest = linear_form(binding, inner_vars)
-    except _NotAffine:
+    except NotAffine:
         raise ScheduleError(why()) from None
     c = 1
     for v, coef in sorted(coefs.items(), key=lambda kv: kv[1]):
@@ -254,7 +254,7 @@ def _divide(binding, iv, inner_vars, outer_loop_vars, extents, rw: Analyzer, bna
             if orest is not None and orest.value:
                 outer = const(orest.value // c, binding.dtype) if outer is None else outer + orest.value // c
             return (outer if outer is not None else const(0, binding.dtype)), inner, c
-    except _NotAffine:
+    except NotAffine:
         pass
     if not rw.can_prove(rest % c == 0):
         raise ScheduleError(why() + f" (the outer part {rest.script()} is not a multiple of the tile {c})")
@@ -507,4 +507,4 @@ def _blockize_blocks(self, rvs):
     return self._new_block_rv(fname, oname)
 
 
-__all__ = ["blockize", "linear_form", "relax_region", "union_regions"]
+__all__ = ["NotAffine", "blockize", "linear_form", "relax_region", "union_regions"]

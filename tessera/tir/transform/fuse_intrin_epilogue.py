@@ -21,67 +21,21 @@ declines keeps its separate nests.
 from __future__ import annotations
 
 from ...arith import can_prove_equal, simplify
-from ...ir import AttrStmt, Evaluate, For, Mutator, SeqStmt, StringImm, Visitor
+from ...ir import AttrStmt, Evaluate, For, Mutator, SeqStmt, StringImm
 from ...ir import expr as E
-from ...ir.functor import collect_vars
 from ...ir.stmt import BufferStore
+from ..schedule.analysis import uses_vars
+from ..schedule.blockize import NotAffine, linear_form
+from ..schedule.region import accesses
 from ..tensor_intrin import TensorIntrin
 from ..tensor_intrin.epilogue import Access, Epilogue
 
 
-class _NotAffine(Exception):
-    pass
-
-
 def _affine(e, loop_vars):
-    """({loop var: int coefficient}, rest) with e == sum(coef * var) + rest; rest uses no loop var."""
-    t = type(e)
-    if t is E.Var and e in loop_vars:
-        return {e: 1}, E.IntImm(e.dtype, 0)
-    if t is E.Add or t is E.Sub:
-        ca, ra = _affine(e.a, loop_vars)
-        cb, rb = _affine(e.b, loop_vars)
-        sign = 1 if t is E.Add else -1
-        out = dict(ca)
-        for v, c in cb.items():
-            out[v] = out.get(v, 0) + sign * c
-        return {v: c for v, c in out.items() if c}, (ra + rb if t is E.Add else ra - rb)
-    if t is E.Mul:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if type(y) is E.IntImm:
-                cx, rx = _affine(x, loop_vars)
-                return {v: c * y.value for v, c in cx.items() if c * y.value}, rx * y
-    if _uses(e, loop_vars):
-        raise _NotAffine
-    return {}, e
-
-
-def _uses(node, vs) -> bool:
-    return any(v in vs for v in collect_vars(node))
-
-
-class _Reads(Visitor):
-    """Whether a statement touches a buffer (loads, stores or takes its address)."""
-
-    def __init__(self, buf):
-        super().__init__()
-        self.buf, self.found = buf, False
-
-    def visit_BufferLoad(self, e):
-        if e.buffer is self.buf:
-            self.found = True
-        self.generic_visit(e)
-
-    def visit_BufferStore(self, s):
-        if s.buffer is self.buf:
-            self.found = True
-        self.generic_visit(s)
-
-
-def _touches(stmt, buf) -> bool:
-    r = _Reads(buf)
-    r.visit(stmt)
-    return r.found
+    """({loop var: int coefficient}, rest) with e == sum(coef * var) + rest (blockize's linear_form, rest
+    0 where it has none); NotAffine where e is not affine in the loop variables."""
+    coef, rest = linear_form(e, loop_vars)
+    return coef, rest if rest is not None else E.IntImm(e.dtype, 0)
 
 
 def _nest(stmt):
@@ -114,7 +68,7 @@ def _axes_of(loops, index, tile):
     lv = {v for v, _ in loops}
     try:
         coef, rest = _affine(index, lv)
-    except _NotAffine:
+    except NotAffine:
         return None
     if not can_prove_equal(rest, tile.origin):
         return None
@@ -138,7 +92,7 @@ def _access(buffer, index, loops, axes, n_axes):
     lv = {v for v, _ in loops}
     try:
         coef, rest = _affine(index, lv)
-    except _NotAffine:
+    except NotAffine:
         return None
     strides = [0] * n_axes
     for v, ext in loops:
@@ -210,6 +164,11 @@ class _Fuser(Mutator):
         super().__init__()
         self.local = []          # buffers allocated around the statement being visited
 
+    def visit_BufferStore(self, s):       # leaf statements: no pattern inside, their expressions not walked
+        return s
+
+    visit_Evaluate = visit_BufferStore
+
     def visit_Allocate(self, s):
         self.local.append(s.buffer)
         try:
@@ -247,7 +206,7 @@ class _Fuser(Mutator):
             # calls over the reduction in a loop (their tile the same each time): each is told whether it
             # is the first (zero start) and the last (the epilogue)
             if (loop.kind != "serial" or type(loop.min) is not E.IntImm or loop.min.value != 0
-                    or type(loop.extent) is not E.IntImm or _uses(tile.origin, {loop.loop_var})):
+                    or type(loop.extent) is not E.IntImm or uses_vars(tile.origin, {loop.loop_var})):
                 return None
             first = E.EQ(loop.loop_var, E.IntImm(loop.loop_var.dtype, 0))
             last = E.EQ(loop.loop_var, E.IntImm(loop.loop_var.dtype, loop.extent.value - 1))
@@ -278,7 +237,7 @@ class _Fuser(Mutator):
         if not zero and out is None:
             return None
         # the tile must be read by nothing but the fused statements (it is no longer written in full)
-        if out is not None and any(_touches(x, tile.buffer) for i, x in enumerate(seq) if not start <= i < stop):
+        if out is not None and any(accesses(x, tile.buffer) for i, x in enumerate(seq) if not start <= i < stop):
             return None
         made = intrin.epilogue.fuse(call, Epilogue(zero, out, expr, tuple(inputs), first, last))
         if made is None:
@@ -291,18 +250,11 @@ class _Fuser(Mutator):
 
 
 def _axes_from_acc(value, loops, tile):
-    """The loops' tile axes as the epilogue's read of the tile gives them (the first such read)."""
-    found = []
-
-    class _Find(Visitor):
-        def visit_BufferLoad(self, e):
-            if e.buffer is tile.buffer and not found:
-                base = _vector_index(e.indices, tile.lanes)
-                if base is not None:
-                    found.append(_axes_of(loops, base, tile))
-            self.generic_visit(e)
-    _Find().visit(value)
-    return found[0] if found else None
+    """The loops' tile axes as the epilogue's (first) read of the tile gives them."""
+    for _, _, indices in accesses(value, tile.buffer):
+        base = _vector_index(indices, tile.lanes)
+        return None if base is None else _axes_of(loops, base, tile)
+    return None
 
 
 def fuse_intrin_epilogue(func):
