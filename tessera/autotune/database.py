@@ -105,8 +105,6 @@ def _cuda_key(text: str) -> str:
 PICKS = ("record", "default")
 
 
-
-
 class TuningRecord:
     """One measured candidate: workload key, canonical target text, trace JSON, seconds per run
     (one per repeat; empty on error), error (None or {"kind": one of ERROR_KINDS, "msg": str}),

@@ -8,7 +8,6 @@ they train the cost model first.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -82,11 +81,6 @@ def graph_runner():
     return r
 
 
-def _secs(run_secs):
-    """A measurement's time: the median of its rounds (TuningRecord.secs, by which records rank)."""
-    return float(statistics.median(run_secs)) if run_secs else None
-
-
 class TaskTuner:
     """One task's search, advanced a round at a time: tune_tir runs one to its end, tune_graph's
     task scheduler interleaves many (sharing one cost model, runner and database).
@@ -137,7 +131,7 @@ class TaskTuner:
                     self.errors += 1
             if sch is None:
                 continue
-            secs = _secs(rec.run_secs) if rec.error is None else None
+            secs = rec.secs if rec.is_valid else None     # the median of its rounds, as records rank
             seeds.append((secs, sch))
             feats.append(search.features(sch))
             results.append(rec)
@@ -209,8 +203,8 @@ class TaskTuner:
             if r.error_kind is not None:
                 self.errors += count
                 continue
-            secs = _secs(r.run_secs)
-            if secs is not None and (self.best_secs is None or secs < self.best_secs):
+            secs = r.secs          # the median of its rounds (inf without times), as records rank
+            if secs != float("inf") and (self.best_secs is None or secs < self.best_secs):
                 self.best_secs, self.best_trace, self.best_trial = secs, s.trace, self.trials
         self.history.append((self.trials, time.perf_counter() - self._t0, self.best_secs))
         return len(fresh)

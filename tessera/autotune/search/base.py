@@ -2,8 +2,6 @@
 candidate), and deduplication by the structural hash of the scheduled program."""
 from __future__ import annotations
 
-import statistics
-
 import weakref
 
 import numpy as np
@@ -95,9 +93,9 @@ class SearchStrategy:
     def notify(self, candidates: list, results: list) -> None:
         for sch, res in zip(candidates, results):
             if res.error_kind is None and res.run_secs:
-                # the median of its rounds, as records rank: a stalled round must not make a candidate
-                # (the default schedule above all, measured once) look slow
-                self.measured.append((float(statistics.median(res.run_secs)), sch))
+                # the median of its rounds (MeasureResult.secs), as records rank: a stalled round must not
+                # make a candidate (the default schedule above all, measured once) look slow
+                self.measured.append((float(res.secs), sch))
         self.measured.sort(key=lambda t: t[0])
         # keep the cached features of measured candidates only (the rest are unlikely to recur)
         if len(self._features) > 20000:
