@@ -40,15 +40,22 @@ _VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": 
 # x86 MINPS/MAXPS (and PD) by vector size in bytes: [(guard, builtin call on c and x)], first match wins
 # (AVX-512's builtins differ between clang and gcc)
 _X86_MINMAX = {
-    ("float32", 16): [("defined(__SSE__)", "__builtin_ia32_{kind}ps(c, x)")],
-    ("float32", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}ps256(c, x)")],
-    ("float32", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}ps512(c, x, 4)"),
-                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}ps512_mask(c, x, x, (uint16_t)-1, 4)")],
-    ("float64", 16): [("defined(__SSE2__)", "__builtin_ia32_{kind}pd(c, x)")],
-    ("float64", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}pd256(c, x)")],
-    ("float64", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}pd512(c, x, 4)"),
-                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}pd512_mask(c, x, x, (uint8_t)-1, 4)")],
+    ("float32", 16): [("defined(__SSE__)", "__builtin_ia32_{kind}ps({c}, {x})")],
+    ("float32", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}ps256({c}, {x})")],
+    ("float32", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}ps512({c}, {x}, 4)"),
+                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}ps512_mask({c}, {x}, {x}, (uint16_t)-1, 4)")],
+    ("float64", 16): [("defined(__SSE2__)", "__builtin_ia32_{kind}pd({c}, {x})")],
+    ("float64", 32): [("defined(__AVX__)", "__builtin_ia32_{kind}pd256({c}, {x})")],
+    ("float64", 64): [("defined(__AVX512F__) && defined(__clang__)", "__builtin_ia32_{kind}pd512({c}, {x}, 4)"),
+                      ("defined(__AVX512F__)", "__builtin_ia32_{kind}pd512_mask({c}, {x}, {x}, (uint8_t)-1, 4)")],
 }
+
+
+def x86_minmax(kind: str, elem: str, size: int, c: str, x: str) -> list:
+    """[(preprocessor guard, C expression)]: x86's MINPS/MAXPS (MINPD/MAXPD) computing `c op x ? c : x`
+    (x's NaN kept) on vectors of `size` bytes of `elem` named c and x, first matching guard wins; [] where
+    there is none (the micro-kernels' epilogues use it too)."""
+    return [(g, call.format(kind=kind, c=c, x=x)) for g, call in _X86_MINMAX.get((elem, size), [])]
 
 
 def _const_bound(e):
@@ -299,10 +306,10 @@ class CodeGenC(CodeGenCBase):
         name = f"tsr_{kind}c_{rep}"
         size = rep.element_of().bits // 8 * rep.lanes
         elem = str(rep.element_of())
-        x86 = _X86_MINMAX.get((elem, size), [])
+        x86 = x86_minmax(kind, elem, size, "c", "x")
         lines = [f"{self.func_qualifier} {v} {name}({v} x, {v} c) {{  /* {kind}(x, c), c not NaN: x's NaN kept */"]
         for k, (guard, call) in enumerate(x86):
-            lines += [f"#{'el' if k else ''}if {guard}", f"  return {call.format(kind=kind)};"]
+            lines += [f"#{'el' if k else ''}if {guard}", f"  return {call};"]
         if x86:
             lines.append("#else")
         lines.append(f"  {m} m = c {op} x;\n  return {self.select_helper(rep)}(m, c, x);")

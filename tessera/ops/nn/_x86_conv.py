@@ -43,6 +43,7 @@ import hashlib
 import math
 
 from ...arith import simplify
+from ...codegen.c import x86_minmax
 from ...errors import TesseraError
 from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Call, Evaluate, For, IntImm,
                    IterVar, PrimFunc, Range, Var, min_expr)
@@ -181,21 +182,16 @@ def _variant_suffix(zero_init, epi, split=False) -> str:
     return out + ("_s" if split else "")
 
 
-# x86 MAXPS / MINPS by vector width: `c op x ? c : x`, which keeps x's NaN (the renderer's tsr_maxc);
-# AVX-512's builtin is spelled one way by clang, another by gcc
-_MINMAX = {16: ("__builtin_ia32_{op}ps512(({vt}){{0}} + c, x, 4)",
-                "__builtin_ia32_{op}ps512_mask(({vt}){{0}} + c, x, x, (uint16_t)-1, 4)"),
-           8: ("__builtin_ia32_{op}ps256(({vt}){{0}} + c, x)",) * 2}
-
-
 def _minmax_helpers(lanes, vt) -> list:
-    """tintrin_max_/tintrin_min_f32x{lanes}(x, c): x against a constant that is not NaN, x's NaN kept."""
+    """tintrin_max_/tintrin_min_f32x{lanes}(x, c): x against a constant that is not NaN, x's NaN kept
+    (x86's MAXPS / MINPS, as the C renderer spells them: codegen.c.x86_minmax)."""
     guard = f"TINTRIN_MINMAX_F32X{lanes}"
     out = [f"#ifndef {guard}\n#define {guard}"]
     for op in ("max", "min"):
-        clang, gcc = (f.format(op=op, vt=vt) for f in _MINMAX[lanes])
-        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{\n#if defined(__clang__)\n"
-                   f"  return {clang};\n#else\n  return {gcc};\n#endif\n}}")
+        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{\n  const {vt} cv = ({vt}){{0}} + c;")
+        for k, (cond, call) in enumerate(x86_minmax(op, "float32", 4 * lanes, "cv", "x")):
+            out += [f"#{'el' if k else ''}if {cond}", f"  return {call};"]
+        out.append("#endif\n}")
     out.append("#endif")
     return out
 
