@@ -146,6 +146,11 @@ def _desc(lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
 
 
+# the call's arguments: CC, KH, KW, A's four addresses, B's address and its four strides, then C's
+# addresses (one a block, and row 1's where rows > 1): _tile_of reads them from here
+C_ARGS_AT = 12
+
+
 def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
     CC, KH, KW = Var("CC"), Var("KH"), Var("KW")
     HA, WA = Var("HA"), Var("WA")
@@ -165,6 +170,7 @@ def _impl(fn, lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
             Call("handle", "address_of", [A[one[0], 0, 0, 0]]), Call("handle", "address_of", [A[0, one[1], 0, 0]]),
             Call("handle", "address_of", [A[0, 0, one[2], 0]]),
             Call("handle", "address_of", [B[0, 0, 0, 0, 0, 0]]), sbv, sbc, sbh, sbw]
+    assert len(args) == C_ARGS_AT
     # C by addresses (its block and row strides follow from them, also after the tile buffer has
     # been compacted by lowering): block k of row 0, and row 1 of block 0
     args += [Call("handle", "address_of", [C[k, 0, 0, 0]]) for k in range(v)]
@@ -452,9 +458,9 @@ def _tile_of(params, call):
     isa, v, _, _, _, ow, rows, _ = params
     lanes = lanes_of(isa)
     n = v + (1 if rows > 1 else 0)
-    if len(call.args) != 12 + n:
+    if len(call.args) != C_ARGS_AT + n:
         return None
-    got = [_address(a) for a in call.args[12:12 + n]]
+    got = [_address(a) for a in call.args[C_ARGS_AT:C_ARGS_AT + n]]
     if any(g is None for g in got) or any(g[0] is not got[0][0] for g in got):
         return None
     buf, origin = got[0]
