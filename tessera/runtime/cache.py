@@ -247,6 +247,12 @@ def _remove(paths) -> None:
             pass
 
 
+def _remove_entry(entry: Entry, res: PruneResult) -> None:
+    _remove(entry.paths)
+    n, b = res.removed.get(entry.kind, (0, 0))
+    res.removed[entry.kind] = (n + 1, b + entry.size)
+
+
 def _remove_stale_temps(contents: Contents, res: PruneResult, now: float) -> None:
     for path, size, mtime in contents.temps:
         if now - mtime > STALE_TMP_S:
@@ -279,9 +285,7 @@ def prune(target_bytes: int, root: str | None = None, min_age: float = MIN_AGE_S
             res.kept_recent += 1
             left.append(e)
             continue
-        _remove(e.paths)
-        n, b = res.removed.get(e.kind, (0, 0))
-        res.removed[e.kind] = (n + 1, b + e.size)
+        _remove_entry(e, res)
         total -= e.size
     res.size, res.entries = max(total, 0), len(left)
     return res
@@ -292,9 +296,7 @@ def clear(root: str | None = None) -> PruneResult:
     contents = scan(root)
     res = PruneResult()
     for e in contents.entries:
-        _remove(e.paths)
-        n, b = res.removed.get(e.kind, (0, 0))
-        res.removed[e.kind] = (n + 1, b + e.size)
+        _remove_entry(e, res)
     _remove_stale_temps(contents, res, time.time())
     res.size = contents.size - res.bytes
     return res
