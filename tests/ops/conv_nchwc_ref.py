@@ -27,19 +27,23 @@ def unpack(y):
     return y.transpose(0, 1, 4, 2, 3).reshape(n, cc * b, h, w)
 
 
-def conv_bias_relu(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
-    """(NCHW result, generated C) of the blocked conv + bias + ReLU under the default schedule, or the
-    schedule's choices from `knobs` (an ops.registry.Knobs)."""
+def conv_epilogue(x, w, extras, epilogue, block, target, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None,
+                  name="T_out"):
+    """(NCHW result, generated C) of the blocked conv followed by `epilogue(conv value, *extras at the
+    point)` under the default schedule, or the schedule's choices from `knobs`. An extra is a per-channel
+    vector (O,) (a bias) or an NCHW tensor the output's shape (a residual)."""
     op = get_op(CONV)
     attrs = op.normalize_attrs({"strides": strides, "padding": padding, "data_layout": f"NCHW{block}c",
                                 "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
-    arrays = [pack_data(x, block), pack_weight(w, block, block), np.ascontiguousarray(b.reshape(1, -1, 1, 1, block))]
+    arrays = [pack_data(x, block), pack_weight(w, block, block)]
+    arrays += [np.ascontiguousarray(e.reshape(1, -1, 1, 1, block)) if e.ndim == 1 else pack_data(e, block)
+               for e in extras]
     types = [TensorType.of(a) for a in arrays[:2]]
     (ot,) = op.infer_types(types, attrs)
-    phs = [te.placeholder(a.shape, name=n) for n, a in zip(("data", "weight", "bias"), arrays)]
+    phs = [te.placeholder(a.shape, name=n) for n, a in zip(("data", "weight", "bias", "res"), arrays)]
     (out,) = op.compute(phs[:2], attrs)
-    final = te.compute(out.shape, lambda *i: te.max(out[i] + phs[2][0, i[1], 0, 0, i[4]], te.const(0.0, "float32")),
-                       name="T_relu")
+    final = te.compute(out.shape, lambda *i: epilogue(out[i], *[p[0, i[1], 0, 0, i[4]] if e.ndim == 1 else p[i]
+                                                                 for p, e in zip(phs[2:], extras)]), name=name)
     sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
     op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
                                      output_types=(ot,), epilogue=(final.name,), knobs=knobs))
@@ -47,3 +51,10 @@ def conv_bias_relu(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0),
     y = np.zeros(ot.shape, "float32")
     lib(*arrays, y)
     return unpack(y), lib.get_source()
+
+
+def conv_bias_relu(x, w, b, block, target, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
+    """(NCHW result, generated C) of the blocked conv + bias + ReLU under the default schedule, or the
+    schedule's choices from `knobs` (an ops.registry.Knobs)."""
+    return conv_epilogue(x, w, [b], lambda y, bias: te.max(y + bias, te.const(0.0, "float32")), block, target,
+                         strides, padding, knobs, name="T_relu")

@@ -1,19 +1,17 @@
 """The blocked convolution's epilogue folded into its micro-kernel (tir/transform/fuse_intrin_epilogue.py
 with ops/nn/_x86_conv.py's variants): the zero init dropped, bias / residual / ReLU / clip applied in
 registers before the one store, and everything that does not fit left as it was. Each result against
-numpy; what the schedule makes is derived from the target."""
+onnxruntime's convolution with the epilogue in numpy; what the schedule makes is derived from the target."""
 import re
 
 import numpy as np
 import pytest
-from conv_nchwc_ref import pack_data, pack_weight, unpack
+from conv_nchwc_ref import conv_epilogue
+from nn_onnx_ref import ort_run
 
 import tessera
 from tessera import te
-from tessera.graph.ir import TensorType
 from tessera.ops.nn import _x86_conv
-from tessera.ops.nn.conv_nchwc import CONV
-from tessera.ops.registry import ScheduleContext, get_op
 
 RNG = np.random.default_rng(29)
 
@@ -36,43 +34,13 @@ class _Forced:
 
 
 def _conv_ref(x, w):
-    n, _, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    oh, ow = h - kh + 1, wd - kw + 1
-    out = np.zeros((n, o, oh, ow), "float64")
-    for i in range(kh):
-        for j in range(kw):
-            out += np.einsum("nchw,oc->nohw", x[:, :, i:i + oh, j:j + ow].astype("float64"), w[:, :, i, j])
-    return out
+    (y,) = ort_run("Conv", [x, w], {})
+    return y
 
 
-def _build(C, O, side, kernel, block, target, epilogue, n_extra, knobs=None):
-    """(function of NCHW x, w, bias, residual -> (NCHW result, C source)) for conv -> epilogue(out, bias,
-    residual) under the default schedule (or the knobs' choices)."""
-    op = get_op(CONV)
-    attrs = op.normalize_attrs({"strides": (1, 1), "padding": (0, 0, 0, 0), "data_layout": f"NCHW{block}c",
-                                "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"})
-    oside = side - kernel + 1
-    shapes = [(1, C // block, side, side, block), (O // block, C // block, kernel, kernel, block, block),
-              (1, O // block, 1, 1, block), (1, O // block, oside, oside, block)][:2 + n_extra]
-    types = [TensorType(s, "float32") for s in shapes[:2]]
-    (ot,) = op.infer_types(types, attrs)
-    phs = [te.placeholder(s, name=nm) for nm, s in zip(("data", "weight", "bias", "res"), shapes)]
-    (out,) = op.compute(phs[:2], attrs)
-    final = te.compute(out.shape, lambda *i: epilogue(out[i], *[p[0, i[1], 0, 0, i[4]] if k == 0 else p[i]
-                                                                 for k, p in enumerate(phs[2:])]), name="T_out")
-    sch = tessera.tir.Schedule(te.create_prim_func(phs + [final]))
-    op.schedule(sch, ScheduleContext(block=out.name, attrs=attrs, target=target, input_types=tuple(types),
-                                     output_types=(ot,), epilogue=(final.name,), knobs=knobs))
-    lib = tessera.build(sch, target=target)
-
-    def run(x, w, b, r):
-        arrays = [pack_data(x, block), pack_weight(w, block, block), np.ascontiguousarray(b.reshape(1, -1, 1, 1, block)),
-                  pack_data(r, block)][:2 + n_extra]
-        y = np.zeros(ot.shape, "float32")
-        lib(*arrays, y)
-        return unpack(y)
-    return run, lib.get_source()
+def _build(x, w, b, r, block, target, epilogue, n_extra, knobs=None):
+    """(NCHW result, C source) of conv -> epilogue(out, bias[, residual]) (conv_nchwc_ref.conv_epilogue)."""
+    return conv_epilogue(x, w, [b, r][:n_extra], epilogue, block, target, knobs=knobs)
 
 
 def _data(C, O, side, kernel):
@@ -100,16 +68,14 @@ EPILOGUES = {   # name: (te epilogue, inputs after the weight, numpy reference)
 
 @pytest.mark.parametrize("kind", list(EPILOGUES))
 @pytest.mark.parametrize("C,O,side,kernel", [(1, 6, 14, 1), (4, 4, 7, 3)], ids=["1x1", "3x3"])
-def test_epilogue_runs_in_the_kernel_and_matches_numpy(kind, C, O, side, kernel, isa_target):
+def test_epilogue_runs_in_the_kernel_and_matches_onnxruntime(kind, C, O, side, kernel, isa_target):
     """Bias, residual, ReLU and clip fold into the kernel's store (no zeroing pass, no second pass over the
-    tile), whatever the blocks, rows and tiles the schedule picks; the result is numpy's."""
+    tile), whatever the blocks, rows and tiles the schedule picks; the result is the reference's."""
     block = _lanes(isa_target)
     epi, n_extra, ref = EPILOGUES[kind]
     x, w, b, r = _data(C * block, O * block, side, kernel)
-    run, src = _build(C * block, O * block, side, kernel, block, tessera.Target(f"{isa_target} -num-threads=2"), epi,
-                      n_extra)
-    want = ref(_conv_ref(x, w), b, r)
-    np.testing.assert_allclose(run(x, w, b, r), want, rtol=1e-4, atol=1e-4)
+    got, src = _build(x, w, b, r, block, tessera.Target(f"{isa_target} -num-threads=2"), epi, n_extra)
+    np.testing.assert_allclose(got, ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
     calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
     assert calls and all(re.search(r"_z_e[0-9a-f]{8}$", c) for c in calls), calls
     assert not re.search(r"for \(int32_t \w+_init ", src)          # no init nest
@@ -123,8 +89,7 @@ def test_nan_in_the_accumulated_value_survives_relu_and_clip(isa_target):
         epi, n_extra, ref = EPILOGUES[kind]
         x, w, b, r = _data(block, 2 * block, 7, 1)
         x[0, 0, 3, 4] = np.nan
-        run, _ = _build(block, 2 * block, 7, 1, block, tessera.Target(f"{isa_target} -num-threads=1"), epi, n_extra)
-        got = run(x, w, b, r)
+        got, _ = _build(x, w, b, r, block, tessera.Target(f"{isa_target} -num-threads=1"), epi, n_extra)
         want = ref(_conv_ref(x, w), b, r)
         assert np.isnan(got[0, :, 3, 4]).all()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -132,12 +97,11 @@ def test_nan_in_the_accumulated_value_survives_relu_and_clip(isa_target):
 
 def test_an_epilogue_it_cannot_fold_keeps_its_own_pass(isa_target):
     """A product with an input is not an epilogue the kernel takes: the zero start still folds, the
-    epilogue stays a loop over the tile, and the result is numpy's."""
+    epilogue stays a loop over the tile, and the result is the reference's."""
     block = _lanes(isa_target)
     x, w, b, r = _data(block, 2 * block, 7, 1)
-    run, src = _build(block, 2 * block, 7, 1, block, tessera.Target(f"{isa_target} -num-threads=1"),
-                      lambda y, bb, rr: y * rr + bb, 2)
-    np.testing.assert_allclose(run(x, w, b, r), _conv_ref(x, w) * r + b[None, :, None, None], rtol=1e-4, atol=1e-4)
+    got, src = _build(x, w, b, r, block, tessera.Target(f"{isa_target} -num-threads=1"), lambda y, bb, rr: y * rr + bb, 2)
+    np.testing.assert_allclose(got, _conv_ref(x, w) * r + b[None, :, None, None], rtol=1e-4, atol=1e-4)
     calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
     assert calls and all(c.endswith("_z") for c in calls), calls
     assert re.search(r"vstore_float32x\d+\(&T_out\[", src)        # the epilogue's own loop
@@ -145,14 +109,13 @@ def test_an_epilogue_it_cannot_fold_keeps_its_own_pass(isa_target):
 
 def test_a_reduction_split_across_calls_fuses_with_first_and_last_flags(isa_target):
     """With the input channels in slices (several calls a tile: knob conv.ic_chunks_a_call), each call is
-    told whether it is the first (zero start) and the last (the epilogue); the result is numpy's."""
+    told whether it is the first (zero start) and the last (the epilogue); the result is the reference's."""
     block = _lanes(isa_target)
     x, w, b, r = _data(8 * block, 2 * block, 7, 1)
     epi, n_extra, ref = EPILOGUES["bias_residual_relu"]
     target = tessera.Target(f"{isa_target} -num-threads=1")
-    run, src = _build(8 * block, 2 * block, 7, 1, block, target, epi, n_extra,
-                      knobs=_Forced({"conv.ic_chunks_a_call": 1}))
-    np.testing.assert_allclose(run(x, w, b, r), ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
+    got, src = _build(x, w, b, r, block, target, epi, n_extra, knobs=_Forced({"conv.ic_chunks_a_call": 1}))
+    np.testing.assert_allclose(got, ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
     calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
     assert calls and all(re.search(r"_z_e[0-9a-f]{8}_s$", c) for c in calls), calls
     assert re.search(r"for \(int32_t icc_0 = 0; icc_0 < 8;", src)      # 8 calls a tile
@@ -167,7 +130,7 @@ def test_eight_lane_blocks_on_avx512vl_fold_the_epilogue_too():
         pytest.skip("the 8-lane AVX-512VL kernel: the host has no AVX-512VL")
     epi, n_extra, ref = EPILOGUES["bias_residual_relu"]
     x, w, b, r = _data(24, 144, 14, 1)
-    run, src = _build(24, 144, 14, 1, 8, target, epi, n_extra)
-    np.testing.assert_allclose(run(x, w, b, r), ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
+    got, src = _build(x, w, b, r, 8, target, epi, n_extra)
+    np.testing.assert_allclose(got, ref(_conv_ref(x, w), b, r), rtol=1e-4, atol=1e-4)
     calls = re.findall(r"\n\s*(tintrin_\w+)\(", src)
     assert calls and all(c.startswith("tintrin_avx512vl8_") and re.search(r"_z_e[0-9a-f]{8}$", c) for c in calls), calls
