@@ -193,6 +193,13 @@ def _pack_weight(w, ib, ob):
     return np.ascontiguousarray(w.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1))
 
 
+def _nchwc(x, w, block, tag, **attrs):
+    """An nn.contrib_conv2d_NCHWc case of NCHW x and OIHW w packed in blocks of `block` channels."""
+    layouts = {"data_layout": f"NCHW{block}c", "kernel_layout": f"OIHW{block}i{block}o", "out_layout": f"NCHW{block}c"}
+    return OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, block), _pack_weight(w, block, block)],
+                  {**attrs, **layouts}, tag=tag)
+
+
 def nn_conv_pool_cases():
     c = []
     c.append(OpCase("nn.conv1d", [f32(1, 3, 11), f32(4, 3, 3)], {"strides": (2,), "padding": (1, 2)}))
@@ -215,32 +222,16 @@ def nn_conv_pool_cases():
                                         np.array(7, np.uint8), np.array(-3, np.int8)],
                     {"padding": 1, "strides": 2}))
     # blocked NCHWc convolutions: the x86 row micro-kernel where the host has AVX2 / AVX-512
-    x, w = f32(1, 16, 7, 11), f32(16, 16, 3, 3)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 8), _pack_weight(w, 8, 8)],
-                    {"padding": (1, 1, 1, 1), "strides": (1, 1), "data_layout": "NCHW8c",
-                     "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, tag="3x3 pad"))
-    x, w = f32(1, 16, 9, 9), f32(32, 16, 1, 1)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
-                    {"strides": (2, 2), "data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o",
-                     "out_layout": "NCHW16c"}, tag="1x1 stride 2"))
+    c.append(_nchwc(f32(1, 16, 7, 11), f32(16, 16, 3, 3), 8, "3x3 pad", padding=(1, 1, 1, 1), strides=(1, 1)))
+    c.append(_nchwc(f32(1, 16, 9, 9), f32(32, 16, 1, 1), 16, "1x1 stride 2", strides=(2, 2)))
     # the row micro-kernel's paths: 7 rows of a 7x7 map a call in tiles across the rows (flat), the
     # weight prefetch (>= 256 KB of 1x1 weights; past the last output blocks it points beyond them), each
     # row group padding its own input rows, three 8-channel blocks a call (ymm in 32 registers with AVX-512VL)
-    x, w = f32(1, 16, 7, 7), f32(256, 16, 1, 1)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
-                    {"data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
-                    tag="1x1 7x7 flat tiles"))
-    x, w = f32(1, 256, 7, 7), f32(256, 256, 1, 1, lo=-0.1, hi=0.1)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
-                    {"data_layout": "NCHW16c", "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"},
-                    tag="1x1 prefetch"))
-    x, w = f32(1, 32, 28, 28), f32(64, 32, 3, 3)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 16), _pack_weight(w, 16, 16)],
-                    {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NCHW16c",
-                     "kernel_layout": "OIHW16i16o", "out_layout": "NCHW16c"}, tag="3x3 stride 2 pad per row group"))
-    x, w = f32(1, 48, 14, 14), f32(24, 48, 1, 1)
-    c.append(OpCase("nn.contrib_conv2d_NCHWc", [_pack_data(x, 8), _pack_weight(w, 8, 8)],
-                    {"data_layout": "NCHW8c", "kernel_layout": "OIHW8i8o", "out_layout": "NCHW8c"}, tag="8c 1x1"))
+    c.append(_nchwc(f32(1, 16, 7, 7), f32(256, 16, 1, 1), 16, "1x1 7x7 flat tiles"))
+    c.append(_nchwc(f32(1, 256, 7, 7), f32(256, 256, 1, 1, lo=-0.1, hi=0.1), 16, "1x1 prefetch"))
+    c.append(_nchwc(f32(1, 32, 28, 28), f32(64, 32, 3, 3), 16, "3x3 stride 2 pad per row group",
+                    padding=(1, 1, 1, 1), strides=(2, 2)))
+    c.append(_nchwc(f32(1, 48, 14, 14), f32(24, 48, 1, 1), 8, "8c 1x1"))
     x, w = f32(1, 16, 9, 10), f32(16, 1, 3, 3)
     c.append(OpCase("nn.contrib_depthwise_conv2d_NCHWc", [_pack_data(x, 8), _pack_weight(w, 1, 8)],
                     {"padding": (1, 1, 1, 1), "strides": (2, 2), "data_layout": "NCHW8c",
@@ -473,6 +464,10 @@ def _tiny_convnet():
     w1 = gb.const(f32(16, 3, 3, 3, lo=-0.5, hi=0.5), "conv1.weight")
     b1 = gb.const(f32(16, 1, 1, lo=-0.1, hi=0.1), "conv1.bias")
     y = gb.op("nn.relu", gb.op("add", gb.op("nn.conv2d", x, w1, strides=(2, 2), padding=(1, 1, 1, 1)), b1))
+    # a residual block: conv + bias + the block's input + ReLU, the epilogue the conv kernel folds in
+    wr = gb.const(f32(16, 16, 1, 1, lo=-0.5, hi=0.5), "res.weight")
+    br = gb.const(f32(16, 1, 1, lo=-0.1, hi=0.1), "res.bias")
+    yr = gb.op("nn.relu", gb.op("add", gb.op("add", gb.op("nn.conv2d", y, wr), br), y))
     w2 = gb.const(f32(16, 1, 3, 3, lo=-0.5, hi=0.5), "dw.weight")
     z = gb.op("nn.conv2d", y, w2, padding=(1, 1, 1, 1), groups=16)
     z = gb.op("clip", z, a_min=0.0, a_max=6.0)
@@ -482,7 +477,7 @@ def _tiny_convnet():
     g = gb.op("reshape", gb.op("nn.global_avg_pool", p), newshape=(1, 24))
     wf = gb.const(f32(10, 24, lo=-0.5, hi=0.5), "fc.weight")
     wm = gb.const(f32(24, 37, lo=-0.5, hi=0.5), "mm.weight")
-    gb.output(gb.op("nn.softmax", gb.op("nn.dense", g, wf)), gb.op("nn.matmul", g, wm), y)
+    gb.output(gb.op("nn.softmax", gb.op("nn.dense", g, wf)), gb.op("nn.matmul", g, wm), y, yr)
     return gb.finish(), {}, {"x": f32(1, 3, 15, 13)}
 
 
