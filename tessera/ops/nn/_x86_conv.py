@@ -25,7 +25,7 @@ first tile of each chunk also prefetches the weights that come next (the next ch
 the next output blocks', the next call's in the default loop orders), for weights that stream from
 memory.
 
-Variants (fused_variant, made by the lowering pass fuse_intrin_epilogue, not by the schedule): `_z`
+Variants (_fused_variant, made by the lowering pass fuse_intrin_epilogue, not by the schedule): `_z`
 starts the first chunk's accumulators at zero instead of loading the tile (the init nest before the
 call dropped), `_e<hash>` applies an elementwise epilogue (bias per output block, a residual per pixel,
 ReLU / clip as MAXPS / MINPS) to the accumulators after the last chunk and stores them to the epilogue's
@@ -243,7 +243,7 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_ini
              split=False) -> str:
     """The C code of the kernel (see the module docstring); zero_init / epi: the variant that starts
     its accumulators at zero / applies an epilogue (expr tree, kinds of its inputs) before its store
-    (fused_variant); split: the call is one of several over the reduction and takes whether it is the
+    (_fused_variant); split: the call is one of several over the reduction and takes whether it is the
     first and the last (its first chunk then starts at zero only in the first call, its last applies the
     epilogue only in the last)."""
     lanes, _, feats, macros = ISA[isa]
@@ -475,7 +475,7 @@ def _tile_of(params, call):
     return Tile(buf, origin, ((sv, v), (sr, rows), (lanes, ow)), lanes, "float32")
 
 
-def fused_variant(params, call, epi):
+def _fused_variant(params, call, epi):
     """The call of the variant that starts at zero and/or applies the epilogue (EpilogueHook.fuse):
     (Call, its function names, its C source), or None where the epilogue's accesses do not fit the
     kernel (pixels lanes apart; an input either per block or per pixel)."""
@@ -527,7 +527,7 @@ def conv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows:
                               c_source=c_source(isa, v, cb, strides, dilation, ow, rows, prefetch),
                               features=ISA[isa][2],
                               epilogue=EpilogueHook(functools.partial(_tile_of, params),
-                                                    functools.partial(fused_variant, params)),
+                                                    functools.partial(_fused_variant, params)),
                               doc=f"{rows} output row(s) of {ow} pixels of a blocked fp32 convolution, {v} x {lanes} "
                                   f"channels ({isa})" + (", weights prefetched" if prefetch else ""))
     return name
