@@ -26,6 +26,7 @@ CASES = [
     ("loop", "nn.dense", (12, 40), (64, 40), {}, None),              # the loop schedule (ti, tj)
     ("batched", "nn.batch_matmul", (2, 8, 24), (2, 24, 32), {"transpose_b": False}, None),  # tiles, batch
     ("symbolic_rows", "nn.matmul", (n, 64), "packed", {}, 13),       # packed B, rows padded
+    ("rows_prefetch", "nn.matmul", (32, 1024), (1024, 128), {}, None),  # B of 512 KB: all rows a call
 ]
 
 
@@ -85,7 +86,7 @@ def check(case, sch):
 
 def sampled_programs(case, seeds, most):
     """Up to `most` distinct programs from schedules with every knob sampled, each checked."""
-    if case[0] in ("tiled", "row_blocks", "padded_n", "symbolic_rows") and not HAS_KERNELS:
+    if case[0] in ("tiled", "row_blocks", "padded_n", "symbolic_rows", "rows_prefetch") and not HAS_KERNELS:
         pytest.skip("the host has no x86 GEMM micro-kernels")
     programs, names = [], set()
     for seed in seeds:
@@ -139,6 +140,18 @@ def test_default_tensorized_schedule_is_the_preferred_tile_and_structure():
     knobs = Knobs(decisions=[0] * 64)
     schedule(CASES[1], knobs, seed=1)
     assert "gemm_mc" in knobs.names
+
+
+@pytest.mark.skipif(not HAS_KERNELS, reason="the host has no x86 GEMM micro-kernels")
+def test_large_weights_take_all_rows_a_call_and_prefetch_the_next_block():
+    """B of at least PREFETCH_BYTES (weights streaming from memory): one call of the rows intrinsic
+    per B block, which prefetches the next; a B that stays in cache keeps a call per tile."""
+    from tessera.ops.nn._cpu_schedule import PREFETCH_BYTES
+    big = CASES[-1]
+    assert big[3][0] * big[3][1] * 4 >= PREFETCH_BYTES > 96 * 128 * 4
+    src = tessera.build(schedule(big).mod, target=TARGET).get_source()
+    assert "_f32_rows32_pf(" in src and "_mm_prefetch" in src
+    assert "_rows" not in tessera.build(schedule(CASES[0]).mod, target=TARGET).get_source()
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=["tiled", "loop"])

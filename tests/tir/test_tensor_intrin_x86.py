@@ -172,3 +172,43 @@ def test_gemm_intrin_for_picks_by_target_features():
         x86.gemm_intrin_for("c -mcpu=x86-64")
     with pytest.raises(TesseraError, match=r"dtype must be 'float32' or 'int8'"):
         x86.gemm_intrin_for(haswell, "float16")
+
+
+def rows_tile(func, mr, nr, rows, kc, isa):
+    """C in calls of `rows` rows (the rows intrinsic): (j_0, k_0 | i, j_1, k_1), B's blocks in order."""
+    sch = tir.Schedule(func)
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    j0, j1 = sch.split(j, [None, nr])
+    k0, k1 = sch.split(k, [None, kc])
+    sch.reorder(j0, k0, i, j1, k1)
+    sch.tensorize(i, x86.fp32_gemm_rows_name(isa, mr, nr, rows))
+    return sch
+
+
+ROWS_CASES = [("avx2", 6, 16, 3, 37, 37), ("avx2", 4, 24, 2, 64, 16), ("avx2", 14, 8, 5, 30, 10),
+              ("avx512", 4, 64, 3, 37, 37), ("avx512", 8, 32, 2, 96, 32), ("avx512", 6, 64, 4, 20, 5)]
+
+
+@pytest.mark.parametrize("isa,mr,nr,tiles,K,kc", ROWS_CASES)
+def test_rows_intrinsic_matches_numpy(isa, mr, nr, tiles, K, kc):
+    # a call takes tiles x mr rows and prefetches the next k block (or past the last one, past B);
+    # K's lines split unevenly over the tiles, and a k block shorter than the lines a tile prefetches
+    M, N = tiles * mr, 2 * nr
+    sch = rows_tile(fp32_gemm(M, N, K, nr), mr, nr, M, kc, isa)
+    target = AVX2_TARGET if isa == "avx2" else AVX512_TARGET
+    src = generate(lower(sch.mod["main"], target), target)
+    assert f"tintrin_{isa}_gemm_{mr}x{nr}_f32_rows{M}_pf(" in src and "_mm_prefetch" in src
+    if not (HAS_AVX2 if isa == "avx2" else HAS_AVX512):
+        assert compile_source(src, target).endswith(".so")      # compiles; this machine cannot run it
+        return
+    a, b = RNG.standard_normal((M, K), dtype=np.float32), RNG.standard_normal((K, N), dtype=np.float32)
+    c = np.full((M, N), np.nan, np.float32)
+    tessera.build(sch, target=target)(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_rows_intrinsic_names_only_whole_tiles():
+    # rows must be a multiple of the tile's and at least one tile; the tile must exist
+    assert TensorIntrin.get(x86.fp32_gemm_rows_name("avx512", 4, 64, 128), allow_missing=True) is not None
+    for isa, mr, nr, rows in (("avx512", 4, 64, 6), ("avx512", 4, 64, 0), ("avx512", 5, 64, 10), ("avx2", 6, 64, 12)):
+        assert TensorIntrin.get(x86.fp32_gemm_rows_name(isa, mr, nr, rows), allow_missing=True) is None

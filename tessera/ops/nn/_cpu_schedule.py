@@ -332,7 +332,10 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
         sch.tensorize(_heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed), name)
         return True
     if structure == "panels":
-        j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx)
+        rows = _rows_a_call(M, N, K, mr, batch, sch)
+        j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows)
+        if rows:
+            name = x86.fp32_gemm_rows_name(_isa_of(name), mr, nr, rows)
         outer = [*batch, j0]
         n_out = N // nr if N is not None else 2
         for b in batch:
@@ -363,10 +366,38 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     return True
 
 
-def _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx):
+# B blocks from this size up stream from memory (weights, not activations in cache): the call takes
+# all rows, prefetching the next block while it computes this one (x86.fp32_gemm_rows_source).
+PREFETCH_BYTES = 256 * 1024
+
+
+def _isa_of(name):
+    return "avx2" if name.startswith("x86_avx2") else "avx512"
+
+
+def _rows_a_call(M, N, K, mr, batch, sch):
+    """All M rows of C a call (the x86 rows intrinsic) where the rows are static, at least two tiles,
+    and B is one matrix (no batch) of at least PREFETCH_BYTES; else None (a call per tile)."""
+    if None in (M, N, K) or M < 2 * mr or M % mr:
+        return None
+    if any(_extent(sch, b) != 1 for b in batch) or K * N * 4 < PREFETCH_BYTES:
+        return None
+    return M
+
+
+def _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows=None):
     """The panel structure's loops (batch, j_0, k_0, i_1 | i_2, j_1, k_1), knob "gemm_kc" (a symbolic
-    K: no k split, the micro-kernel takes the whole of it). Returns (j_0, i_2): the B panels' loop
-    and the one to tensorize."""
+    K: no k split, the micro-kernel takes the whole of it); with `rows` (all M rows a call): no
+    i split, (batch, j_0, k_0 | i, j_1, k_1). Returns (j_0, the loop to tensorize)."""
+    if rows:
+        j0, j1 = sch.split(j, [None, nr])
+        if K is not None:
+            kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
+            k0, k1 = sch.split(k, [None, kc])
+            sch.reorder(*batch, j0, k0, i, j1, k1)
+        else:
+            sch.reorder(*batch, j0, i, j1, k)
+        return j0, i
     i1, i2 = sch.split(i, [None, mr])
     j0, j1 = sch.split(j, [None, nr])
     if K is not None:

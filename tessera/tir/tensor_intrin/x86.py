@@ -151,8 +151,9 @@ _ISA = {  # name -> (vector type, lanes, load, store, broadcast, fma, macros, fe
 }
 
 
-def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
-    """C source of an mr x nr fp32 micro-kernel (see the module docstring)."""
+def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str, prefetch: bool = False) -> str:
+    """C source of an mr x nr fp32 micro-kernel (see the module docstring). prefetch: the function
+    also takes (pf, npf) and prefetches row k of the B rows at pf (ldb apart) at its k steps k < npf."""
     vt, lanes, load, store, bcast, fma, macros, feats = _ISA[isa]
     if nr % lanes:
         raise TesseraError(f"{fn}: NR={nr} is not a multiple of the {lanes} lanes of {isa}")
@@ -162,10 +163,13 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
          f"/* C[{mr} x {nr}] += A[{mr} x K] * B[K x {nr}], fp32 ({isa}): {mr * nv} accumulators in registers",
          f"   for the whole K loop; per k: {nv} loads of B, {mr} broadcasts of A, {mr * nv} FMAs.",
          "   A is a[i * rsa + k * csa] (row-major: csa == 1; packed k-major panel: rsa == 1), row k",
-         "   of B is b + k * ldb, row i of C is c + i * ldc (columns of B and C contiguous). */",
+         "   of B is b + k * ldb, row i of C is c + i * ldc (columns of B and C contiguous)."
+         + ("\n   At every pfs-th step k < npf it also prefetches the next cache line from line l0 on of the\n   B-shaped rows at pf (ldb floats apart)." if prefetch
+            else "") + " */",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
          f"int64_t rsa, int64_t csa,",
-         "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {"]
+         "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc"
+         + (", uintptr_t pf, int32_t l0, int32_t npf, int32_t pfs) {" if prefetch else ") {")]
     # the accumulators start at zero and C is added at the end: the tile of C is prefetched now
     # and arrives while the k loop runs (loading it first would stall on a cache miss)
     zero = "_mm256_setzero_ps()" if isa == "avx2" else "_mm512_setzero_ps()"
@@ -175,30 +179,38 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str) -> str:
     for i in range(mr):
         L.append("  " + " ".join(f"{vt} {accs[i][v]} = {zero};" for v in range(nv)))
 
-    def step(a_expr):
+    def step(a_expr, pf_line=False):
         out = ["      " + " ".join(f"const {vt} b{v} = {load}(b + {v * lanes});" for v in range(nv)),
                f"      {vt} av;"]
+        if pf_line:  # addresses as integers: past the last block they lie beyond B (harmless to prefetch)
+            lpr = (nr + 15) // 16
+            out.append(f"      if (--wait == 0) {{ wait = pfs; _mm_prefetch((const char*)(pf + 4 * (uintptr_t)("
+                       f"(l / {lpr}) * ldb + (l % {lpr}) * 16)), _MM_HINT_T0); ++l; }}")
         for i in range(mr):
             out.append(f"      av = {bcast}({a_expr(i)}); " +
                        " ".join(f"{accs[i][v]} = {fma}(av, b{v}, {accs[i][v]});" for v in range(nv)))
+        return out
+
+    def k_loops(advance, a_expr, unroll=True):
+        """The k loop (with prefetch: first its npf prefetching steps, then the rest)."""
+        out = ["    int32_t k = 0;" + (" int32_t l = l0, wait = 1;" if prefetch else "")]
+        parts = [("npf", True), ("K", False)] if prefetch else [("K", False)]
+        for bound, pf_line in parts:
+            if unroll:
+                out.append("    #pragma GCC unroll 4")
+            out.append(f"    for (; k < {bound}; ++k{advance}) {{")
+            out += step(a_expr, pf_line)
+            out.append("    }")
         return out
     # _mm256_broadcast_ss takes a pointer, _mm512_set1_ps a value
     deref = (lambda p: p) if isa == "avx2" else (lambda p: f"*({p})")
     L.append("  if (csa == 1) {  /* row-major A: one pointer per row, indexed by k */")
     L.append("    " + " ".join(f"const float* restrict a{i} = a + {i} * rsa;" for i in range(mr)))
-    L.append("    #pragma GCC unroll 4")
-    L.append("    for (int32_t k = 0; k < K; ++k, b += ldb) {")
-    L += step(lambda i: deref(f"a{i} + k"))
-    L.append("    }")
+    L += k_loops(", b += ldb", lambda i: deref(f"a{i} + k"))
     L.append("  } else if (rsa == 1) {  /* packed A: the rows of one k next to each other */")
-    L.append("    #pragma GCC unroll 4")
-    L.append("    for (int32_t k = 0; k < K; ++k, a += csa, b += ldb) {")
-    L += step(lambda i: deref(f"a + {i}"))
-    L.append("    }")
+    L += k_loops(", a += csa, b += ldb", lambda i: deref(f"a + {i}"))
     L.append("  } else {")
-    L.append("    for (int32_t k = 0; k < K; ++k, a += csa, b += ldb) {")
-    L += step(lambda i: deref(f"a + {i} * rsa"))
-    L.append("    }")
+    L += k_loops(", a += csa, b += ldb", lambda i: deref(f"a + {i} * rsa"), unroll=False)
     L.append("  }")
     add = "_mm256_add_ps" if isa == "avx2" else "_mm512_add_ps"
     for i in range(mr):
@@ -334,6 +346,55 @@ def fp32_gemm_name(isa, mr, nr, a_kmajor=False):
     return f"{pre}_gemm_{mr}x{nr}_f32" + ("_a_kmajor" if a_kmajor else "")
 
 
+def fp32_gemm_rows_name(isa, mr, nr, rows):
+    """The intrinsic computing `rows` rows (a multiple of mr) of C a call with the mr x nr
+    micro-kernel, prefetching the next block of B as it goes (fp32_gemm_rows_source)."""
+    return fp32_gemm_name(isa, mr, nr) + f"_rows{rows}_pf"
+
+
+def fp32_gemm_rows_source(fn: str, mr: int, nr: int, rows: int, isa: str) -> str:
+    """C source of the rows intrinsic: C[rows x nr] += A[rows x K] * B[K x nr] as rows / mr calls of
+    the mr x nr micro-kernel down the rows, all on the same K x nr block of B. The block that comes
+    next in memory (b + K * ldb: the next k block of these columns, or with B packed in panels,
+    the next panel's first) is prefetched meanwhile, each tile a share of its cache lines spread
+    evenly over its k steps: weights too large for the cache arrive while this block is computed,
+    not when the first tile reads them (bunched at the start of each tile, the prefetches gained
+    a third as much)."""
+    tiles = rows // mr
+    lpr = (nr + 15) // 16
+    tile_fn = f"{fn}_tile"
+    L = [fp32_gemm_source(tile_fn, mr, nr, isa, prefetch=True),
+         f"/* C[{rows} x {nr}] += A[{rows} x K] * B[K x {nr}]: {tiles} tiles of {mr} rows; tile t also",
+         f"   prefetches lines t * P .. t * P + P - 1 (P = ceil(lines / {tiles})) of the K x {nr} block at",
+         f"   b + K * ldb ({lpr} cache line(s) a row), one every pfs = K / P of its k steps (at most one a step):",
+         "   spread over the whole block's time, the next block streams in at the pace it is used. */",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
+         f"int64_t rsa, int64_t csa,",
+         "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {",
+         "  const uintptr_t next = (uintptr_t)b + 4 * (uintptr_t)K * (uintptr_t)ldb;",
+         f"  const int32_t lines = K * {lpr}, P = (lines + {tiles - 1}) / {tiles}, pfs = P < K ? K / P : 1;",
+         f"  for (int32_t t = 0; t < {tiles}; ++t) {{",
+         "    const int32_t left = lines - t * P, n = left < P ? (left > 0 ? left : 0) : P;",
+         f"    {tile_fn}(K, a + t * {mr} * rsa, rsa, csa, b, ldb, c + t * {mr} * ldc, ldc, next, t * P, n * pfs < K ? n * pfs : K, pfs);",
+         "  }",
+         "}"]
+    return "\n".join(L)
+
+
+def _make_rows(m) -> None:
+    """Register the rows intrinsic a name of fp32_gemm_rows_name's form spells (register_family)."""
+    isa = "avx2" if m.group(1) == "avx2" else "avx512"
+    mr, nr, rows = (int(g) for g in m.groups()[1:])
+    if (mr, nr) not in FP32_GEMM[isa] or rows % mr or rows < mr:
+        return
+    fn = f"tintrin_{isa}_gemm_{mr}x{nr}_f32_rows{rows}_pf"
+    TensorIntrin.register(fp32_gemm_rows_name(isa, mr, nr, rows), gemm_desc(rows, nr), gemm_impl(fn, rows, nr),
+                          c_source=fp32_gemm_rows_source(fn, mr, nr, rows, isa),
+                          features=AVX2 if isa == "avx2" else AVX512,
+                          doc=f"fp32 {rows}x{nr} GEMM block: {rows // mr} calls of the {mr}x{nr} micro-kernel "
+                              f"({isa}), the next block of B prefetched")
+
+
 def int8_gemm_name(isa, mr, nr):
     return f"x86_{'avx512_vnni' if isa == 'vnni' else 'avx2'}_gemm_{mr}x{nr}_u8s8s32"
 
@@ -366,6 +427,7 @@ def _register_all():
 
 
 _register_all()
+TensorIntrin.register_family(r"x86_(avx2|avx512)_fma_gemm_(\d+)x(\d+)_f32_rows(\d+)_pf", _make_rows)
 
 
 def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
@@ -393,4 +455,5 @@ def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
 
 
 __all__ = ["gemm_desc", "gemm_impl", "dot_desc", "dot_impl", "gemm_intrin_for", "fp32_gemm_name",
+           "fp32_gemm_rows_name",
            "int8_gemm_name", "FP32_GEMM", "INT8_GEMM"]
