@@ -212,3 +212,32 @@ def test_rows_intrinsic_names_only_whole_tiles():
     assert TensorIntrin.get(x86.fp32_gemm_rows_name("avx512", 4, 64, 128), allow_missing=True) is not None
     for isa, mr, nr, rows in (("avx512", 4, 64, 6), ("avx512", 4, 64, 0), ("avx512", 5, 64, 10), ("avx2", 6, 64, 12)):
         assert TensorIntrin.get(x86.fp32_gemm_rows_name(isa, mr, nr, rows), allow_missing=True) is None
+
+
+@pytest.mark.parametrize("isa", ["avx2", "avx512"])
+def test_micro_kernel_on_a_compacted_tile_of_c(isa):
+    # the epilogue computed per column panel makes C's panel a buffer of its own (compacted to the
+    # panel's width): the call must address C's rows with the compacted stride, not the original
+    (mr, nr), K = x86.FP32_GEMM[isa][0], 32
+    M, N = 2 * mr, 2 * nr
+    A, B = te.placeholder((M, K), name="A"), te.placeholder((K, N), name="B")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((M, N), lambda i, j: C[i, j] + 1.0, name="D")
+    sch = tir.Schedule(te.create_prim_func([A, B, D]))
+    i, j, kk = sch.get_loops(sch.get_block("C"))
+    j0, j1 = sch.split(j, [None, nr])
+    i0, i1 = sch.split(i, [None, mr])
+    sch.reorder(j0, i0, i1, j1, kk)
+    sch.reverse_compute_at(sch.get_block("D"), j0)
+    sch.tensorize(i1, x86.fp32_gemm_name(isa, mr, nr))
+    target = AVX2_TARGET if isa == "avx2" else AVX512_TARGET
+    src = generate(lower(sch.mod["main"], target), target)
+    assert f"C[i_0 * {mr * nr}" in src               # C is the panel: mr rows of nr a tile
+    if not (HAS_AVX2 if isa == "avx2" else HAS_AVX512):
+        assert compile_source(src, target).endswith(".so")
+        return
+    a, b = RNG.standard_normal((M, K), dtype=np.float32), RNG.standard_normal((K, N), dtype=np.float32)
+    d = np.zeros((M, N), np.float32)
+    tessera.build(sch, target=target)(a, b, d)
+    np.testing.assert_allclose(d, a @ b + 1, rtol=1e-4, atol=1e-4)

@@ -307,7 +307,9 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     matrix, the batch in parallel, A's and B's copies made per matrix inside it (their block names
     added to `placed`). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per
     block, i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or
-    the target has no kernel for a tile dividing it. Knobs: "gemm_tile" (among the tiles that divide
+    the target has no kernel for a tile dividing it. Panels over a B of at least PREFETCH_BYTES with
+    static rows: all M rows a call (the rows intrinsic, which prefetches the next block of B), and
+    the fused epilogue per panel (_epilogue_at_panel). Knobs: "gemm_tile" (among the tiles that divide
     M and N and fit the packed panel), "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
     plan = _gemm_plan(sch, block, ctx, panel)
     if plan is None:
@@ -336,6 +338,7 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
         j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows)
         if rows:
             name = x86.fp32_gemm_rows_name(_isa_of(name), mr, nr, rows)
+            _epilogue_at_panel(sch, ctx, j0, placed)
         outer = [*batch, j0]
         n_out = N // nr if N is not None else 2
         for b in batch:
@@ -383,6 +386,26 @@ def _rows_a_call(M, N, K, mr, batch, sch):
     if any(_extent(sch, b) != 1 for b in batch) or K * N * 4 < PREFETCH_BYTES:
         return None
     return M
+
+
+def _epilogue_at_panel(sch, ctx, j0, placed):
+    """The fused elementwise epilogue computed per B panel, right after the panel's columns of C
+    are complete (they are still in cache), vectorized along the columns."""
+    for name in ctx.epilogue or ():
+        try:
+            blk = sch.get_block(name)
+            sch.reverse_compute_at(blk, j0)
+        except ScheduleError:
+            continue
+        loops = sch.get_loops(blk)
+        inner = loops[-1]
+        lanes = _lanes(sch, blk, ctx.target)
+        ext = _extent(sch, inner)
+        if ext is not None and lanes > 1 and ext % lanes == 0:
+            _, ii = sch.split(inner, [None, lanes])
+            sch.vectorize(ii)
+        if placed is not None:
+            placed.add(name)
 
 
 def _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows=None):

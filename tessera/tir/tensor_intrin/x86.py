@@ -61,6 +61,7 @@ def _rng(n):
 
 
 def _guard(fn: str, macros, features) -> str:
+    fn = fn.removesuffix("_strided")  # the micro-kernel behind its address wrapper: name the intrinsic
     cond = " || ".join(f"!defined({m})" for m in macros)
     return (f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(features)} "
             f"(a target with -mattr=+{',+'.join(features)})\"\n#endif")
@@ -114,22 +115,39 @@ def dot_desc(lanes=16, group=4) -> PrimFunc:
 # ---------------------------------------------------------------------------------------------
 def gemm_impl(fn: str, mr: int, nr: int, a_dtype="float32", b_dtype="float32", c_dtype="float32",
               a_kmajor=False, b_quads=False) -> PrimFunc:
+    """The call fn(K, a, a_i1, a_k1, b, b_k1, c, c_i1): the addresses of each region's first element
+    and of its neighbours along i and k (address_wrapper turns them into strides for a micro-kernel
+    that takes (K, a, rsa, csa, b, ldb, c, ldc)). Addresses, not
+    strides fixed at tensorize time: lowering may compact a buffer the call reaches (C computed per
+    panel for an epilogue there: its row stride shrinks to the panel's width), and indices of
+    addresses are rewritten with it."""
     K = Var("K")
     rsa, csa, ldb, ldc = Var("rsa"), Var("csa"), Var("ldb"), Var("ldc")
     if a_kmajor:
         A = Buffer((K, mr), a_dtype, "A", strides=(csa, rsa))
+        a_i1, a_k1 = A[0, 1], A[1, 0]
     else:
         A = Buffer((mr, K), a_dtype, "A", strides=(rsa, csa))
+        a_i1, a_k1 = A[1, 0], A[0, 1]
     if b_quads:
         B = Buffer((Var("K4"), nr, 4), b_dtype, "B", strides=(ldb, 4, 1))
+        b0, b_k1 = B[0, 0, 0], B[1, 0, 0]
     else:
         B = Buffer((K, nr), b_dtype, "B", strides=(ldb, 1))
+        b0, b_k1 = B[0, 0], B[1, 0]
     C = Buffer((mr, nr), c_dtype, "C", strides=(ldc, 1))
-    zero_a = [0, 0]
-    b0 = [0, 0, 0] if b_quads else [0, 0]
-    call = Call("handle", fn, [K, _addr(A[tuple(zero_a)]), rsa, csa, _addr(B[tuple(b0)]), ldb,
-                               _addr(C[0, 0]), ldc])
+    call = Call("handle", fn, [K, _addr(A[0, 0]), _addr(a_i1), _addr(a_k1), _addr(b0), _addr(b_k1),
+                               _addr(C[0, 0]), _addr(C[1, 0])])
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", Evaluate(call))))
+
+
+def address_wrapper(fn: str, kernel: str, a_t="float", b_t="float", c_t="float") -> str:
+    """C source of fn, the function gemm_impl's call names: the strides from the addresses, then
+    `kernel(K, a, rsa, csa, b, ldb, c, ldc)` (a micro-kernel taking strides) with them."""
+    return (f"/* {fn}: strides from the addresses of neighbouring elements (gemm_impl's call) */\n"
+            f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const {a_t}* a, const {a_t}* a_i1, "
+            f"const {a_t}* a_k1,\n    const {b_t}* b, const {b_t}* b_k1, {c_t}* c, {c_t}* c_i1) {{\n"
+            f"  {kernel}(K, a, a_i1 - a, a_k1 - a, b, b_k1 - b, c, c_i1 - c);\n}}")
 
 
 def dot_impl(fn: str, lanes=16, group=4) -> PrimFunc:
@@ -368,7 +386,7 @@ def fp32_gemm_rows_source(fn: str, mr: int, nr: int, rows: int, isa: str) -> str
          f"   prefetches lines t * P .. t * P + P - 1 (P = ceil(lines / {tiles})) of the K x {nr} block at",
          f"   b + K * ldb ({lpr} cache line(s) a row), one every pfs = K / P of its k steps (at most one a step):",
          "   spread over the whole block's time, the next block streams in at the pace it is used. */",
-         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
+         f"static inline __attribute__((always_inline)) void {fn}_strided(int32_t K, const float* restrict a, "
          f"int64_t rsa, int64_t csa,",
          "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc) {",
          "  const uintptr_t next = (uintptr_t)b + 4 * (uintptr_t)K * (uintptr_t)ldb;",
@@ -377,7 +395,8 @@ def fp32_gemm_rows_source(fn: str, mr: int, nr: int, rows: int, isa: str) -> str
          "    const int32_t left = lines - t * P, n = left < P ? (left > 0 ? left : 0) : P;",
          f"    {tile_fn}(K, a + t * {mr} * rsa, rsa, csa, b, ldb, c + t * {mr} * ldc, ldc, next, t * P, n * pfs < K ? n * pfs : K, pfs);",
          "  }",
-         "}"]
+         "}",
+         address_wrapper(fn, fn + "_strided")]
     return "\n".join(L)
 
 
@@ -404,7 +423,7 @@ def _register_all():
         feats = AVX2 if isa == "avx2" else AVX512
         for mr, nr in tiles:
             fn = f"tintrin_{isa}_gemm_{mr}x{nr}_f32"
-            src = fp32_gemm_source(fn, mr, nr, isa)
+            src = fp32_gemm_source(fn + "_strided", mr, nr, isa) + "\n" + address_wrapper(fn, fn + "_strided")
             for km in (False, True):
                 TensorIntrin.register(fp32_gemm_name(isa, mr, nr, km), gemm_desc(mr, nr, a_kmajor=km),
                                       gemm_impl(fn, mr, nr, a_kmajor=km), override=True, c_source=src,
@@ -413,7 +432,8 @@ def _register_all():
         feats = VNNI if isa == "vnni" else ("avx2",)
         for mr, nr in tiles:
             fn = f"tintrin_{isa}_gemm_{mr}x{nr}_u8s8s32"
-            src = vnni_gemm_source(fn, mr, nr) if isa == "vnni" else avx2_int8_gemm_source(fn, mr, nr)
+            src = ((vnni_gemm_source if isa == "vnni" else avx2_int8_gemm_source)(fn + "_strided", mr, nr) + "\n"
+                   + address_wrapper(fn, fn + "_strided", "uint8_t", "int8_t", "int32_t"))
             args = ("uint8", "int8", "int32")
             TensorIntrin.register(int8_gemm_name(isa, mr, nr), gemm_desc(mr, nr, *args, b_quads=True),
                                   gemm_impl(fn, mr, nr, *args, b_quads=True), override=True, c_source=src,

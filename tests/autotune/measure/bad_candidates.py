@@ -6,7 +6,7 @@ from tessera import te, tir
 from tessera.autotune.measure import MeasureCandidate
 from tessera.autotune.workload import Workload
 from tessera.tir import TensorIntrin
-from tessera.tir.tensor_intrin.x86 import gemm_desc, gemm_impl
+from tessera.tir.tensor_intrin.x86 import address_wrapper, gemm_desc, gemm_impl
 
 M, N, K = 16, 24, 12
 SIG = ("(int32_t K, const float* a, int64_t rsa, int64_t csa, const float* b, int64_t ldb, float* c, "
@@ -18,7 +18,7 @@ BODIES = {
     "wrong": "for (int i = 0; i < 4; ++i) for (int j = 0; j < 8; ++j) { float s = c[i * ldc + j]; "
              "for (int32_t k = 0; k < K - 1; ++k) s += a[i * rsa + k * csa] * b[k * ldb + j]; c[i * ldc + j] = s; }",
     "crash": "(void)K; (void)a; (void)rsa; (void)csa; (void)b; (void)ldb; (void)c; (void)ldc; "
-             "*(float* volatile)0 = 1.0f;",
+             "float* p = 0; __asm__ volatile(\"\" : \"+r\"(p)); *p = 1.0f;",  # p opaque: the store stays
     "hang": "(void)K; (void)a; (void)rsa; (void)csa; (void)b; (void)ldb; (void)c; (void)ldc; "
             "volatile int spin = 1; while (spin) {}",
     "build": "this is not C;",
@@ -33,8 +33,9 @@ def register():
     """Register the five intrinsics (idempotent)."""
     for kind, body in BODIES.items():
         fn = f"test_measure_{kind}_ukr"
-        src = f"static void {fn}{SIG} {{\n  {body}\n}}\n"
-        TensorIntrin.register(intrin_name(kind), gemm_desc(4, 8), gemm_impl(fn, 4, 8), override=True, c_source=src)
+        src = f"static void {fn}{SIG} {{\n  {body}\n}}\n" + address_wrapper(f"{fn}_at", fn)
+        TensorIntrin.register(intrin_name(kind), gemm_desc(4, 8), gemm_impl(f"{fn}_at", 4, 8), override=True,
+                              c_source=src)
 
 
 def unregister():

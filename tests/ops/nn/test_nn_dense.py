@@ -238,3 +238,44 @@ def test_packed_matmul_refuses_inconsistent_layouts(types, attrs, match):
         infer("nn.matmul", *types, **attrs)
     with pytest.raises(tessera.errors.TesseraError, match="panel must be a positive int"):
         infer("nn.pack_matmul_weight", ((4, 16), "float32"), panel=0)
+
+
+@pytest.mark.parametrize("epilogue", ["bias_gelu", "bias_residual"])
+def test_dense_layer_with_large_weights_and_its_epilogue_per_panel(epilogue, isa_target):
+    """A dense layer whose weights (512 KB) stream from memory: B's blocks are computed all rows a
+    call (the rows intrinsic, prefetching the next block) and the fused bias / GELU / residual
+    epilogue per B panel, on the compacted panel of C. The model's output equals numpy's."""
+    import math
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    M, K, N = 32, 512, 256
+    x, w, bias, res = rand(M, K), rand(K, N) * 0.1, rand(N), rand(M, N)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "bias"], ["h"])]
+    if epilogue == "bias_gelu":
+        nodes += [helper.make_node("Div", ["h", "sqrt2"], ["hs"]), helper.make_node("Erf", ["hs"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["h", "e1"], ["he"]),
+                  helper.make_node("Mul", ["he", "half"], ["y"])]
+    else:
+        nodes += [helper.make_node("Add", ["h", "res"], ["y"])]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(bias, "bias")]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+              (("sqrt2", math.sqrt(2.0)), ("one", 1.0), ("half", 0.5))]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [M, K])]
+    if epilogue == "bias_residual":
+        inputs.append(helper.make_tensor_value_info("res", TensorProto.FLOAT, [M, N]))
+    graph = helper.make_graph(nodes, "dense", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [M, N])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    g, params = tessera.frontend.from_onnx(model)
+    exe = tessera.compile(g, params, target=f"{isa_target} -num-threads=2")
+    feeds = {"x": x, "res": res} if epilogue == "bias_residual" else {"x": x}
+    (y,) = exe.run(feeds)
+    h = x.astype(np.float64) @ w + bias
+    want = (0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2.0))) if epilogue == "bias_gelu" else h + res)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    t = tessera.Target(isa_target)
+    if t.has_feature("avx2") and t.has_feature("fma"):
+        src = "".join(k.module.get_source() for k in exe.kernels)
+        assert f"_rows{M}_pf(" in src

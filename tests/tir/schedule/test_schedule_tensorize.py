@@ -11,7 +11,7 @@ from tessera.ir import (AttrStmt, Block, BlockRealize, Buffer, BufferRegion, Cal
                         PrimFunc, Range, StringImm, Var, structural_equal)
 from tessera.target import Target
 from tessera.tir import TensorIntrin
-from tessera.tir.tensor_intrin.x86 import gemm_desc, gemm_impl
+from tessera.tir.tensor_intrin.x86 import address_wrapper, gemm_desc, gemm_impl
 
 from schedule_helpers import assert_struct_equal, gemm, rand, schedule, with_body
 
@@ -28,15 +28,15 @@ static void test_ukr_4x8(int32_t K, const float* a, int64_t rsa, int64_t csa, co
       c[i * ldc + j] = s;
     }
 }
-"""
+""" + address_wrapper("test_ukr_4x8_at", "test_ukr_4x8")  # gemm_impl's call passes addresses
 
 
 @pytest.fixture(scope="module", autouse=True)
 def scalar_intrin():
-    TensorIntrin.register("test_scalar_gemm_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8", 4, 8),
+    TensorIntrin.register("test_scalar_gemm_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8_at", 4, 8),
                           override=True, c_source=SCALAR_SRC)
     TensorIntrin.register("test_scalar_gemm_4x8_kmajor", gemm_desc(4, 8, a_kmajor=True),
-                          gemm_impl("test_ukr_4x8", 4, 8, a_kmajor=True), override=True, c_source=SCALAR_SRC)
+                          gemm_impl("test_ukr_4x8_at", 4, 8, a_kmajor=True), override=True, c_source=SCALAR_SRC)
     yield
     for name in ("test_scalar_gemm_4x8", "test_scalar_gemm_4x8_kmajor", "test_compact_4x8"):
         if TensorIntrin.get(name, allow_missing=True) is not None:
@@ -95,11 +95,14 @@ def test_tensorize_gemm_tile_against_hand_built_program():
         [IterVar(Range.from_min_extent(0, 4), ib), IterVar(Range.from_min_extent(0, 8), jb)], [],
         [BufferRegion(C, [Range.from_min_extent(vio * 4 + ib, 1), Range.from_min_extent(vjo * 8 + jb, 1)])],
         "C_init", BufferStore(C, const(0.0, "float32"), [vio * 4 + ib, vjo * 8 + jb])))))
-    call = Call("handle", "test_ukr_4x8", [12, Call("handle", "address_of", [A[vio * 4, 0]]), 12, 1,
-                                           Call("handle", "address_of", [B[0, vjo * 8]]), 24,
-                                           Call("handle", "address_of", [C[vio * 4, vjo * 8]]), 24])
+    def at(buf, i, j):
+        return Call("handle", "address_of", [buf[i, j]])
+    # the addresses of each region's corner and of its neighbours along i and k (gemm_impl's call)
+    call = Call("handle", "test_ukr_4x8_at", [12, at(A, vio * 4, 0), at(A, vio * 4 + 1, 0), at(A, vio * 4, 1),
+                                              at(B, 0, vjo * 8), at(B, 1, vjo * 8),
+                                              at(C, vio * 4, vjo * 8), at(C, vio * 4 + 1, vjo * 8)])
     body = AttrStmt(StringImm("test_scalar_gemm_4x8"), "tensor_intrin", StringImm(""),
-                    AttrStmt(StringImm("test_ukr_4x8"), "pragma_import_c", StringImm(SCALAR_SRC), Evaluate(call)))
+                    AttrStmt(StringImm("test_ukr_4x8_at"), "pragma_import_c", StringImm(SCALAR_SRC), Evaluate(call)))
     R = Range.from_min_extent
     ob = Block([IterVar(R(0, 4), vio), IterVar(R(0, 3), vjo), IterVar(R(0, 1), vko, "reduce")],
                [BufferRegion(A, [R(vio * 4, 4), R(0, 12)]), BufferRegion(B, [R(0, 12), R(vjo * 8, 8)])],
@@ -110,7 +113,8 @@ def test_tensorize_gemm_tile_against_hand_built_program():
     src = lib.get_source()
     assert src.count("static void test_ukr_4x8(") == 1                  # emitted once
     assert "extern void test_ukr_4x8" not in src                       # defined, not declared
-    assert "test_ukr_4x8(12, &A[i_0 * 48], 12, 1, &B[j_0 * 8], 24, &C[i_0 * 96 + j_0 * 8], 24);" in src
+    assert ("test_ukr_4x8_at(12, &A[i_0 * 48], &A[i_0 * 48 + 12], &A[i_0 * 48 + 1], &B[j_0 * 8], &B[j_0 * 8 + 24], "
+            "&C[i_0 * 96 + j_0 * 8], &C[i_0 * 96 + j_0 * 8 + 24]);") in src
     assert "/* tensor intrinsic test_scalar_gemm_4x8 */" in src
 
 
@@ -124,7 +128,7 @@ def test_tensorize_block_after_blockize_and_the_k_split():
     sch.reorder(k0, i0, j0, i1, j1, k1)
     ob = sch.blockize(i1)
     sch.tensorize(ob, "test_scalar_gemm_4x8")           # K of the desc matches the tile's 8
-    assert "test_ukr_4x8(8, " in tessera.build(sch).get_source()
+    assert "test_ukr_4x8_at(8, " in tessera.build(sch).get_source()
     _run(sch, K=24)
     # handles of what the intrinsic replaced are retired with a reason
     with pytest.raises(ScheduleError, match=r"loop 'k_1' is no longer valid: it was replaced by tensor intrinsic"):
@@ -140,7 +144,9 @@ def test_tensorize_packed_operands_map_to_trailing_dimensions():
     i1 = _tile(sch)
     sch.tensorize(i1, "test_scalar_gemm_4x8_kmajor")
     src = _run(sch).get_source()
-    assert "test_ukr_4x8(12, &A_pack[i_0 * 48], 1, 4, &B_pack[j_0 * 96], 8, " in src
+    # (the addresses of the tile's corner and of its neighbours along i and k: strides 1 and 4 of A, 8 of B)
+    assert ("test_ukr_4x8_at(12, &A_pack[i_0 * 48], &A_pack[i_0 * 48 + 1], &A_pack[i_0 * 48 + 4], &B_pack[j_0 * 96], "
+            "&B_pack[j_0 * 96 + 8], ") in src
     # the row-major intrinsic does not match a k-major A: the offset would depend on the tile
     sch = schedule(_gemm_prog(pack_b=8, pack_a=4))
     i1 = _tile(sch)
@@ -248,7 +254,7 @@ def test_tensor_intrin_registry():
     assert it.features == ("avx512f",) and it.c_functions == ("tintrin_avx512_gemm_6x64_f32",)
     assert TensorIntrin.get("nope", allow_missing=True) is None
     with pytest.raises(TesseraError, match=r"tensor intrinsic 'test_scalar_gemm_4x8' is already registered"):
-        TensorIntrin.register("test_scalar_gemm_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8", 4, 8))
+        TensorIntrin.register("test_scalar_gemm_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8_at", 4, 8))
     with pytest.raises(TesseraError, match=r"parameter B has shape \['K', '8'\] in desc but \['K', '4'\] in impl"):
         TensorIntrin.register("bad", gemm_desc(4, 8), gemm_impl("f", 4, 4))
     with pytest.raises(TesseraError, match=r"c_source defines none of the functions its impl calls \(f, address_of\)"):
@@ -256,7 +262,7 @@ def test_tensor_intrin_registry():
     with pytest.raises(TesseraError, match=r"feature 'avx 2!' is not a CPU feature name"):
         TensorIntrin.register("bad", gemm_desc(4, 8), gemm_impl("f", 4, 8), features=["avx 2!"])
     assert "bad" not in TensorIntrin.list()
-    TensorIntrin.register("test_gone_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8", 4, 8), c_source=SCALAR_SRC)
+    TensorIntrin.register("test_gone_4x8", gemm_desc(4, 8), gemm_impl("test_ukr_4x8_at", 4, 8), c_source=SCALAR_SRC)
     TensorIntrin.unregister("test_gone_4x8")
     assert TensorIntrin.get("test_gone_4x8", allow_missing=True) is None
     with pytest.raises(TesseraError, match="no tensor intrinsic named 'test_gone_4x8'"):
@@ -334,7 +340,7 @@ def test_tensorize_a_reduction_of_one_step():
         k0, k1 = sch.split(k, [None, kc])
         sch.reorder(k0, i0, j0, i1, j1, k1)
         sch.tensorize(i1, "test_scalar_gemm_4x8")
-        assert "test_ukr_4x8(1, " in tessera.build(sch).get_source()
+        assert "test_ukr_4x8_at(1, " in tessera.build(sch).get_source()
         _run(sch, 4, 8, K)
 
 
