@@ -27,6 +27,7 @@ CASES = [
     ("batched", "nn.batch_matmul", (2, 8, 24), (2, 24, 32), {"transpose_b": False}, None),  # tiles, batch
     ("symbolic_rows", "nn.matmul", (n, 64), "packed", {}, 13),       # packed B, rows padded
     ("rows_prefetch", "nn.matmul", (32, 1024), (1024, 128), {}, None),  # B of 512 KB: all rows a call
+    ("rows_batched", "nn.batch_matmul", (4, 8, 256), (4, 256, 64), {"transpose_b": False}, None),  # 256 KB of B
 ]
 
 
@@ -86,7 +87,8 @@ def check(case, sch):
 
 def sampled_programs(case, seeds, most):
     """Up to `most` distinct programs from schedules with every knob sampled, each checked."""
-    if case[0] in ("tiled", "row_blocks", "padded_n", "symbolic_rows", "rows_prefetch") and not HAS_KERNELS:
+    if case[0] in ("tiled", "row_blocks", "padded_n", "symbolic_rows", "rows_prefetch", "rows_batched") \
+            and not HAS_KERNELS:
         pytest.skip("the host has no x86 GEMM micro-kernels")
     programs, names = [], set()
     for seed in seeds:
@@ -147,10 +149,12 @@ def test_large_weights_take_all_rows_a_call_and_prefetch_the_next_block():
     """B of at least PREFETCH_BYTES (weights streaming from memory): one call of the rows intrinsic
     per B block, which prefetches the next; a B that stays in cache keeps a call per tile."""
     from tessera.ops.nn._cpu_schedule import PREFETCH_BYTES
-    big = CASES[-1]
+    big, batched = CASES[-2], CASES[-1]
     assert big[3][0] * big[3][1] * 4 >= PREFETCH_BYTES > 96 * 128 * 4
     src = tessera.build(schedule(big).mod, target=TARGET).get_source()
     assert "_f32_rows32_pf(" in src and "_mm_prefetch" in src
+    # a batch of matrices counts all of B (Winograd's batched GEMMs: 16 or 36 matrices of weights)
+    assert "_f32_rows8_pf(" in tessera.build(schedule(batched).mod, target=TARGET).get_source()
     assert "_rows" not in tessera.build(schedule(CASES[0]).mod, target=TARGET).get_source()
 
 

@@ -379,13 +379,17 @@ def _isa_of(name):
 
 
 def _rows_a_call(M, N, K, mr, batch, sch):
-    """All M rows of C a call (the x86 rows intrinsic) where the rows are static, at least two tiles,
-    and B is one matrix (no batch) of at least PREFETCH_BYTES; else None (a call per tile)."""
+    """All M rows of C a call (the x86 rows intrinsic) where the extents are static, the rows at
+    least two tiles, and B (all its matrices) at least PREFETCH_BYTES; else None (a call per tile)."""
     if None in (M, N, K) or M < 2 * mr or M % mr:
         return None
-    if any(_extent(sch, b) != 1 for b in batch) or K * N * 4 < PREFETCH_BYTES:
-        return None
-    return M
+    matrices = 1
+    for b in batch:
+        e = _extent(sch, b)
+        if e is None:
+            return None
+        matrices *= e
+    return M if matrices * K * N * 4 >= PREFETCH_BYTES else None
 
 
 def _epilogue_at_panel(sch, ctx, j0, placed):
