@@ -9,6 +9,13 @@ broadcasts of A and MR*NR/lanes FMAs):
 
 each also as `..._f32_a_kmajor`, whose A is addressed A[k, i] (a packed A panel, k-major). A is read
 with any strides, B rows and C rows need unit column stride (their leading dimension is free).
+`..._f32_rows{M}_pf` (made on first use) computes M rows of C a call, M / MR micro-kernel tiles on
+one K x NR block of B, and prefetches the block that follows it in memory meanwhile: for weights
+that stream from memory (fp32_gemm_rows_source).
+
+A call passes addresses, not strides: of each region's first element and of its neighbours along
+i and k (gemm_impl); the C function it names derives the strides (address_wrapper), so a call stays
+right where lowering has compacted a buffer it reaches into a smaller one.
 
 int8 GEMM tiles `C[MR, NR] += i32(A[MR, K]) * i32(B[K, NR])` with A uint8 (row-major, any row
 stride), B int8 packed in groups of four k: `B[k // 4, j, k % 4]` (the layout vpdpbusd reads), C int32:
@@ -117,10 +124,9 @@ def gemm_impl(fn: str, mr: int, nr: int, a_dtype="float32", b_dtype="float32", c
               a_kmajor=False, b_quads=False) -> PrimFunc:
     """The call fn(K, a, a_i1, a_k1, b, b_k1, c, c_i1): the addresses of each region's first element
     and of its neighbours along i and k (address_wrapper turns them into strides for a micro-kernel
-    that takes (K, a, rsa, csa, b, ldb, c, ldc)). Addresses, not
-    strides fixed at tensorize time: lowering may compact a buffer the call reaches (C computed per
-    panel for an epilogue there: its row stride shrinks to the panel's width), and indices of
-    addresses are rewritten with it."""
+    that takes (K, a, rsa, csa, b, ldb, c, ldc)). Addresses, not strides fixed at tensorize time:
+    lowering may compact a buffer the call reaches (C computed per panel for an epilogue there: its
+    row stride shrinks to the panel's width), and it rewrites the indices of addresses with it."""
     K = Var("K")
     rsa, csa, ldb, ldc = Var("rsa"), Var("csa"), Var("ldb"), Var("ldc")
     if a_kmajor:
@@ -170,8 +176,9 @@ _ISA = {  # name -> (vector type, lanes, load, store, broadcast, fma, macros, fe
 
 
 def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str, prefetch: bool = False) -> str:
-    """C source of an mr x nr fp32 micro-kernel (see the module docstring). prefetch: the function
-    also takes (pf, npf) and prefetches row k of the B rows at pf (ldb apart) at its k steps k < npf."""
+    """C source of an mr x nr fp32 micro-kernel taking strides (see the module docstring). prefetch:
+    it also takes (pf, l0, npf, pfs) and, at every pfs-th of its first npf k steps, prefetches the
+    next cache line of B-shaped rows at pf (ldb floats apart), from line l0 on."""
     vt, lanes, load, store, bcast, fma, macros, feats = _ISA[isa]
     if nr % lanes:
         raise TesseraError(f"{fn}: NR={nr} is not a multiple of the {lanes} lanes of {isa}")
@@ -182,8 +189,8 @@ def fp32_gemm_source(fn: str, mr: int, nr: int, isa: str, prefetch: bool = False
          f"   for the whole K loop; per k: {nv} loads of B, {mr} broadcasts of A, {mr * nv} FMAs.",
          "   A is a[i * rsa + k * csa] (row-major: csa == 1; packed k-major panel: rsa == 1), row k",
          "   of B is b + k * ldb, row i of C is c + i * ldc (columns of B and C contiguous)."
-         + ("\n   At every pfs-th step k < npf it also prefetches the next cache line from line l0 on of the\n   B-shaped rows at pf (ldb floats apart)." if prefetch
-            else "") + " */",
+         + ("\n   At every pfs-th step k < npf it also prefetches the next cache line from line l0 on of the"
+            "\n   B-shaped rows at pf (ldb floats apart)." if prefetch else "") + " */",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const float* restrict a, "
          f"int64_t rsa, int64_t csa,",
          "    const float* restrict b, int64_t ldb, float* restrict c, int64_t ldc"
@@ -393,7 +400,8 @@ def fp32_gemm_rows_source(fn: str, mr: int, nr: int, rows: int, isa: str) -> str
          f"  const int32_t lines = K * {lpr}, P = (lines + {tiles - 1}) / {tiles}, pfs = P < K ? K / P : 1;",
          f"  for (int32_t t = 0; t < {tiles}; ++t) {{",
          "    const int32_t left = lines - t * P, n = left < P ? (left > 0 ? left : 0) : P;",
-         f"    {tile_fn}(K, a + t * {mr} * rsa, rsa, csa, b, ldb, c + t * {mr} * ldc, ldc, next, t * P, n * pfs < K ? n * pfs : K, pfs);",
+         f"    {tile_fn}(K, a + t * {mr} * rsa, rsa, csa, b, ldb, c + t * {mr} * ldc, ldc, next, t * P,",
+         "        n * pfs < K ? n * pfs : K, pfs);",
          "  }",
          "}",
          address_wrapper(fn, fn + "_strided")]
