@@ -414,16 +414,14 @@ def _epilogue_at_panel(sch, ctx, j0, placed):
 
 def _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows=None):
     """The panel structure's loops (batch, j_0, k_0, i_1 | i_2, j_1, k_1), knob "gemm_kc" (a symbolic
-    K: no k split, the micro-kernel takes the whole of it); with `rows` (all M rows a call): no
-    i split, (batch, j_0, k_0 | i, j_1, k_1). Returns (j_0, the loop to tensorize)."""
+    K: no k split, the micro-kernel takes the whole of it); with `rows` (all M rows a call, static
+    extents: _rows_a_call): no i split, (batch, j_0, k_0 | i, j_1, k_1). Returns (j_0, the loop to
+    tensorize)."""
     if rows:
         j0, j1 = sch.split(j, [None, nr])
-        if K is not None:
-            kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
-            k0, k1 = sch.split(k, [None, kc])
-            sch.reorder(*batch, j0, k0, i, j1, k1)
-        else:
-            sch.reorder(*batch, j0, i, j1, k)
+        kc = ctx.choose(sch, "gemm_kc", _kc_candidates(K), _divisor_at_most(K, 384))
+        k0, k1 = sch.split(k, [None, kc])
+        sch.reorder(*batch, j0, k0, i, j1, k1)
         return j0, i
     i1, i2 = sch.split(i, [None, mr])
     j0, j1 = sch.split(j, [None, nr])
