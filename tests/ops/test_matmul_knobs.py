@@ -26,8 +26,8 @@ CASES = [
     ("loop", "nn.dense", (12, 40), (64, 40), {}, None),              # the loop schedule (ti, tj)
     ("batched", "nn.batch_matmul", (2, 8, 24), (2, 24, 32), {"transpose_b": False}, None),  # tiles, batch
     ("symbolic_rows", "nn.matmul", (n, 64), "packed", {}, 13),       # packed B, rows padded
-    ("rows_prefetch", "nn.matmul", (32, 1024), (1024, 128), {}, None),  # B of 512 KB: all rows a call
-    ("rows_batched", "nn.batch_matmul", (4, 8, 256), (4, 256, 64), {"transpose_b": False}, None),  # 256 KB of B
+    ("rows_prefetch", "nn.matmul", (32, 1024), "packed", {}, None),   # packed weights of 384 KB: all rows a call
+    ("rows_batched", "nn.matmul", (4, 16, 512), "packed", {}, None),  # 4 matrices, 768 KB (Winograd's form)
 ]
 
 
@@ -42,7 +42,7 @@ def func_of(case):
     if sb == "packed":
         K, N = sa[-1], 96
         panel = pack_panel(None, N, TARGET)
-        B = te.placeholder((-(-N // panel), K, panel), name="B", dtype="float32")
+        B = te.placeholder(tuple(sa[:-2]) + (-(-N // panel), K, panel), name="B", dtype="float32")
         attrs = dict(attrs, b_panel=panel, b_cols=N)
     else:
         B = te.placeholder(sb, name="B", dtype="float32")
@@ -62,14 +62,14 @@ def operands(case):
     _, op, sa, sb, attrs, m = case
     shape_a = tuple(m if not isinstance(d, int) else d for d in sa)
     a = ints(*shape_a)
-    if sb == "packed":
+    if sb == "packed":                   # B (batch..., K, 96) packed as (batch..., panels, K, panel)
         K, N = shape_a[-1], 96
         panel = pack_panel(None, N, TARGET)
-        b = ints(K, N)
-        bp = np.zeros((-(-N // panel), K, panel), "float32")
-        for p in range(bp.shape[0]):
-            w = b[:, p * panel:(p + 1) * panel]
-            bp[p, :, :w.shape[1]] = w
+        b = ints(*shape_a[:-2], K, N)
+        bp = np.zeros(shape_a[:-2] + (-(-N // panel), K, panel), "float32")
+        for p in range(bp.shape[-3]):
+            w = b[..., p * panel:(p + 1) * panel]
+            bp[..., p, :, :w.shape[-1]] = w
         return (a, bp), a @ b
     b = ints(*sb)
     if op == "nn.dense":
@@ -146,16 +146,20 @@ def test_default_tensorized_schedule_is_the_preferred_tile_and_structure():
 
 @pytest.mark.skipif(not HAS_KERNELS, reason="the host has no x86 GEMM micro-kernels")
 def test_large_weights_take_all_rows_a_call_and_prefetch_the_next_block():
-    """B of at least PREFETCH_BYTES (weights streaming from memory): one call of the rows intrinsic
-    per B block, which prefetches the next; a B that stays in cache keeps a call per tile."""
+    """Packed weights (pack_matmul_weights' B) of at least PREFETCH_BYTES, streaming from memory:
+    one call of the rows intrinsic per B block, which prefetches the next. Weights that stay in cache,
+    or a B computed at run time (attention's), keep a call per tile."""
     from tessera.ops.nn._cpu_schedule import PREFETCH_BYTES
     big, batched = CASES[-2], CASES[-1]
-    assert big[3][0] * big[3][1] * 4 >= PREFETCH_BYTES > 96 * 128 * 4
+    assert 1024 * 96 * 4 >= PREFETCH_BYTES > 64 * 96 * 4
     src = tessera.build(schedule(big).mod, target=TARGET).get_source()
     assert "_f32_rows32_pf(" in src and "_mm_prefetch" in src
     # a batch of matrices counts all of B (Winograd's batched GEMMs: 16 or 36 matrices of weights)
-    assert "_f32_rows8_pf(" in tessera.build(schedule(batched).mod, target=TARGET).get_source()
-    assert "_rows" not in tessera.build(schedule(CASES[0]).mod, target=TARGET).get_source()
+    assert "_f32_rows16_pf(" in tessera.build(schedule(batched).mod, target=TARGET).get_source()
+    small = ("small", "nn.matmul", (32, 64), "packed", {}, None)
+    assert "_rows" not in tessera.build(schedule(small).mod, target=TARGET).get_source()
+    runtime_b = ("runtime_b", "nn.matmul", (32, 1024), (1024, 128), {}, None)     # 512 KB, not packed
+    assert "_rows" not in tessera.build(schedule(runtime_b).mod, target=TARGET).get_source()
 
 
 @pytest.mark.parametrize("case", [CASES[0], CASES[4]], ids=["tiled", "loop"])

@@ -307,9 +307,10 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     matrix, the batch in parallel, A's and B's copies made per matrix inside it (their block names
     added to `placed`). Larger M: (batch, k_0, i_0, j_0, i_1 | ...) with mc = 64 rows of A per
     block, i_0 in parallel. False (nothing changed) when the block is not the plain float32 form or
-    the target has no kernel for a tile dividing it. Panels over a B of at least PREFETCH_BYTES with
-    static rows: all M rows a call (the rows intrinsic, which prefetches the next block of B), and
-    the fused epilogue per panel (_epilogue_at_panel). Knobs: "gemm_tile" (among the tiles that divide
+    the target has no kernel for a tile dividing it. Panels over constant weights packed ahead of
+    time (`panel` given: pack_matmul_weights) of at least PREFETCH_BYTES, static extents: all M rows
+    a call (the rows intrinsic, which prefetches the next block of B), and the fused epilogue per
+    panel (_epilogue_at_panel); a B computed at run time (attention's K^T and V) is in cache already. Knobs: "gemm_tile" (among the tiles that divide
     M and N and fit the packed panel), "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
     plan = _gemm_plan(sch, block, ctx, panel)
     if plan is None:
@@ -334,7 +335,7 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
         sch.tensorize(_heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed), name)
         return True
     if structure == "panels":
-        rows = _rows_a_call(M, N, K, mr, batch, sch)
+        rows = _rows_a_call(M, N, K, mr, batch, sch) if panel is not None else None
         j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows)
         if rows:
             name = x86.fp32_gemm_rows_name(_isa_of(name), mr, nr, rows)
