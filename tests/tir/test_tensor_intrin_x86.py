@@ -241,3 +241,12 @@ def test_micro_kernel_on_a_compacted_tile_of_c(isa):
     d = np.zeros((M, N), np.float32)
     tessera.build(sch, target=target)(a, b, d)
     np.testing.assert_allclose(d, a @ b + 1, rtol=1e-4, atol=1e-4)
+
+
+def test_fp32_gemm_parts_inverts_the_names():
+    for isa, tiles in x86.FP32_GEMM.items():
+        for mr, nr in tiles:
+            for km in (False, True):
+                assert x86.fp32_gemm_parts(x86.fp32_gemm_name(isa, mr, nr, km)) == (isa, mr, nr)
+    with pytest.raises(TesseraError, match="not the name of an x86 fp32 GEMM micro-kernel"):
+        x86.fp32_gemm_parts("x86_avx512_vnni_gemm_4x64_u8s8s32")

@@ -294,11 +294,6 @@ def _gemm_plan(sch, block, ctx, panel):
     return batch, i, j, k, M, N, K, names
 
 
-def _tile_of(name):
-    mr, nr = (int(v) for v in name.split("_gemm_")[1].split("_")[0].split("x"))
-    return mr, nr
-
-
 def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     """The GotoBLAS structure around an x86 GEMM micro-kernel (see tir/schedule/examples/gemm.py),
     the mr x nr x kc tile tensorized. M <= 256 (transformer activations) or symbolic: (batch, j_0,
@@ -318,7 +313,7 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     batch, i, j, k, M, N, K, names = plan
     target = ctx.target
     name = ctx.choose(sch, "gemm_tile", names, names[0])
-    mr, nr = _tile_of(name)
+    isa, mr, nr = x86.fp32_gemm_parts(name)
     threads = S.thread_count(target)
     # row blocks need static extents (mc rows of A a block, a multiple of mr dividing M)
     static = None not in (M, N, K)
@@ -338,7 +333,7 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
         rows = _rows_a_call(M, N, K, mr, batch, sch) if panel is not None else None
         j0, i2 = _panel_loops(sch, batch, i, j, k, K, mr, nr, ctx, rows)
         if rows:
-            name = x86.fp32_gemm_rows_name(_isa_of(name), mr, nr, rows)
+            name = x86.fp32_gemm_rows_name(isa, mr, nr, rows)
             _epilogue_at_panel(sch, ctx, j0, placed)
         outer = [*batch, j0]
         n_out = N // nr if N is not None else 2
@@ -373,10 +368,6 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
 # B blocks from this size up stream from memory (weights, not activations in cache): the call takes
 # all rows, prefetching the next block while it computes this one (x86.fp32_gemm_rows_source).
 PREFETCH_BYTES = 256 * 1024
-
-
-def _isa_of(name):
-    return "avx2" if name.startswith("x86_avx2") else "avx512"
 
 
 def _rows_a_call(M, N, K, mr, batch, sch):

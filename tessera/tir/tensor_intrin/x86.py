@@ -35,6 +35,8 @@ even outside tessera's own check. `gemm_intrin_for(target, dtype)` picks the bes
 """
 from __future__ import annotations
 
+import re
+
 from ...errors import TesseraError
 from ...ir import (
     Block,
@@ -371,6 +373,14 @@ def fp32_gemm_name(isa, mr, nr, a_kmajor=False):
     return f"{pre}_gemm_{mr}x{nr}_f32" + ("_a_kmajor" if a_kmajor else "")
 
 
+def fp32_gemm_parts(name):
+    """(isa, mr, nr) of an fp32 micro-kernel intrinsic's name (fp32_gemm_name's inverse)."""
+    m = re.fullmatch(r"x86_(avx2|avx512)_fma_gemm_(\d+)x(\d+)_f32(_a_kmajor)?", name)
+    if m is None:
+        raise TesseraError(f"{name!r} is not the name of an x86 fp32 GEMM micro-kernel")
+    return m.group(1), int(m.group(2)), int(m.group(3))
+
+
 def fp32_gemm_rows_name(isa, mr, nr, rows):
     """The intrinsic computing `rows` rows (a multiple of mr) of C a call with the mr x nr
     micro-kernel, prefetching the next block of B as it goes (fp32_gemm_rows_source)."""
@@ -482,6 +492,5 @@ def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
                        + (f" with tiles {tiles}" if tiles else "") + " (needs AVX2+FMA or AVX-512)")
 
 
-__all__ = ["gemm_desc", "gemm_impl", "dot_desc", "dot_impl", "gemm_intrin_for", "fp32_gemm_name",
-           "fp32_gemm_rows_name",
-           "int8_gemm_name", "FP32_GEMM", "INT8_GEMM"]
+__all__ = ["gemm_desc", "gemm_impl", "address_wrapper", "dot_desc", "dot_impl", "gemm_intrin_for",
+           "fp32_gemm_name", "fp32_gemm_parts", "fp32_gemm_rows_name", "int8_gemm_name", "FP32_GEMM", "INT8_GEMM"]
