@@ -35,7 +35,7 @@ os.environ["TESSERA_NO_BUILTIN_RECORDS"] = "1"   # only the cut's records apply 
 
 import _common  # noqa: E402
 from e2e import _load_average, _time_interleaved  # noqa: E402
-from tune_model import cpu_name  # noqa: E402
+from tune_model import cpu_name, first_within  # noqa: E402
 
 DEFAULT_MODELS = "resnet18,mobilenet_v2,resnet50,bert_base"
 
@@ -65,14 +65,6 @@ def cut(workloads: list, trials: list, n: int, path: Path) -> Path:
     """A database of every workload and the first n trial records, written to path."""
     path.write_text("".join(workloads) + "".join(trials[:n]))
     return path
-
-
-def first_within(curve: dict, target: float, within: float):
-    """The fewest trials whose latency is within `within` of target (curve: trials -> seconds), or None."""
-    for n in sorted(curve):
-        if curve[n] <= target * (1 + within):
-            return n
-    return None
 
 
 def measure_model(name, out: Path, points: list, args) -> dict:
@@ -112,8 +104,9 @@ def measure_model(name, out: Path, points: list, args) -> dict:
     med = {k: v[0] for k, v in times.items()}
     curves = {run: {int(k.split("@")[1]): v for k, v in med.items() if k.startswith(run + "@")} for run in runs}
     target_s = curves["scratch"][trials["scratch"]]
-    st = first_within(curves["scratch"], target_s, args.within)
-    tt = first_within(curves["transfer"], target_s, args.within)
+    # each curve as tune_model's (trials, seconds, latency) history: the fewest trials within args.within
+    st, _ = first_within([(n, None, v) for n, v in sorted(curves["scratch"].items())], target_s, args.within)
+    tt, _ = first_within([(n, None, v) for n, v in sorted(curves["transfer"].items())], target_s, args.within)
     row = {"model": name, "untuned_ms": med["untuned"] * 1e3, "target_ms": target_s * 1e3,
            "target/untuned": target_s / med["untuned"],
            "scratch_trials": trials["scratch"], "transfer_trials": trials["transfer"],

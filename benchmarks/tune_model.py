@@ -72,13 +72,13 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def first_within(history, target_secs: float | None):
-    """(trials, seconds) of the first round whose estimate is within WITHIN of target_secs, or
-    (None, None) when none is."""
+def first_within(history, target_secs: float | None, within: float = WITHIN):
+    """(trials, seconds) of the first round (trials, seconds, estimate) whose estimate is within
+    `within` of target_secs, or (None, None) when none is."""
     if target_secs is None:
         return None, None
     for trials, secs, est in history:
-        if est is not None and est <= target_secs * (1 + WITHIN):
+        if est is not None and est <= target_secs * (1 + within):
             return trials, secs
     return None, None
 
