@@ -239,6 +239,7 @@ def _epi_text(tree) -> str:
 L1_WEIGHT_BYTES = 16384      # (32 KB measured no faster inside ResNet-50: 1.01x its convs' time)
 
 
+@functools.lru_cache(maxsize=512)   # lowering asks again for each call of a repeated layer, and per candidate
 def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_init=False, epi=None,
              split=False) -> str:
     """The C code of the kernel (see the module docstring); zero_init / epi: the variant that starts

@@ -58,6 +58,8 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class EpilogueHook:
+    """An intrinsic's two functions for fuse_intrin_epilogue: tile(call) and fuse(call, Epilogue)."""
+
     tile: object
     fuse: object
 
