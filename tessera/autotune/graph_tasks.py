@@ -121,14 +121,16 @@ class KernelSpace(Space):
 
 class GraphTask(TuneTask):
     """A TuneTask for one kernel of a graph: `weight` (nodes that run it), `nodes` (their names),
-    `op` (the kernel's name: the op, or the fused group's)."""
+    `op` (the kernel's name: the op, or the fused group's), `weights` (positions of the kernel's
+    parameters that are graph constants at every node that runs it)."""
 
-    def __init__(self, program, target, weight: int = 1, nodes=()):
+    def __init__(self, program, target, weight: int = 1, nodes=(), weights=()):
         super().__init__(program.func, target, space=KernelSpace(program, target), name=program.kernel_name)
         self.program = program
         self.op = program.kernel_name
         self.weight = weight
         self.nodes = list(nodes)
+        self.weights = tuple(weights)
 
     def __repr__(self):
         return f"<GraphTask {self.name} x{self.weight} ({self.space.kind}) on {self.target}>"
@@ -162,12 +164,15 @@ def extract_tasks(graph, params=None, target="c", opt_level: int = 3, disabled_p
             continue
         prog = get_program(n.op, n.attrs, in_types, out_types, target, n.name)
         key = workload_key(prog.func)
+        consts = tuple(i for i, v in enumerate(n.inputs) if v in g.constants) \
+            if len(prog.func.params) == len(n.inputs) + len(n.outputs) else ()   # inputs lead the params
         task = tasks.get(key)
         if task is None:
-            tasks[key] = GraphTask(prog, target, 1, [n.name])
+            tasks[key] = GraphTask(prog, target, 1, [n.name], consts)
         else:
             task.weight += 1
             task.nodes.append(n.name)
+            task.weights = tuple(i for i in task.weights if i in consts)
     return list(tasks.values())
 
 

@@ -28,7 +28,8 @@ from .cost_model import make_cost_model
 from .database import record_target
 from .graph_tasks import extract_tasks, optimized_graph
 from .in_model import InModelCheck, check_in_model
-from .tune import TaskTuner, TuneResult, check_trials, graph_runner, open_database
+from .measure.check import llc_bytes
+from .tune import TaskTuner, TuneResult, check_trials, graph_runner, open_database, weights_bytes
 
 
 @dataclass
@@ -225,8 +226,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     most max_trials measured candidates in all (or time_budget seconds); records go to database (a
     Database or a path; tuning again with it resumes). tasks: extract_tasks' list, to tune a subset.
     cost_model: "xgb", "random" or a CostModel (e.g. one pre-trained on another model's records:
-    transfer). runner: None for tune.graph_runner() (caches flushed before each timing round, as a
-    kernel runs inside a model), a LocalRunner or a DaskRunner. transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
+    transfer). runner: None for tune.graph_runner() (each kernel's weights evicted from the caches
+    before each timing round where the model's weights exceed the last-level cache, everything warm
+    otherwise: as the kernel runs inside the model), a LocalRunner or a DaskRunner. transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
     first: True (default) the records shipped with tessera for this target's CPU level, a path /
     Database / list of them, or False (learn from this run only). The tasks' own records are left
     out of the pre-training (they resume through the database instead). progress: None, or a
@@ -277,7 +279,8 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     # trained before this run's own records (a resume's) reach it: pre-trained on other workloads
     quick = bool(getattr(model, "trained", False)) and bool(transfer_batch) and transfer_batch < batch_size
     round_size = transfer_batch if quick else batch_size
-    runner = runner if runner is not None else graph_runner()
+    if runner is None:     # a GPU kernel is timed on its device, caches as they are
+        runner = graph_runner(target.is_cpu and weights_bytes(tasks) > llc_bytes())
     tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
               for t in tasks]
     t0 = time.perf_counter()

@@ -111,6 +111,7 @@ class TuneTask:
         self.workload = Workload(func)
         self.name = name or func.name
         self.flops = self.workload.flops or 0   # operations of one run (0: symbolic extents)
+        self.weights = ()    # positions of func's parameters that hold a model's weights (GraphTask's)
 
     def __repr__(self):
         return f"<TuneTask {self.name} on {self.target}>"

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import TesseraError
 from ..ir import PrimFunc
+from ..ir.dtype import DataType
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
@@ -69,16 +70,31 @@ def _tuning_runner():
     return r
 
 
-def graph_runner():
-    """The runner tune_graph uses by default: caches flushed before each of 3 rounds of 3 calls, so
-    a kernel is timed as it runs inside a model, its weights and inputs coming from memory rather
-    than from the cache its previous call warmed (AutoTVM's advice for x86 convolutions). On
-    ResNet-18 (2 threads) the latency estimate of a warm-cache tuning was 7.6 ms against 8.3-9.3 ms
-    measured end to end; a flushed one 8.5 ms, and 300 trials took 30 s instead of 76 s."""
-    r = _RUNNERS.get("graph")
+def graph_runner(cold_weights: bool = True):
+    """The runner tune_graph uses by default: 3 rounds of 3 calls, each round after evicting the
+    kernel's weights (MeasureCandidate.weights) from the caches where cold_weights -- the
+    model's weights do not fit in the last-level cache, so each node reads its own from memory --
+    and with everything warm otherwise (they stay cached from one run of the model to the next). The
+    input its previous node just wrote is in cache inside a model either way. Flushing every
+    argument and the whole cache instead (AutoTVM's advice for x86 convolutions) made MobileNetV2's
+    isolated picks slower in the model than its defaults."""
+    key = "graph" if cold_weights else "graph-warm"
+    r = _RUNNERS.get(key)
     if r is None:
-        r = _RUNNERS["graph"] = LocalRunner(number=3, repeat=3, min_repeat_ms=0, warmup=False, flush_cache=True)
+        r = _RUNNERS[key] = LocalRunner(number=3, repeat=3, min_repeat_ms=0, warmup=False,
+                                        flush_cache="weights" if cold_weights else False)
     return r
+
+
+def weights_bytes(tasks) -> int:
+    """Bytes of weights the tasks' nodes read in one run of their model: each node its own."""
+    total = 0
+    for t in tasks:
+        params = t.func.params
+        per = sum(int(np.prod([d.value for d in params[i].shape])) * DataType(params[i].dtype).bytes
+                  for i in t.weights)
+        total += getattr(t, "weight", 1) * per
+    return total
 
 
 class TaskTuner:
@@ -188,7 +204,7 @@ class TaskTuner:
         """Build, check and time `fresh`; records to the database, results to the cost model and
         the strategy, the best kept. count: the measurements are trials (not for remeasure)."""
         task, search = self.task, self.search
-        mcs = [MeasureCandidate(task.workload, s.trace.as_json()) for s in fresh]
+        mcs = [MeasureCandidate(task.workload, s.trace.as_json(), task.weights) for s in fresh]
         best = self.best_secs
         cutoff = None if best is None or self.cutoff_factor is None else best * self.cutoff_factor
         results = measure(mcs, task.target, self.builder, self.runner, cutoff_secs=cutoff,
@@ -293,4 +309,4 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
     return sch
 
 
-__all__ = ["TuneResult", "TaskTuner", "graph_runner", "apply_best", "tune_tir", "open_database"]
+__all__ = ["TuneResult", "TaskTuner", "graph_runner", "weights_bytes", "apply_best", "tune_tir", "open_database"]

@@ -80,6 +80,47 @@ def test_extract_tasks_of_a_transformer_block_weights_the_shared_layer_norm():
     assert len(mm) >= 4 and all(t.flops > 0 for t in mm)
 
 
+def test_extract_tasks_marks_the_kernel_parameters_that_are_weights_and_counts_their_bytes():
+    g, params = from_onnx(small_cnn())
+    opt = autotune.graph_tasks.optimized_graph(g, params, T2)
+    tasks = extract_tasks(opt, target=T2, optimized=True)
+    by_node = {n.name: n for n in opt.nodes}
+    expect = 0
+    for t in tasks:
+        for name in t.nodes:
+            n = by_node[name]
+            consts = tuple(i for i, v in enumerate(n.inputs) if v in opt.constants)
+            assert t.weights == consts, (t.name, name)
+            assert all(tuple(d.value for d in t.func.params[i].shape) == opt.constants[n.inputs[i]].shape
+                       for i in consts)
+            expect += sum(opt.constants[n.inputs[i]].nbytes for i in consts)
+    assert any(t.weights for t in tasks) and any(not t.weights for t in tasks)    # convs; the pool
+    assert autotune.tune.weights_bytes(tasks) == expect > 0
+
+
+@pytest.mark.parametrize("llc, cold", [(1, True), (1 << 40, False)])
+def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrows_the_cache(monkeypatch, llc, cold):
+    from tessera.autotune import scheduler
+
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_runner(cold_weights=True):
+        asked.append(cold_weights)
+        raise Stop
+
+    monkeypatch.setattr(scheduler, "llc_bytes", lambda: llc)
+    monkeypatch.setattr(scheduler, "graph_runner", fake_runner)
+    g, params = from_onnx(small_cnn())
+    with pytest.raises(Stop):
+        tune_graph(g, params, T2, max_trials=4, transfer=False)
+    assert asked == [cold]
+    runner = autotune.tune.graph_runner(cold)
+    assert runner.flush_cache == ("weights" if cold else False) and (runner.number, runner.repeat) == (3, 3)
+
+
 def test_conv_knob_space_contains_the_default_schedule_and_samples_build_right():
     g, params = from_onnx(small_cnn())
     conv = next(t for t in extract_tasks(g, params, T2) if t.weight == 2)

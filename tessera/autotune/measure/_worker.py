@@ -172,12 +172,13 @@ def do_run(state: State, req) -> dict:
         return {"run_secs": [kernel], "kernel_secs": kernel}  # a sure loser: its checked call is its time
     try:
         t0 = time.perf_counter()
-        if not gpu and (req.get("flush") or not req.get("warmup", True)):
+        flush = req.get("flush") or False       # True, False or the argument positions to evict
+        if not gpu and (flush or not req.get("warmup", True)):
             timer = state.timers.get(req["target"])
             if timer is None:
                 timer = state.timers[req["target"]] = EntryTimer(req["target"])
             secs = timer.time(fn, mod, args, req["number"], req["repeat"], req["min_repeat_ms"],
-                              flush=bool(req.get("flush")), warmup=req.get("warmup", True))
+                              flush=flush if isinstance(flush, list) else bool(flush), warmup=req.get("warmup", True))
         else:
             secs = list(fn.time(args, req["number"], req["repeat"], req["min_repeat_ms"]).results)
         kernel += time.perf_counter() - t0

@@ -20,17 +20,24 @@ from ..workload import Workload
 
 
 class MeasureCandidate:
-    """A workload and a JSON trace that, replayed on `tir.Schedule(workload.func)`, gives the candidate."""
+    """A workload and a JSON trace that, replayed on `tir.Schedule(workload.func)`, gives the candidate.
+    weights: positions of the function's parameters that hold a model's weights (constants), which
+    a runner with flush_cache="weights" evicts before each timing round."""
 
-    __slots__ = ("workload", "trace")
+    __slots__ = ("workload", "trace", "weights")
 
-    def __init__(self, workload, trace):
+    def __init__(self, workload, trace, weights=()):
         if not isinstance(workload, Workload):
             workload = Workload(workload)
         if not isinstance(trace, (list, tuple)):
             raise TesseraError(f"MeasureCandidate: trace must be the JSON list of Trace.as_json(), got "
                                f"{type(trace).__name__}")
-        self.workload, self.trace = workload, trace
+        n = len(workload.func.params)
+        weights = tuple(sorted({int(i) for i in weights}))
+        if weights and not 0 <= weights[0] <= weights[-1] < n:
+            raise TesseraError(f"MeasureCandidate: weights {list(weights)} are not parameter positions of "
+                               f"{workload.func.name} ({n} parameters)")
+        self.workload, self.trace, self.weights = workload, trace, weights
 
     @staticmethod
     def from_schedule(sch: Schedule, workload) -> "MeasureCandidate":

@@ -202,13 +202,14 @@ static double tsr_flush_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Evict the arguments from every cache: clflush of each tensor argument's lines (coherent: every
-   core's caches) where the CPU has it, and a write sweep over a buffer twice the last-level cache. */
-static void tsr_flush(void** args, const int32_t* kinds, int32_t num_args, volatile unsigned char* buf,
-                      int64_t nbytes) {
+/* Evict arguments from every cache: clflush of each tensor argument's lines (coherent: every core's
+   caches) where the CPU has it -- every argument, or those with only[i] set -- and a write sweep over
+   `nbytes` of buf (twice the last-level cache; none when 0). */
+static void tsr_flush(void** args, const int32_t* kinds, int32_t num_args, const int32_t* only,
+                      volatile unsigned char* buf, int64_t nbytes) {
 #ifdef TSR_HAVE_CLFLUSH
   for (int32_t i = 0; i < num_args; ++i) {
-    if (kinds[i] != 0) continue;   /* KIND_TENSOR */
+    if (kinds[i] != 0 || (only && !only[i])) continue;   /* KIND_TENSOR */
     const tsr_flush_tensor_t* t = (const tsr_flush_tensor_t*)args[i];
     int64_t n = ((int64_t)t->bits * t->lanes + 7) / 8;
     for (int32_t d = 0; d < t->ndim; ++d) n *= t->shape[d];
@@ -222,11 +223,13 @@ static void tsr_flush(void** args, const int32_t* kinds, int32_t num_args, volat
 
 /* TVM's time evaluator, optionally with its cache flush: a warm-up call (unless the caller has just
    made one), then `repeat` measurements of `number` calls each; without a flush, `number` grows until
-   a measurement lasts min_repeat_ms (as the module's own timer); with one, the caches are flushed
-   before each measurement. */
+   a measurement lasts min_repeat_ms (as the module's own timer); with one (`flush` set), the caches
+   are flushed before each measurement: every argument and a sweep of flush_bytes, or (`only` given)
+   the arguments it marks alone. */
 int32_t tessera_time_entry(void* entry, void** args, const int32_t* kinds, int32_t num_args, int32_t number,
                            int32_t repeat, int32_t min_repeat_ms, int32_t warmup, double* results,
-                           volatile unsigned char* flush, int64_t flush_bytes, char* err, int32_t err_len) {
+                           int32_t flush, const int32_t* only, volatile unsigned char* buf, int64_t flush_bytes,
+                           char* err, int32_t err_len) {
   tsr_entry_fn f = (tsr_entry_fn)entry;
   int32_t rc;
   if (warmup) {
@@ -237,7 +240,7 @@ int32_t tessera_time_entry(void* entry, void** args, const int32_t* kinds, int32
   for (int32_t r = 0; r < repeat; ++r) {
     double elapsed;
     for (;;) {
-      if (flush) tsr_flush(args, kinds, num_args, flush, flush_bytes);
+      if (flush) tsr_flush(args, kinds, num_args, only, buf, flush_bytes);
       double t0 = tsr_flush_now();
       for (int64_t k = 0; k < n; ++k) {
         rc = f(args, kinds, num_args, err, err_len);
@@ -289,10 +292,21 @@ class EntryTimer:
         self.nbytes = 2 * llc_bytes()
         self._buf = None
 
-    def time(self, func, module, args, number: int, repeat: int, min_repeat_ms: int = 0, flush: bool = False,
+    def time(self, func, module, args, number: int, repeat: int, min_repeat_ms: int = 0, flush=False,
              warmup: bool = True) -> list:
-        """Seconds per call of `func` (a runtime Function of `module`) per repeat."""
-        if flush and self._buf is None:
+        """Seconds per call of `func` (a runtime Function of `module`) per repeat. flush: False; True
+        (every argument evicted and the last-level cache swept before each repeat); or a collection
+        of argument positions, those alone evicted (a model's weights, which come from memory, while
+        the activations its previous node wrote stay in cache)."""
+        only = None
+        if flush is not True and flush is not False:
+            pos = sorted({int(i) for i in flush})
+            if pos and not 0 <= pos[0] <= pos[-1] < len(args):
+                raise TesseraError(f"{func.name}: flush positions {pos} out of range for {len(args)} arguments")
+            only = (ctypes.c_int32 * max(len(args), 1))(*[int(i in pos) for i in range(len(args))])
+            flush = bool(pos)
+        sweep = flush and only is None
+        if sweep and self._buf is None:
             self._buf = (ctypes.c_ubyte * self.nbytes)()
         entry = next(f["entry"] for f in module.metadata["functions"] if f["name"] == func.name)
         addr = ctypes.cast(getattr(module._lib, entry), ctypes.c_void_p)
@@ -300,8 +314,8 @@ class EntryTimer:
         results = (ctypes.c_double * repeat)()
         err = ctypes.create_string_buffer(1024)
         rc = self._fn(addr, slots, func._kinds, len(args), int(number), int(repeat), int(min_repeat_ms),
-                      int(bool(warmup)), results, self._buf if flush else None,
-                      ctypes.c_int64(self.nbytes if flush else 0), err, 1024)
+                      int(bool(warmup)), results, int(bool(flush)), only, self._buf if sweep else None,
+                      ctypes.c_int64(self.nbytes if sweep else 0), err, 1024)
         del keep
         if rc:
             raise TesseraError(f"{func.name}: {err.value.decode('utf-8', 'replace') or f'status {rc}'}")

@@ -83,7 +83,7 @@ def measure_task(payload: dict) -> dict:
             wl = Workload(from_json(json.loads(payload["func"])), payload["key"])
             _WORKER_STATE["workloads"][payload["key"]] = wl
         builder, runner = _worker_pool(payload["settings"])
-        cand = MeasureCandidate(wl, payload["trace"])
+        cand = MeasureCandidate(wl, payload["trace"], payload.get("weights", ()))
         target = payload["target"]
         (br,) = builder.build([cand], target)
         res = runner.run_one(cand, br, str(Target(target)))
@@ -149,7 +149,8 @@ class DaskRunner:
         if text is None:
             text = self._func_text[key] = json.dumps(to_json(cand.workload.func), separators=(",", ":"))
         intrins = [p for p in (self._intrins.payload(n) for n in intrinsics_used(cand.trace)) if p is not None]
-        return {"key": key, "func": text, "trace": cand.trace, "target": target, "intrinsics": intrins,
+        return {"key": key, "func": text, "trace": cand.trace, "weights": list(cand.weights), "target": target,
+                "intrinsics": intrins,
                 "settings": self.settings()}
 
     def measure(self, candidates, target) -> list:

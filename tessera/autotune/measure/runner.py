@@ -10,7 +10,8 @@ every output with the untuned program's (check.py: how inputs, outputs and the t
 -- a mismatch is a "wrong_result" and its time never counts -- then times it inside C
 (`Module.time_evaluator`: a warm-up call, `repeat` rounds of `number` calls, grown to last
 `min_repeat_ms`; with flush_cache=True the caches are flushed before each round and min_repeat_ms
-does not apply; with warmup=False the checked call stands for the timer's warm-up call, one kernel
+does not apply; flush_cache="weights" evicts only the candidate's weights (MeasureCandidate.weights:
+in a model they come from memory, while the input its previous node wrote is still in cache); with warmup=False the checked call stands for the timer's warm-up call, one kernel
 call fewer per candidate, timed by the same loop in check.py's C timer). A candidate that kills the worker (a segfault) is a "crash", one that runs past
 `timeout` seconds is killed and is a "timeout"; the worker is restarted and the next candidate
 measured. The reference outputs are computed once per workload (`ref_timeout` bounds that) and
@@ -53,9 +54,11 @@ class LocalRunner:
     the one a deployed kernel runs in)."""
 
     def __init__(self, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100, timeout: float = 10.0,
-                 flush_cache: bool = False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
+                 flush_cache=False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
                  max_runs_per_worker: int = 2000, env: dict | None = None, warmup: bool = True):
         check_timing(number, repeat, min_repeat_ms)
+        if flush_cache not in (True, False, "weights"):
+            raise TesseraError(f"LocalRunner: flush_cache must be True, False or 'weights', got {flush_cache!r}")
         for label, v in (("timeout", timeout), ("ref_timeout", ref_timeout)):
             if not isinstance(v, (int, float)) or v <= 0:
                 raise TesseraError(f"LocalRunner: {label} must be > 0 seconds, got {v!r}")
@@ -63,7 +66,8 @@ class LocalRunner:
             raise TesseraError("LocalRunner: seed and max_runs_per_worker must be ints (max_runs_per_worker >= 1)")
         self.number, self.repeat, self.min_repeat_ms = int(number), int(repeat), int(min_repeat_ms)
         self.timeout, self.ref_timeout = float(timeout), float(ref_timeout)
-        self.flush_cache, self.check, self.seed, self.warmup = bool(flush_cache), bool(check), seed, bool(warmup)
+        self.flush_cache = flush_cache if flush_cache == "weights" else bool(flush_cache)
+        self.check, self.seed, self.warmup = bool(check), seed, bool(warmup)
         self.max_runs_per_worker = max_runs_per_worker
         if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                                   for k, v in env.items())):
@@ -120,7 +124,8 @@ class LocalRunner:
         self._prepare(cand, target)
         req = {"op": "run", "key": cand.workload.key, "path": br.path, "func_name": br.func_name,
                "target": target, "number": self.number, "repeat": self.repeat,
-               "min_repeat_ms": self.min_repeat_ms, "flush": self.flush_cache, "check": self.check,
+               "min_repeat_ms": self.min_repeat_ms, "check": self.check,
+               "flush": list(cand.weights) if self.flush_cache == "weights" else self.flush_cache,
                "warmup": self.warmup, "cutoff_secs": cutoff_secs}
         t0 = time.perf_counter()
         try:

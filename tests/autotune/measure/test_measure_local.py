@@ -80,6 +80,24 @@ def test_check_off_flush_cache_and_no_warmup(pool):
          runner.min_repeat_ms) = saved
 
 
+def test_a_weights_flush_times_candidates_and_refuses_positions_the_workload_lacks(pool):
+    """flush_cache="weights": each candidate's weights (here B, position 1) evicted before a round."""
+    builder, _ = pool
+    good = bc.candidates()["good"]
+    runner = LocalRunner(number=2, repeat=3, min_repeat_ms=0, warmup=False, flush_cache="weights")
+    try:
+        for weights in ((1,), (), (0, 1)):
+            (r,) = measure([MeasureCandidate(good.workload, good.trace, weights)], TARGET, builder, runner)
+            assert r.ok and len(r.run_secs) == 3 and all(s > 0 for s in r.run_secs), (weights, r)
+    finally:
+        runner.close()
+    n = len(good.workload.func.params)
+    with pytest.raises(TesseraError, match=f"not parameter positions of .*{n} parameters"):
+        MeasureCandidate(good.workload, good.trace, (n,))
+    with pytest.raises(TesseraError, match="flush_cache must be True, False or 'weights'"):
+        LocalRunner(flush_cache="inputs")
+
+
 def test_a_build_past_its_timeout_is_killed_and_the_builder_goes_on(pool):
     builder, _ = pool
     A = te.placeholder((64,), name="A")
