@@ -341,3 +341,29 @@ def test_tune_checks_its_picks_inside_the_model_and_run_uses_them(tiny_model, ca
     kept = re.search(r"\((\d+) kept there by the tuner's in-model check\)", run_out)
     assert (int(kept[1]) if kept else 0) == sum(r.pick == "default" for r in picks), run_out
     np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
+
+
+def test_pick_curve_replays_each_tasks_fastest_record_in_the_order_the_trials_were_measured(tmp_path):
+    """benchmarks/pick_curve.py's replay: a task's pick changes only when a record beats its fastest
+    so far (median of its rounds); errors, in-model picks and other workloads' records change nothing."""
+    import json
+
+    pick_events = _bench("pick_curve").pick_events
+
+    def rec(key, secs, trace, **kw):
+        return json.dumps({"workload_key": key, "target": "c", "run_secs": secs, "error": None, "trace": trace, **kw})
+
+    lines = [json.dumps({"workload": "a", "func": {}}),
+             rec("a", [3.0, 9.0, 3.0], "a0"),            # median 3
+             rec("b", [2.0], "b0"),
+             rec("a", [1.0, 4.0, 4.0], "a1"),            # median 4 (its minimum 1 does not count)
+             rec("a", [], "bad", error={"kind": "crash", "msg": "x"}),
+             rec("c", [0.1], "c0"),                      # not a task of the model
+             rec("a", [2.0], "a2"),
+             rec("b", [0.5], "b1", pick="record", in_model_secs=0.5),     # the in-model check's: left out
+             rec("b", [1.5], "b2")]
+    db = tmp_path / "m-scratch.jsonl"
+    db.write_text("\n".join(lines) + "\n")
+    trials, events = pick_events(db, {"a", "b"})
+    assert trials == 7          # every trial record, the pick left out
+    assert events == [(1, "a", "a0"), (2, "b", "b0"), (6, "a", "a2"), (7, "b", "b2")]

@@ -281,8 +281,8 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     round_size = transfer_batch if quick else batch_size
     if runner is None:     # a GPU kernel is timed on its device, caches as they are
         runner = graph_runner(target.is_cpu and weights_bytes(tasks) > llc_bytes())
-    tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder)
-              for t in tasks]
+    tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder,
+                        confirm=True) for t in tasks]
     t0 = time.perf_counter()
     defaults: list = [None] * len(tasks)
     for k, tu in enumerate(tuners):
