@@ -228,8 +228,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     cost_model: "xgb", "random" or a CostModel (e.g. one pre-trained on another model's records:
     transfer). runner: None for tune.graph_runner() (each kernel's weights evicted from the caches
     before each timing round where the model's weights exceed the last-level cache, everything warm
-    otherwise: as the kernel runs inside the model), a LocalRunner or a DaskRunner. transfer: with cost_model "xgb", pre-train it on tuning records of other workloads
-    first: True (default) the records shipped with tessera for this target's CPU level, a path /
+    otherwise: as the kernel runs inside the model), a LocalRunner or a DaskRunner. Each candidate
+    that beats its task's best is measured twice (TaskTuner(confirm=True)). transfer: with
+    cost_model "xgb", pre-train it on tuning records of other workloads first: True (default) the records shipped with tessera for this target's CPU level, a path /
     Database / list of them, or False (learn from this run only). The tasks' own records are left
     out of the pre-training (they resume through the database instead). progress: None, or a
     callable given a list of TaskReport and the totals after every round (the CLI draws its live

@@ -106,7 +106,8 @@ class TaskTuner:
     schedules (the task's default, say); round(n) measures the strategy's next n proposals.
     trials / errors / best_secs / best_trace / history keep the state; best_trial: the trial count
     when best_secs was reached (resumed records included: early stopping counts from it);
-    exhausted: the space gave nothing new."""
+    exhausted: the space gave nothing new. confirm: measure each candidate that beats the best so
+    far a second time before it counts (_confirmed; tune_graph's tuners do)."""
 
     def __init__(self, task: TuneTask, model, rng, strategy="evolutionary", database=None, runner=None,
                  builder=None, cutoff_factor: float | None = 8.0, confirm: bool = False):

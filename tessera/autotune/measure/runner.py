@@ -11,8 +11,9 @@ every output with the untuned program's (check.py: how inputs, outputs and the t
 (`Module.time_evaluator`: a warm-up call, `repeat` rounds of `number` calls, grown to last
 `min_repeat_ms`; with flush_cache=True the caches are flushed before each round and min_repeat_ms
 does not apply; flush_cache="weights" evicts only the candidate's weights (MeasureCandidate.weights:
-in a model they come from memory, while the input its previous node wrote is still in cache); with warmup=False the checked call stands for the timer's warm-up call, one kernel
-call fewer per candidate, timed by the same loop in check.py's C timer). A candidate that kills the worker (a segfault) is a "crash", one that runs past
+in a model they come from memory, while the input its previous node wrote is still in cache); with
+warmup=False the checked call stands for the timer's warm-up call, one kernel call fewer per
+candidate, timed by the same loop in check.py's C timer). A candidate that kills the worker (a segfault) is a "crash", one that runs past
 `timeout` seconds is killed and is a "timeout"; the worker is restarted and the next candidate
 measured. The reference outputs are computed once per workload (`ref_timeout` bounds that) and
 kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time so far, and the
