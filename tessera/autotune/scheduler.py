@@ -14,6 +14,7 @@ same database); one cost model learns across all tasks.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -180,9 +181,9 @@ class TaskScheduler:
         alive = self.alive()
         if not alive:
             return None
-        for i in alive:                  # every task gets a first round before any gradient
-            if self.rounds[i] == 0:
-                return i
+        first = [i for i in alive if self.rounds[i] == 0]
+        if first:   # every task gets a first round before any gradient: the largest share of the estimate first
+            return max(first, key=lambda i: (self.weight(i) * (self.tuners[i].best_secs or math.inf), -i))
         if self.rng.random() < self.eps:
             return alive[int(self.rng.integers(len(alive)))]
         # the throughput (flops / s) each op kind reached, for the optimistic forward estimate

@@ -308,6 +308,27 @@ def test_task_scheduler_gives_the_next_round_to_the_task_that_cuts_latency_most(
     assert sched.done[1] == "converged" and sched.alive() == [0]
 
 
+def test_task_scheduler_gives_first_rounds_to_the_largest_share_of_the_estimate_first():
+    class FakeTask:
+        def __init__(self, name, weight):
+            self.name, self.op, self.weight, self.flops = name, name, weight, 1e6
+
+    class FakeTuner:
+        def __init__(self, task, best):
+            self.task, self.best_secs, self.trials, self.exhausted = task, best, 1, False
+
+    # shares 1 x 1 ms, 3 x 1 ms, 1 x 2 ms, and a task whose default has no time yet (first of all)
+    tuners = [FakeTuner(FakeTask("a", 1), 1e-3), FakeTuner(FakeTask("b", 3), 1e-3), FakeTuner(FakeTask("c", 1), 2e-3),
+              FakeTuner(FakeTask("d", 1), None)]
+    sched = TaskScheduler(tuners, np.random.default_rng(0), eps=0.0, negligible=0.0)
+    order = []
+    for _ in range(4):
+        i = sched.next_task()
+        order.append(i)
+        sched.rounds[i] += 1          # its round done (record() would also judge its gain)
+    assert order == [3, 1, 2, 0]
+
+
 def test_shipped_records_load_replay_and_cover_both_cpu_levels():
     files = sorted(BUILTIN_DIR.glob("*.jsonl"))
     assert files, "tessera ships tuned records for the zoo models"
