@@ -24,6 +24,7 @@ from .apply_history import chosen_record
 from .cost_model import make_cost_model
 from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
+from .measure.check import llc_bytes
 from .measure.runner import measure
 from .progress import TuneProgress
 from .search import make_strategy
@@ -71,19 +72,30 @@ def _tuning_runner():
     return r
 
 
+def graph_timing(cold_weights: bool = True) -> dict:
+    """The timing settings of tune_graph's runners (LocalRunner's or DaskRunner's keywords): 3 rounds
+    of 3 calls, each round after evicting the kernel's weights (MeasureCandidate.weights) from the
+    caches where cold_weights -- the model's weights do not fit in the last-level cache, so each node
+    reads its own from memory -- and with everything warm otherwise (they stay cached from one run of
+    the model to the next). The input its previous node just wrote is in cache inside a model either
+    way. Flushing every argument and the whole cache instead (AutoTVM's advice for x86 convolutions)
+    made MobileNetV2's isolated picks slower in the model than its defaults."""
+    return {"number": 3, "repeat": 3, "min_repeat_ms": 0, "warmup": False,
+            "flush_cache": "weights" if cold_weights else False}
+
+
+def cold_weights(tasks, target) -> bool:
+    """Whether a model's kernels read their weights from memory: a CPU target, and more bytes of
+    weights (weights_bytes) than this machine's last-level cache holds."""
+    return Target(target).is_cpu and weights_bytes(tasks) > llc_bytes()
+
+
 def graph_runner(cold_weights: bool = True):
-    """The runner tune_graph uses by default: 3 rounds of 3 calls, each round after evicting the
-    kernel's weights (MeasureCandidate.weights) from the caches where cold_weights -- the
-    model's weights do not fit in the last-level cache, so each node reads its own from memory --
-    and with everything warm otherwise (they stay cached from one run of the model to the next). The
-    input its previous node just wrote is in cache inside a model either way. Flushing every
-    argument and the whole cache instead (AutoTVM's advice for x86 convolutions) made MobileNetV2's
-    isolated picks slower in the model than its defaults."""
+    """The runner tune_graph uses by default: a LocalRunner with graph_timing(cold_weights)."""
     key = "graph" if cold_weights else "graph-warm"
     r = _RUNNERS.get(key)
     if r is None:
-        r = _RUNNERS[key] = LocalRunner(number=3, repeat=3, min_repeat_ms=0, warmup=False,
-                                        flush_cache="weights" if cold_weights else False)
+        r = _RUNNERS[key] = LocalRunner(**graph_timing(cold_weights))
     return r
 
 
@@ -332,4 +344,4 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
     return sch
 
 
-__all__ = ["TuneResult", "TaskTuner", "graph_runner", "weights_bytes", "apply_best", "tune_tir", "open_database"]
+__all__ = ["TuneResult", "TaskTuner", "graph_runner", "graph_timing", "cold_weights", "weights_bytes", "apply_best", "tune_tir", "open_database"]

@@ -111,7 +111,7 @@ def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrow
         asked.append(cold_weights)
         raise Stop
 
-    monkeypatch.setattr(scheduler, "llc_bytes", lambda: llc)
+    monkeypatch.setattr(autotune.tune, "llc_bytes", lambda: llc)
     monkeypatch.setattr(scheduler, "graph_runner", fake_runner)
     g, params = from_onnx(small_cnn())
     with pytest.raises(Stop):
@@ -119,6 +119,9 @@ def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrow
     assert asked == [cold]
     runner = autotune.tune.graph_runner(cold)
     assert runner.flush_cache == ("weights" if cold else False) and (runner.number, runner.repeat) == (3, 3)
+    tasks = extract_tasks(g, params, T2)
+    assert autotune.tune.cold_weights(tasks, T2) == cold
+    assert not autotune.tune.cold_weights(tasks, "opencl")       # a GPU kernel is timed on its device
 
 
 def test_conv_knob_space_contains_the_default_schedule_and_samples_build_right():

@@ -88,6 +88,30 @@ def test_dask_pool_in_process_gives_the_local_pool_records():
     assert {x.worker for x in remote} == {addr}
 
 
+def test_dask_pool_times_with_tune_graphs_settings_evicting_the_candidates_weights(monkeypatch):
+    """graph_timing's keywords (tessera tune --pool) reach the worker's runner, and so do a candidate's
+    weights (test_measure_local.py checks what the runner does with them)."""
+    from tessera.autotune.measure import MeasureCandidate
+    from tessera.autotune.tune import graph_timing
+
+    asked = []
+    real = LocalRunner.run_one
+
+    def spy(self, cand, br, target, cutoff_secs=None):
+        asked.append((self.flush_cache, self.number, self.repeat, self.min_repeat_ms, self.warmup, cand.weights))
+        return real(self, cand, br, target, cutoff_secs)
+
+    monkeypatch.setattr(LocalRunner, "run_one", spy)      # the in-process Dask worker's runner
+    good = bc.candidates()["good"]
+    cand = MeasureCandidate(good.workload, good.trace, (1,))
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None,
+                                  resources={resource_name(TARGET): 1}, silence_logs=50) as cluster, \
+            DaskRunner(cluster.scheduler_address, **graph_timing(True)) as runner:
+        (r,) = measure([cand], TARGET, runner=runner)
+    assert r.ok and len(r.run_secs) == 3
+    assert asked == [("weights", 3, 3, 0, False, (1,))]
+
+
 @pytest.mark.slow
 def test_dask_pool_gives_the_local_pool_records(pool):
     """Worker processes started with the documented command, one of them for another target."""
