@@ -305,8 +305,9 @@ def _tensorized_matmul(sch, block, ctx, panel=None, placed=None) -> bool:
     the target has no kernel for a tile dividing it. Panels over constant weights packed ahead of
     time (`panel` given: pack_matmul_weights) of at least PREFETCH_BYTES, static extents: all M rows
     a call (the rows intrinsic, which prefetches the next block of B), and the fused epilogue per
-    panel (_epilogue_at_panel); a B computed at run time (attention's K^T and V) is in cache already. Knobs: "gemm_tile" (among the tiles that divide
-    M and N and fit the packed panel), "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
+    panel (_epilogue_at_panel); a B computed at run time (attention's K^T and V) is in cache
+    already. Knobs: "gemm_tile" (among the tiles that divide M and N and fit the packed panel),
+    "gemm_structure", "gemm_kc", "gemm_mc", "gemm_parallel"."""
     plan = _gemm_plan(sch, block, ctx, panel)
     if plan is None:
         return False
@@ -393,8 +394,8 @@ def _epilogue_at_panel(sch, ctx, j0, placed):
             sch.reverse_compute_at(blk, j0)
         except ScheduleError:
             continue
-        loops = sch.get_loops(blk)
-        inner = loops[-1]
+        # (not _schedule's vectorize_inner_spatial: under j0 the column is j0 * nr + the loop)
+        inner = sch.get_loops(blk)[-1]
         lanes = _lanes(sch, blk, ctx.target)
         ext = _extent(sch, inner)
         if ext is not None and lanes > 1 and ext % lanes == 0:

@@ -246,8 +246,8 @@ def test_dense_layer_with_large_weights_and_its_epilogue_per_panel(epilogue, isa
     call (the rows intrinsic, prefetching the next block) and the fused bias / GELU / residual
     epilogue per B panel, on the compacted panel of C. The model's output equals numpy's."""
     import math
+    import re
 
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     M, K, N = 32, 512, 256
@@ -279,3 +279,6 @@ def test_dense_layer_with_large_weights_and_its_epilogue_per_panel(epilogue, isa
     if t.has_feature("avx2") and t.has_feature("fma"):
         src = "".join(k.module.get_source() for k in exe.kernels)
         assert f"_rows{M}_pf(" in src
+        # the epilogue under the panel loop, in whole vectors of the target's width
+        lanes = t.vector_bits // 32
+        assert re.search(rf"tsr_vstore_float32x{lanes}\(&T_\w+\[ax0 \* {N} \+ j_0 \* ", src), src
