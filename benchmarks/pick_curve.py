@@ -34,10 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402
 from e2e import _load_average  # noqa: E402
-from transfer_curve import read_db  # noqa: E402
-from tune_model import cpu_name, first_within  # noqa: E402
-
-DEFAULT_MODELS = "resnet18,mobilenet_v2,resnet50,bert_base"
+from transfer_curve import common_arguments, log_row, read_db, run_databases, trials_to_target  # noqa: E402
+from tune_model import cpu_name  # noqa: E402
 
 
 def _log(msg: str) -> None:
@@ -95,10 +93,7 @@ def measure_model(name, out: Path, args) -> dict:
     from tessera import autotune, zoo
     from tessera.frontend import from_onnx
 
-    runs = {r: out / f"{name}-{r}.jsonl" for r in ("scratch", "transfer")}
-    missing = [str(p) for p in runs.values() if not p.is_file()]
-    if missing:
-        raise SystemExit(f"{name}: no database {missing} (run benchmarks/tune_model.py --out {out} first)")
+    runs = run_databases(name, out)
     graph, params = from_onnx(zoo.get_model(name))
     target = f"c -num-threads={args.threads}"
     tasks = {t.workload.key: t for t in autotune.extract_tasks(graph, params, target)}
@@ -133,30 +128,22 @@ def measure_model(name, out: Path, args) -> dict:
         curve.append((trials[run], est()))
         curves[run] = curve
     target_s = curves["scratch"][-1][1]
-    st, _ = first_within([(n, None, v) for n, v in curves["scratch"]], target_s, args.within)
-    tt, _ = first_within([(n, None, v) for n, v in curves["transfer"]], target_s, args.within)
     row = {"model": name, "kernels_remeasured": len(cands), "default_ms": curves["scratch"][0][1] * 1e3,
            "target_ms": target_s * 1e3, "target/default": target_s / curves["scratch"][0][1],
            "transfer_final_ms": curves["transfer"][-1][1] * 1e3,
-           "scratch_trials": trials["scratch"], "transfer_trials": trials["transfer"],
-           "scratch_trials_to_target": st if st is not None else "none",
-           "transfer_trials_to_target": tt if tt is not None else "none",
-           "trials_ratio": st / tt if st and tt else ""}
+           **trials_to_target(curves, trials, target_s, args.within)}
     for run in runs:     # the curve at a few trial counts (its value after the last change before each)
         pts = [p for p in (25, 50, 100, 200, 300, 400, 600, trials[run]) if p <= trials[run]]
         row[f"{run}_curve_ms"] = " ".join(
             f"{p}:{[v for n, v in curves[run] if n <= p][-1] * 1e3:.3f}" for p in sorted(set(pts)))
-    _log(f"[{name}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    log_row(name, row)
     return row
 
 
 def main(argv=None) -> int:
     p = _common.parser(__doc__.split("\n")[0])
-    p.add_argument("--out", default="tune_model_out", help="tune_model.py's --out folder (default tune_model_out)")
-    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models (default {DEFAULT_MODELS})")
+    common_arguments(p)
     p.add_argument("--rounds", type=int, default=5, help="timing rounds of every picked kernel (default 5)")
-    p.add_argument("--within", type=float, default=0.01, help="how close to the target counts as reached (0.01: 1%%)")
-    p.add_argument("--threads", type=int, default=2, help="threads (the databases' target; default 2)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     if args.rounds < 1:

@@ -35,9 +35,7 @@ os.environ["TESSERA_NO_BUILTIN_RECORDS"] = "1"   # only the cut's records apply 
 
 import _common  # noqa: E402
 from e2e import _load_average, _time_interleaved  # noqa: E402
-from tune_model import cpu_name, first_within  # noqa: E402
-
-DEFAULT_MODELS = "resnet18,mobilenet_v2,resnet50,bert_base"
+from tune_model import DEFAULT_MODELS, cpu_name, first_within  # noqa: E402
 
 
 def _log(msg: str) -> None:
@@ -61,6 +59,38 @@ def read_db(path: Path):
     return workloads, trials
 
 
+def run_databases(name: str, out: Path) -> dict:
+    """{"scratch": path, "transfer": path}: tune_model.py's two databases of the model in out."""
+    runs = {r: out / f"{name}-{r}.jsonl" for r in ("scratch", "transfer")}
+    missing = [str(p) for p in runs.values() if not p.is_file()]
+    if missing:
+        raise SystemExit(f"{name}: no database {missing} (run benchmarks/tune_model.py --out {out} first)")
+    return runs
+
+
+def trials_to_target(curves: dict, trials: dict, target_s: float, within: float) -> dict:
+    """The row's trials columns: each run's trial count, the fewest trials whose point of its curve
+    ([(trials, seconds)], ascending) is within `within` of target_s, and their ratio scratch / transfer."""
+    to = {run: first_within([(n, None, v) for n, v in curve], target_s, within)[0] for run, curve in curves.items()}
+    st, tt = to["scratch"], to["transfer"]
+    return {"scratch_trials": trials["scratch"], "transfer_trials": trials["transfer"],
+            "scratch_trials_to_target": st if st is not None else "none",
+            "transfer_trials_to_target": tt if tt is not None else "none",
+            "trials_ratio": st / tt if st and tt else ""}
+
+
+def log_row(name: str, row: dict) -> None:
+    _log(f"[{name}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+
+
+def common_arguments(p) -> None:
+    """The options transfer_curve.py and pick_curve.py share."""
+    p.add_argument("--out", default="tune_model_out", help="tune_model.py's --out folder (default tune_model_out)")
+    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models (default {DEFAULT_MODELS})")
+    p.add_argument("--within", type=float, default=0.01, help="how close to the target counts as reached (0.01: 1%%)")
+    p.add_argument("--threads", type=int, default=2, help="threads (the databases' target; default 2)")
+
+
 def cut(workloads: list, trials: list, n: int, path: Path) -> Path:
     """A database of every workload and the first n trial records, written to path."""
     path.write_text("".join(workloads) + "".join(trials[:n]))
@@ -74,10 +104,7 @@ def measure_model(name, out: Path, points: list, args) -> dict:
     from tessera import zoo
     from tessera.frontend import from_onnx
 
-    runs = {r: out / f"{name}-{r}.jsonl" for r in ("scratch", "transfer")}
-    missing = [str(p) for p in runs.values() if not p.is_file()]
-    if missing:
-        raise SystemExit(f"{name}: no database {missing} (run benchmarks/tune_model.py --out {out} first)")
+    runs = run_databases(name, out)
     model = zoo.get_model(name)
     feeds = zoo.sample_input(name)
     graph, params = from_onnx(model)
@@ -104,29 +131,20 @@ def measure_model(name, out: Path, points: list, args) -> dict:
     med = {k: v[0] for k, v in times.items()}
     curves = {run: {int(k.split("@")[1]): v for k, v in med.items() if k.startswith(run + "@")} for run in runs}
     target_s = curves["scratch"][trials["scratch"]]
-    # each curve as tune_model's (trials, seconds, latency) history: the fewest trials within args.within
-    st, _ = first_within([(n, None, v) for n, v in sorted(curves["scratch"].items())], target_s, args.within)
-    tt, _ = first_within([(n, None, v) for n, v in sorted(curves["transfer"].items())], target_s, args.within)
     row = {"model": name, "untuned_ms": med["untuned"] * 1e3, "target_ms": target_s * 1e3,
            "target/untuned": target_s / med["untuned"],
-           "scratch_trials": trials["scratch"], "transfer_trials": trials["transfer"],
-           "scratch_trials_to_target": st if st is not None else "none",
-           "transfer_trials_to_target": tt if tt is not None else "none",
-           "trials_ratio": st / tt if st and tt else ""}
+           **trials_to_target({run: sorted(c.items()) for run, c in curves.items()}, trials, target_s, args.within)}
     for run in runs:
         row[f"{run}_curve_ms"] = " ".join(f"{n}:{v * 1e3:.3f}" for n, v in sorted(curves[run].items()))
-    _log(f"[{name}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    log_row(name, row)
     return row
 
 
 def main(argv=None) -> int:
     p = _common.parser(__doc__.split("\n")[0])
-    p.add_argument("--out", default="tune_model_out", help="tune_model.py's --out folder (default tune_model_out)")
-    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models (default {DEFAULT_MODELS})")
+    common_arguments(p)
     p.add_argument("--points", default="25,50,100,200,400",
                    help="trial counts to cut each database at (each run's last trial is always one)")
-    p.add_argument("--within", type=float, default=0.01, help="how close to the target counts as reached (0.01: 1%%)")
-    p.add_argument("--threads", type=int, default=2, help="threads (the databases' target; default 2)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--budget", type=float, default=8.0, help="seconds of timed runs per compiled model")

@@ -29,7 +29,7 @@ from .cost_model import make_cost_model
 from .database import record_target
 from .graph_tasks import extract_tasks, optimized_graph
 from .in_model import InModelCheck, check_in_model
-from .tune import TaskTuner, TuneResult, check_trials, cold_weights, graph_runner, open_database
+from .tune import TaskTuner, check_trials, cold_weights, graph_runner, open_database
 
 
 @dataclass

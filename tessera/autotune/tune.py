@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import TesseraError
 from ..ir import PrimFunc
-from ..ir.dtype import DataType
+from ..ir.tensor_type import TensorType
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
@@ -104,8 +104,7 @@ def weights_bytes(tasks) -> int:
     total = 0
     for t in tasks:
         params = t.func.params
-        per = sum(int(np.prod([d.value for d in params[i].shape])) * DataType(params[i].dtype).bytes
-                  for i in t.weights)
+        per = sum(TensorType(tuple(d.value for d in params[i].shape), params[i].dtype).nbytes() for i in t.weights)
         total += getattr(t, "weight", 1) * per
     return total
 

@@ -178,7 +178,7 @@ def do_run(state: State, req) -> dict:
             if timer is None:
                 timer = state.timers[req["target"]] = EntryTimer(req["target"])
             secs = timer.time(fn, mod, args, req["number"], req["repeat"], req["min_repeat_ms"],
-                              flush=flush if isinstance(flush, list) else bool(flush), warmup=req.get("warmup", True))
+                              flush=flush, warmup=req.get("warmup", True))
         else:
             secs = list(fn.time(args, req["number"], req["repeat"], req["min_repeat_ms"]).results)
         kernel += time.perf_counter() - t0
