@@ -34,7 +34,7 @@ from . import autotune
 from .accel.vdla import layers as vdla_layers
 from .autotune.graph_progress import GraphTuneTable, format_duration
 from .autotune.scheduler import pretrain_from
-from .autotune.tune import cold_weights, graph_timing
+from .autotune.tune import graph_timing, weights_outgrow_cache
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
 from .graph import DeferredGraph
@@ -621,7 +621,7 @@ def _tune(args) -> int:
     runner = None
     if args.pool:
         # timed as tune_graph's own runner would (the pool's devices are this machine's kind)
-        runner = autotune.DaskRunner(args.pool, **graph_timing(cold_weights(tasks, target)))
+        runner = autotune.DaskRunner(args.pool, **graph_timing(weights_outgrow_cache(tasks, target)))
         print(f"measuring on the Dask pool at {args.pool}", flush=True)
     table = GraphTuneTable(args.trials, budget, show=not args.quiet, title=f"tessera tune {args.model}")
     try:

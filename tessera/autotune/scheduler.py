@@ -29,7 +29,7 @@ from .cost_model import make_cost_model
 from .database import record_target
 from .graph_tasks import extract_tasks, optimized_graph
 from .in_model import InModelCheck, check_in_model
-from .tune import TaskTuner, check_trials, cold_weights, graph_runner, open_database
+from .tune import TaskTuner, check_trials, graph_runner, open_database, weights_outgrow_cache
 
 
 @dataclass
@@ -281,7 +281,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     quick = bool(getattr(model, "trained", False)) and bool(transfer_batch) and transfer_batch < batch_size
     round_size = transfer_batch if quick else batch_size
     if runner is None:     # a GPU kernel is timed on its device, caches as they are
-        runner = graph_runner(cold_weights(tasks, target))
+        runner = graph_runner(weights_outgrow_cache(tasks, target))
     tuners = [TaskTuner(t, model, np.random.default_rng(rng.integers(2 ** 31)), strategy, database, runner, builder,
                         confirm=True) for t in tasks]
     t0 = time.perf_counter()

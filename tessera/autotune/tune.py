@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TesseraError
+from ..graph.passes.winograd import streams_weights
 from ..ir import PrimFunc
 from ..ir.tensor_type import TensorType
 from ..target import Target
@@ -24,7 +25,6 @@ from .apply_history import chosen_record
 from .cost_model import make_cost_model
 from .database import Database, record_target
 from .measure import LocalRunner, MeasureCandidate, make_record
-from .measure.check import llc_bytes
 from .measure.runner import measure
 from .progress import TuneProgress
 from .search import make_strategy
@@ -75,7 +75,7 @@ def _tuning_runner():
 def graph_timing(cold_weights: bool = True) -> dict:
     """The timing settings of tune_graph's runners (LocalRunner's or DaskRunner's keywords): 3 rounds
     of 3 calls, each round after evicting the kernel's weights (MeasureCandidate.weights) from the
-    caches where cold_weights -- the model's weights do not fit in the last-level cache, so each node
+    caches where cold_weights -- the model's weights outgrow the last-level cache, so each node
     reads its own from memory -- and with everything warm otherwise (they stay cached from one run of
     the model to the next). The input its previous node just wrote is in cache inside a model either
     way. Flushing every argument and the whole cache instead (AutoTVM's advice for x86 convolutions)
@@ -84,10 +84,11 @@ def graph_timing(cold_weights: bool = True) -> dict:
             "flush_cache": "weights" if cold_weights else False}
 
 
-def cold_weights(tasks, target) -> bool:
-    """Whether a model's kernels read their weights from memory: a CPU target, and more bytes of
-    weights (weights_bytes) than this machine's last-level cache holds."""
-    return Target(target).is_cpu and weights_bytes(tasks) > llc_bytes()
+def weights_outgrow_cache(tasks, target) -> bool:
+    """Whether a model's kernels read their weights from memory: a CPU target, and weights
+    (weights_bytes) past the bytes the Winograd pass also counts as streamed (streams_weights), so
+    that the tuner times kernels under the conditions the compiler plans the model for."""
+    return Target(target).is_cpu and streams_weights(weights_bytes(tasks))
 
 
 def graph_runner(cold_weights: bool = True):
@@ -343,4 +344,4 @@ def apply_best(func: PrimFunc, database, target) -> Schedule | None:
     return sch
 
 
-__all__ = ["TuneResult", "TaskTuner", "graph_runner", "graph_timing", "cold_weights", "weights_bytes", "apply_best", "tune_tir", "open_database"]
+__all__ = ["TuneResult", "TaskTuner", "graph_runner", "graph_timing", "weights_outgrow_cache", "weights_bytes", "apply_best", "tune_tir", "open_database"]

@@ -2,7 +2,6 @@
 import json
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -98,9 +97,11 @@ def test_extract_tasks_marks_the_kernel_parameters_that_are_weights_and_counts_t
     assert autotune.tune.weights_bytes(tasks) == expect > 0
 
 
-@pytest.mark.parametrize("llc, cold", [(1, True), (1 << 40, False)])
-def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrows_the_cache(monkeypatch, llc, cold):
+@pytest.mark.parametrize("streamed_above, cold", [(1, True), (1 << 40, False)])
+def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrows_the_cache(monkeypatch, streamed_above,
+                                                                                            cold):
     from tessera.autotune import scheduler
+    from tessera.graph.passes import winograd
 
     asked = []
 
@@ -111,7 +112,8 @@ def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrow
         asked.append(cold_weights)
         raise Stop
 
-    monkeypatch.setattr(autotune.tune, "llc_bytes", lambda: llc)
+    # the Winograd pass's threshold: the tuner times as the compiler plans
+    monkeypatch.setattr(winograd, "COLD_WEIGHT_BYTES", streamed_above)
     monkeypatch.setattr(scheduler, "graph_runner", fake_runner)
     g, params = from_onnx(small_cnn())
     with pytest.raises(Stop):
@@ -120,8 +122,8 @@ def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrow
     runner = autotune.tune.graph_runner(cold)
     assert runner.flush_cache == ("weights" if cold else False) and (runner.number, runner.repeat) == (3, 3)
     tasks = extract_tasks(g, params, T2)
-    assert autotune.tune.cold_weights(tasks, T2) == cold
-    assert not autotune.tune.cold_weights(tasks, "opencl")       # a GPU kernel is timed on its device
+    assert autotune.tune.weights_outgrow_cache(tasks, T2) == cold
+    assert not autotune.tune.weights_outgrow_cache(tasks, "opencl")       # a GPU kernel is timed on its device
 
 
 def test_conv_knob_space_contains_the_default_schedule_and_samples_build_right():

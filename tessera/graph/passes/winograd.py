@@ -94,10 +94,16 @@ COLD_ROWS = 24
 COLD_WEIGHT_BYTES = 32 << 20
 
 
+def streams_weights(nbytes: int) -> bool:
+    """Whether a model reading `nbytes` of weights a call streams them from memory (more than
+    COLD_WEIGHT_BYTES): the one rule for this pass and for the tuner's timing (autotune.tune)."""
+    return nbytes > COLD_WEIGHT_BYTES
+
+
 def weights_cold(graph: Graph) -> bool:
     """Whether a batch-1 call of `graph` streams its weights from memory: its constants total more than
     COLD_WEIGHT_BYTES (ResNet-18 ~45 MB, ResNet-50 ~100 MB do; a block or a layer does not)."""
-    return sum(arr.nbytes for arr in graph.constants.values()) > COLD_WEIGHT_BYTES   # numpy arrays (Graph)
+    return streams_weights(sum(arr.nbytes for arr in graph.constants.values()))   # numpy arrays (Graph)
 
 
 def layer_costs(batch: int, out_channels: int, height: int, width: int, target, cold_weights: bool = False) -> dict:
@@ -222,4 +228,4 @@ def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
 
 
 __all__ = ["COLD_ROWS", "COLD_WEIGHT_BYTES", "choose_tile_size", "eligible", "gemm_rows", "layer_costs",
-           "weights_cold", "winograd"]
+           "streams_weights", "weights_cold", "winograd"]
