@@ -63,10 +63,9 @@ def remeasure(cands: dict, tasks: dict, target: str, rounds: int, seed: int) -> 
     """{candidate id: median seconds over rounds}: every candidate (workload key, trace) built once,
     then timed once a round, the rounds in fresh orders, with tune_graph's default runner."""
     from tessera.autotune.measure import LocalBuilder, MeasureCandidate
-    from tessera.autotune.measure.check import llc_bytes
-    from tessera.autotune.tune import graph_runner, weights_bytes
+    from tessera.autotune.tune import graph_runner, weights_outgrow_cache
 
-    runner = graph_runner(weights_bytes(tasks.values()) > llc_bytes())
+    runner = graph_runner(weights_outgrow_cache(list(tasks.values()), target))
     ids = sorted(cands)
     mcs = [MeasureCandidate(tasks[cands[c][0]].workload, cands[c][1], tasks[cands[c][0]].weights) for c in ids]
     builder = LocalBuilder()
