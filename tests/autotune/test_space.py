@@ -150,6 +150,25 @@ def test_an_invalid_decision_is_rejected_not_raised():
     assert replay_trace(func, bad, T) is None
 
 
+def test_design_spaces_do_not_depend_on_intrinsics_made_on_first_use():
+    """A family intrinsic made when a record names it (replaying shipped records makes dozens) is not
+    tried by UseTensorIntrin: the spaces a process generates must not depend on what it built before."""
+    from tessera.tir.tensor_intrin import TensorIntrin
+
+    func, _ = gemm()
+    before = [s.trace.as_json() for s in generate_design_space(func, T)]
+    name = "x86_avx2_fma_gemm_4x16_f32_rows64_pf"      # a 64x16 block: it would tile this GEMM whole
+    made_here = name not in TensorIntrin.list()
+    assert TensorIntrin.get(name) is not None
+    try:
+        assert name in TensorIntrin.list() and name not in TensorIntrin.list(made=False)
+        assert [s.trace.as_json() for s in generate_design_space(func, T)] == before
+    finally:
+        if made_here:
+            TensorIntrin.unregister(name)
+    assert name not in TensorIntrin.list()
+
+
 def test_spaces_are_for_cpu_and_gpu_targets():
     with pytest.raises(TesseraError, match="CPU"):
         SpaceContext("vdla")

@@ -61,13 +61,16 @@ def slice_candidates(extent: int) -> list:
 
 
 class UseTensorIntrin(ScheduleRule):
-    """See the module docstring. intrinsics: names to try (default: every registered one)."""
+    """See the module docstring. intrinsics: names to try (default: every registered one but those
+    a family made on first use)."""
 
     name = "UseTensorIntrin"
 
     def __init__(self, ctx, intrinsics=None):
         super().__init__(ctx)
-        names = TensorIntrin.list() if intrinsics is None else list(intrinsics)
+        # intrinsics made on first use are left out: the design space must not depend on which
+        # kernels this process happened to build before
+        names = TensorIntrin.list(made=False) if intrinsics is None else list(intrinsics)
         self.intrins = []
         seen = set()  # one intrinsic registered under two names (TVM's "dot_16x4_vnni") is tried once
         for name in names:

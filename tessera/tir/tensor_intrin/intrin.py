@@ -33,6 +33,7 @@ _FAMILIES: list = []   # (compiled pattern, make(match)) of TensorIntrin.registe
 _MAKING: set = set()   # names whose family is registering them now (in the thread holding _MAKE_LOCK)
 _MAKE_LOCK = threading.RLock()   # one family make() at a time: another thread asking waits for it
 _REGISTRY: dict = {}
+_MADE: set = set()     # names a family registered on first use (TensorIntrin.list(made=False) leaves them out)
 
 
 class _Calls(Visitor):
@@ -219,11 +220,14 @@ class TensorIntrin:
         if name not in _REGISTRY:
             raise TesseraError(f"unregister: no tensor intrinsic named {name!r}")
         del _REGISTRY[name]
+        _MADE.discard(name)
 
     @staticmethod
-    def list() -> list:
-        """Names of the registered intrinsics, sorted."""
-        return sorted(_REGISTRY)
+    def list(made: bool = True) -> list:
+        """Names of the registered intrinsics, sorted. made=False leaves out those a family made on
+        first use (register_family): which of them exist depends on what this process has asked for
+        (records replayed, kernels compiled), so what is derived from the list must not see them."""
+        return sorted(n for n in _REGISTRY if made or n not in _MADE)
 
     def missing_features(self, target) -> list:
         """The CPU features this intrinsic needs that `target` (a Target or its text) lacks."""
@@ -244,10 +248,12 @@ def _make_from_family(name: str):
         m = pattern.fullmatch(name)
         if m is not None:
             _MAKING.add(name)      # make() registers through register(), which may ask get() first
+            before = set(_REGISTRY)
             try:
                 make(m)
             finally:
                 _MAKING.discard(name)
+                _MADE.update(set(_REGISTRY) - before)
             return _REGISTRY.get(name)
     return None
 
