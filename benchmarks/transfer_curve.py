@@ -83,11 +83,14 @@ def log_row(name: str, row: dict) -> None:
     _log(f"[{name}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
 
 
-def common_arguments(p) -> None:
-    """The options transfer_curve.py and pick_curve.py share."""
+def common_arguments(p, within: bool = True) -> None:
+    """The options of the scripts that read tune_model.py's databases (transfer_curve.py, pick_curve.py,
+    transfer_rank.py); within: the trials-to-target threshold too (the curves')."""
     p.add_argument("--out", default="tune_model_out", help="tune_model.py's --out folder (default tune_model_out)")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models (default {DEFAULT_MODELS})")
-    p.add_argument("--within", type=float, default=0.01, help="how close to the target counts as reached (0.01: 1%%)")
+    if within:
+        p.add_argument("--within", type=float, default=0.01,
+                       help="how close to the target counts as reached (0.01: 1%%)")
     p.add_argument("--threads", type=int, default=2, help="threads (the databases' target; default 2)")
 
 

@@ -25,6 +25,7 @@ samples), not a uniform sample of the space. The CPU's name is printed; no figur
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -33,29 +34,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402
-from transfer_curve import DEFAULT_MODELS  # noqa: E402
+from transfer_curve import common_arguments, log_row  # noqa: E402
 from tune_model import cpu_name  # noqa: E402
 
 
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _ranks(x) -> np.ndarray:
-    """Ranks from 0, tied values sharing their mean rank."""
-    x = np.asarray(x, dtype=np.float64)
-    r = np.empty(len(x))
-    r[np.argsort(x, kind="stable")] = np.arange(len(x))
-    _, inv = np.unique(x, return_inverse=True)
-    return (np.bincount(inv, weights=r) / np.bincount(inv))[inv]
-
-
 def spearman(a, b) -> float:
-    """Spearman's rank correlation of a and b (Pearson's of their ranks); nan when either is constant."""
-    ra, rb = _ranks(a), _ranks(b)
-    if ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
+    """Spearman's rank correlation of a and b (ties share their mean rank); nan when either is constant."""
+    from scipy.stats import spearmanr      # xgboost's dependency, as benchmarks/cost_model.py uses it
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")    # a constant input: nan, which the means skip
+        return float(spearmanr(a, b).correlation)
 
 
 def candidates(path: Path, target, min_candidates: int) -> dict:
@@ -64,7 +53,7 @@ def candidates(path: Path, target, min_candidates: int) -> dict:
     at its median)."""
     from tessera.autotune import Database, record_target
     from tessera.autotune.cost_model.base import run_seconds
-    from tessera.autotune.features import extract_features
+    from tessera.autotune.features import extract_features_batch
     from tessera.tir.schedule import Schedule, Trace
 
     db = Database(str(path))
@@ -77,13 +66,12 @@ def candidates(path: Path, target, min_candidates: int) -> dict:
                 by_trace.setdefault(repr(rec.trace), (rec.trace, []))[1].append(secs)
         if len(by_trace) < min_candidates:
             continue
-        feats, secs = [], []
-        for trace, times in by_trace.values():
-            sch = Schedule(wl.func)
-            Trace.apply_json_to_schedule(trace, sch)
-            feats.append(extract_features(sch, target))
-            secs.append(float(np.median(times)))
-        out[wl.key] = (feats, np.asarray(secs))
+        schs = []
+        for trace, _ in by_trace.values():
+            schs.append(Schedule(wl.func))
+            Trace.apply_json_to_schedule(trace, schs[-1])
+        out[wl.key] = (extract_features_batch(schs, target),
+                       np.array([np.median(times) for _, times in by_trace.values()]))
     return out
 
 
@@ -109,10 +97,7 @@ def split_scores(feats, secs, transferred, rng, splits: int) -> list:
     measurements) and the transferred scores each rank the other half. [(own scores, transferred
     scores, seconds)] of the held-out halves."""
     from tessera.autotune.cost_model import XGBModel
-
-    class _R:                     # what CostModel.update reads of a result
-        def __init__(self, s):
-            self.run_secs = [s]
+    from tessera.autotune.measure import MeasureResult
 
     out = []
     n = len(secs)
@@ -120,7 +105,7 @@ def split_scores(feats, secs, transferred, rng, splits: int) -> list:
         perm = rng.permutation(n)
         tr, te = perm[: n // 2], perm[n // 2:]
         m = XGBModel(seed=0)
-        m.update([feats[i] for i in tr], [_R(secs[i]) for i in tr], ["task"] * len(tr))
+        m.update([feats[i] for i in tr], [MeasureResult((float(secs[i]),)) for i in tr], ["task"] * len(tr))
         out.append((m.predict([feats[i] for i in te]), transferred[te], secs[te]))
     return out
 
@@ -163,15 +148,13 @@ def rank_model(name: str, out: Path, models: list, args) -> dict:
            f"top{k}_own": _geomean(cols["top_own"]),
            f"top{k}_random": _geomean(cols["top_random"]),
            "tasks_transfer_beats_random": int(sum(a < b for a, b in zip(cols["top_transfer"], cols["top_random"])))}
-    _log(f"[{name}] " + ", ".join(f"{a} {v:.4g}" if isinstance(v, float) else f"{a} {v}" for a, v in row.items()))
+    log_row(name, row)
     return row
 
 
 def main(argv=None) -> int:
     p = _common.parser(__doc__.split("\n")[0])
-    p.add_argument("--out", default="tune_model_out", help="tune_model.py's --out folder (default tune_model_out)")
-    p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models (default {DEFAULT_MODELS})")
-    p.add_argument("--threads", type=int, default=2, help="threads (the databases' target; default 2)")
+    common_arguments(p, within=False)
     p.add_argument("--top", type=int, default=4, help="K of the top-K columns (default 4: transfer_batch)")
     p.add_argument("--min-candidates", type=int, default=10,
                    help="tasks with fewer measured candidates are skipped (default 10)")
