@@ -174,6 +174,7 @@ class TensorIntrin:
         intrin = TensorIntrin(desc, impl, c_source=c_source, features=features, name=name, doc=doc,
                               epilogue=epilogue)
         _REGISTRY[name] = intrin
+        _MADE.discard(name)        # registered by name now (a family's make() marks its own afterwards)
         return intrin
 
     @staticmethod
