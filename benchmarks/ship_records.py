@@ -70,10 +70,12 @@ def main(argv=None) -> int:
         target = " ".join(x for x in ("c", LEVELS[lv], f"-num-threads={args.threads}") if x)
         key = autotune.record_target(target)
         work = Path(args.work) / f"{lv}-{args.threads}t.jsonl"
+        full = None            # the full database, once read (tuning writes it as it goes)
         if args.sources:
             work = Path(args.work) / f"{lv}-{args.threads}t-from.jsonl"
             work.write_text("".join(_lines(src) for src in args.sources))
-            others = {r.target for r in autotune.Database(str(work)).records()} - {key}
+            full = autotune.Database(str(work))
+            others = {r.target for r in full.records()} - {key}
             if others:
                 p.error(f"--from: records for {sorted(others)} in {args.sources}; level {lv} ships {key!r} only")
         print(f"## level {lv}: target {target!r}, records under {key!r}, full database {work}")
@@ -90,7 +92,7 @@ def main(argv=None) -> int:
         tmp = ship.with_suffix(".jsonl.new")
         if tmp.exists():
             tmp.unlink()
-        small = autotune.Database(work).export_best(tmp, k=args.keep)
+        small = (full if full is not None else autotune.Database(work)).export_best(tmp, k=args.keep)
         os.replace(tmp, ship)
         print(f"wrote {ship}: {len(small)} records, {ship.stat().st_size / 1e6:.2f} MB")
     return 0
