@@ -115,7 +115,8 @@ class SpecializingExecutor:
         self.value_inputs = tuple(deferred.value_inputs)      # grow when a build needs another
         self.shape_inputs = tuple(deferred.shape_inputs)
         self._cache: collections.OrderedDict = collections.OrderedDict()   # key -> (executor, outputs layout)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()              # guards the cache, _building and the deciding inputs
+        self._building: dict = {}                   # key -> Event set when that key's build ends
 
     @property
     def name(self) -> str:
@@ -200,32 +201,53 @@ class SpecializingExecutor:
 
     def _specialization(self, given: dict) -> tuple:
         """(executor, outputs layout: deferred.regroup) for these inputs; one cache entry holds both, so
-        an eviction by another thread cannot part a run's executor from its layout."""
+        an eviction by another thread cannot part a run's executor from its layout. A new one is built
+        outside the lock (runs on built ones go on meanwhile); a thread asking for a key another thread
+        is building waits for that build, then looks again."""
         deciding = self.value_inputs, self.shape_inputs
         key = self._key(given)
+        while True:
+            with self._lock:
+                if (self.value_inputs, self.shape_inputs) != deciding:
+                    deciding = self.value_inputs, self.shape_inputs
+                    key = self._key(given)      # another thread found more inputs that decide the graph
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    return hit
+                pending = self._building.get(key)
+                if pending is None:
+                    self._building[key] = done = threading.Event()
+                    break
+            pending.wait()      # built (then a hit), failed (then this thread tries) or found more deciding inputs
+        try:
+            return self._build(given, key)
+        finally:
+            with self._lock:
+                del self._building[key]
+            done.set()
+
+    def _build(self, given: dict, key: tuple) -> tuple:
+        """Specialize and compile for these inputs (outside the lock), then cache the result."""
+        value_inputs, shape_inputs = self.value_inputs, self.shape_inputs
+        frozen = {n: x for n, x in given.items() if n in value_inputs}
+        frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
+        names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
+                                                                        list(shape_inputs))
+        merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
+        exe = compile(graph, merged, **self.options)
         with self._lock:
-            if (self.value_inputs, self.shape_inputs) != deciding:
-                key = self._key(given)      # another thread found more inputs that decide the graph
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-            frozen = {n: x for n, x in given.items() if n in self.value_inputs}
-            frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
-            names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
-                                                                            list(self.shape_inputs))
             extra = [n for n in names if n not in self.value_inputs and n not in self.params]
             more = [n for n in shaped if n not in self.shape_inputs]
             if extra or more:
                 self.value_inputs = self.value_inputs + tuple(extra)
                 self.shape_inputs = self.shape_inputs + tuple(more)
+            if (self.value_inputs, self.shape_inputs) != (value_inputs, shape_inputs):
                 key = self._key(given)
-            merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
-            exe = compile(graph, merged, **self.options)
             self._cache[key] = exe, layout
             while len(self._cache) > self.max_specializations:
                 self._cache.popitem(last=False)
-            return exe, layout
+        return exe, layout
 
     def _feeds(self, exe, given: dict) -> dict:
         """The inputs of specialization `exe`: sequences flattened to one array per element."""
