@@ -29,7 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
-from ..ir.names import fresh_name
 from ..graph.builder import Builder
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
@@ -1031,9 +1030,15 @@ class _Converter:
             if v in used and v in self.onnx_name:
                 want[v] = sanitize_name(self.onnx_name[v])
         final: dict[Value, str] = {}
+        last_suffix: dict[str, int] = {}     # base -> its last suffix given: an unrolled loop repeats a name
 
         def claim(v, name):
-            name = fresh_name(name, taken)
+            if name in taken:       # fresh_name's rule, resumed where it stopped (taken only grows)
+                k = last_suffix.get(name, 0) + 1
+                while f"{name}_{k}" in taken:
+                    k += 1
+                last_suffix[name] = k
+                name = f"{name}_{k}"
             taken.add(name)
             final[v] = name
 

@@ -19,6 +19,7 @@ handle (a dynamic shape, an attribute value tessera does not implement), never a
 from __future__ import annotations
 
 from typing import Callable
+import functools
 import importlib
 import pkgutil
 
@@ -134,7 +135,9 @@ class ConvertContext:
         raise NotImplementedError
 
 
-def _load():
-    # converter families register on import; each file is `tessera/frontend/onnx_ops/<family>.py`
+@functools.cache
+def _load() -> None:
+    """Import every converter family once (each registers on import: `onnx_ops/<family>.py`); the
+    folder is scanned on the first lookup, not per node."""
     for m in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{m.name}")
