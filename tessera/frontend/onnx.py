@@ -30,6 +30,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..graph.builder import Builder
+from ..limits import Limits, resolve as resolve_limits, size_text
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
 from .onnx_ops.sequence import EmptyOptional, SequenceValue, kind_of
@@ -120,10 +121,17 @@ def _unsupported(op_type, node, opset, detail, needs_constant=None) -> Unsupport
 # ---------------------------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------------------------
-def load_model(model):
-    """A ModelProto from a ModelProto, a path (external data is read beside it) or serialized bytes."""
+def load_model(model, base_dir=None):
+    """A ModelProto from a ModelProto, a path or serialized bytes.
+
+    External data (tensors whose bytes sit in another file) is read only from a folder the caller
+    names: a path's own folder (onnx.load reads it there), or `base_dir` (then a path's tensors
+    are read from there instead, as tensor_to_array reads those of bytes and ModelProtos); never
+    the working directory. Locations that leave that folder (absolute, '..', symbolic links out of
+    it) are refused by onnx's own checks."""
     import onnx
 
+    base_dir = _base_dir(base_dir)
     if isinstance(model, onnx.ModelProto):
         return model
     if isinstance(model, (bytes, bytearray)):
@@ -136,20 +144,31 @@ def load_model(model):
         if not os.path.isfile(path):
             raise TesseraError(f"from_onnx: no such file {path!r}")
         try:
-            return onnx.load(path)
+            return onnx.load(path, load_external_data=base_dir is None)
         except Exception as e:  # noqa: BLE001
             raise TesseraError(f"from_onnx: cannot read {path!r} as an ONNX model: {e}") from None
     raise TesseraError(f"from_onnx takes an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
 
 
-def tensor_to_array(t, where: str = "") -> np.ndarray:
-    """A TensorProto (or SparseTensorProto) as a numpy array of a tessera dtype."""
+def _base_dir(base_dir):
+    """base_dir as an absolute path of an existing folder (None stays None)."""
+    if base_dir is None:
+        return None
+    path = os.path.abspath(os.fspath(base_dir))
+    if not os.path.isdir(path):
+        raise TesseraError(f"from_onnx: base_dir {os.fspath(base_dir)!r} is not a folder (external data is read "
+                           f"from there)")
+    return path
+
+
+def tensor_to_array(t, where: str = "", base_dir: str | None = None) -> np.ndarray:
+    """A TensorProto (or SparseTensorProto) as a numpy array of a tessera dtype. A tensor whose data
+    is external is read from `base_dir` (load_model), refused without one."""
     import onnx
-    from onnx import numpy_helper
 
     if isinstance(t, onnx.SparseTensorProto):
-        values = tensor_to_array(t.values, where)
-        idx = numpy_helper.to_array(t.indices).astype(np.int64)
+        values = tensor_to_array(t.values, where, base_dir)
+        idx = _tensor_data(t.indices, where, base_dir).astype(np.int64)
         dense = np.zeros(tuple(t.dims), values.dtype)
         if idx.ndim == 1:
             dense.reshape(-1)[idx] = values
@@ -157,15 +176,37 @@ def tensor_to_array(t, where: str = "") -> np.ndarray:
             dense[tuple(idx.T)] = values
         return dense
     dtype_of_onnx(t.data_type, where or f"tensor {t.name!r}")
+    return _contiguous(_tensor_data(t, where, base_dir))
+
+
+def _tensor_data(t, where: str, base_dir: str | None) -> np.ndarray:
+    """t's array (malformed data refused), its data read, when external, from a file inside base_dir:
+    onnx's own reader checks the location (relative, inside the folder, no symbolic link out of it,
+    offset and length within the file)."""
+    from onnx import external_data_helper, numpy_helper
+
+    what = where or f"tensor {t.name!r}"
+    if external_data_helper.uses_external_data(t):
+        location = {e.key: e.value for e in t.external_data}.get("location", "")
+        if base_dir is None:
+            raise TesseraError(f"{what} keeps its data in the external file {location!r}; a model "
+                               f"given as bytes or as a ModelProto loaded without its external data reads it only "
+                               f"from a folder you name: from_onnx(model, base_dir=...) (a model loaded from a path "
+                               f"reads it beside the file), never from the working directory")
+        try:
+            return numpy_helper.to_array(t, base_dir)
+        except Exception as e:  # noqa: BLE001 - onnx's checker raises ValidationError, files OSError
+            raise TesseraError(f"{what}: cannot read its external data ({location!r} in base_dir {base_dir!r}): "
+                               f"{e}") from None
     try:
-        arr = numpy_helper.to_array(t)
-    except Exception as e:  # noqa: BLE001 - external data missing, malformed tensors
-        raise TesseraError(f"{where or 'tensor ' + repr(t.name)}: cannot read the tensor data: {e}") from None
-    return _contiguous(arr)
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - malformed tensors
+        raise TesseraError(f"{what}: cannot read the tensor data: {e}") from None
 
 
-def _attr_value(a):
-    """An AttributeProto's Python value: str for STRING, numpy for TENSOR, lists for repeated."""
+def _attr_value(a, base_dir: str | None = None):
+    """An AttributeProto's Python value: str for STRING, numpy for TENSOR, lists for repeated (tensors
+    with external data read from base_dir: tensor_to_array)."""
     import onnx
     from onnx import helper
 
@@ -175,11 +216,11 @@ def _attr_value(a):
     if a.type == T.STRINGS:
         return [s.decode("utf-8", "replace") for s in a.strings]
     if a.type == T.TENSOR:
-        return tensor_to_array(a.t, f"attribute {a.name!r}")
+        return tensor_to_array(a.t, f"attribute {a.name!r}", base_dir)
     if a.type == T.TENSORS:
-        return [tensor_to_array(t, f"attribute {a.name!r}") for t in a.tensors]
+        return [tensor_to_array(t, f"attribute {a.name!r}", base_dir) for t in a.tensors]
     if a.type == T.SPARSE_TENSOR:
-        return tensor_to_array(a.sparse_tensor, f"attribute {a.name!r}")
+        return tensor_to_array(a.sparse_tensor, f"attribute {a.name!r}", base_dir)
     if a.type == T.INTS:
         return [int(x) for x in a.ints]
     if a.type == T.FLOATS:
@@ -307,7 +348,7 @@ class OnnxContext(ConvertContext):
         if a.ref_attr_name:
             raise self._unsup(f"attribute {name!r} refers to a function attribute")
         try:
-            return _attr_value(a)
+            return _attr_value(a, self._conv.base_dir)
         except TesseraError as e:
             raise self._unsup(str(e)) from None
 
@@ -371,10 +412,12 @@ class OnnxContext(ConvertContext):
 # ---------------------------------------------------------------------------------------------
 class _Converter:
     def __init__(self, model, shape_dict=None, const_inputs=None, opset=None, target="c",
-                 defer_structure: bool = False):
+                 defer_structure: bool = False, base_dir: str | None = None, limits: Limits | None = None):
         import onnx
 
         self.model = model
+        self.base_dir = base_dir                  # where external data is read (load_model); None: refused
+        self.limits = resolve_limits(limits)
         self.graph_proto = model.graph
         self.target = target
         self.builder = Builder(sanitize_name(model.graph.name) if model.graph.name else "main")
@@ -452,7 +495,7 @@ class _Converter:
         inits = [(t.name, t) for t in g.initializer] + [(t.values.name, t) for t in g.sparse_initializer]
         for name, t in inits:
             try:
-                arr = tensor_to_array(t, f"initializer {name!r}")
+                arr = tensor_to_array(t, f"initializer {name!r}", self.base_dir)
             except DTypeError as e:
                 # refused only if a node reads it
                 self.env[name] = _Missing("initializer", name, None, 0, name,
@@ -894,7 +937,7 @@ class _Converter:
             for vi, v in zip(g.input, inputs):
                 self._bind(vi.name, v)
             for t in g.initializer:
-                arr = tensor_to_array(t, f"initializer {t.name!r} of subgraph {g.name!r}")
+                arr = tensor_to_array(t, f"initializer {t.name!r} of subgraph {g.name!r}", self.base_dir)
                 self._bind(t.name, ctx.const(arr, sanitize_name(t.name)))
             if len(g.sparse_initializer):
                 raise ctx._unsup("sparse initializers in a subgraph")
@@ -1161,13 +1204,20 @@ def inline_functions(m):
     return out
 
 
-def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c", specialize: bool = True):
+def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c", specialize: bool = True,
+              base_dir=None, limits: Limits | None = None):
     """Convert an ONNX model (ModelProto, path or bytes) to (tessera Graph, params).
 
     shape_dict: {input name: shape} fixes or overrides input shapes (an int, a symbol name, or
     -1/None for a fresh symbol per dimension). const_inputs: {input name: array} freezes runtime
     inputs as constants (TVM's freeze_params for one input). opset: overrides the default domain's
     opset version. target: where constant subgraphs are evaluated.
+
+    base_dir: the folder external data (tensors whose bytes sit in another file) is read from, for a
+    model given as bytes or as a ModelProto loaded without it; a path reads it beside the file unless
+    base_dir is given. Such a model without one is refused: the working directory is never searched,
+    and locations that leave the folder are refused. limits: a tessera.limits.Limits (unrolled loop
+    work, constant sizes); None takes the defaults or the environment's (TESSERA_MAX_*).
 
     When a converter needs the value of a runtime input (axes, a shape, scales, a condition: the
     value decides the graph's structure), or a value computed from a dynamic axis that is not
@@ -1189,8 +1239,10 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
     (graph.input_names / output_names: what the compiled model takes and reports); its Values get
     sanitized, unique names (sanitize_name), and params is keyed by those value names.
     """
-    m = inline_functions(load_model(model))
-    graph, params, layout, conv = _convert(m, shape_dict, const_inputs, opset, target, specialize)
+    base_dir = _base_dir(base_dir)
+    m = inline_functions(load_model(model, base_dir))
+    graph, params, layout, conv = _convert(m, shape_dict, const_inputs, opset, target, specialize, base_dir,
+                                           resolve_limits(limits))
     if layout is None or isinstance(graph, DeferredGraph):
         return graph, params
     if not specialize:
@@ -1205,10 +1257,11 @@ def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c",
                      shape_dict, const_inputs, opset, target, first), {}
 
 
-def _convert(m, shape_dict, const_inputs, opset, target, specialize) -> tuple:
+def _convert(m, shape_dict, const_inputs, opset, target, specialize, base_dir=None, limits=None) -> tuple:
     """(graph, params, layout, converter) of ModelProto m (see _Converter.finish), or (DeferredGraph,
     {}, None, converter) when the conversion needs runtime values or structures and `specialize`."""
-    conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=specialize)
+    conv = _Converter(m, shape_dict, const_inputs, opset, target=target, defer_structure=specialize,
+                      base_dir=base_dir, limits=limits)
     try:
         conv.run()
     except UnsupportedOpError as e:
@@ -1238,7 +1291,8 @@ def _deferred(m, conv: "_Converter", values_needed, shapes_needed, reason: str, 
     def build(values, shapes):
         if first is not None and not values and not shapes:
             return first
-        return _convert(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, specialize=False)[:3]
+        return _convert(m, {**fixed, **shapes}, {**frozen, **values}, opset, target, False, conv.base_dir,
+                        conv.limits)[:3]
 
     names = [n for n, _ in conv.interface]
     types = [t for _, t in conv.interface]
@@ -1258,19 +1312,21 @@ def _sharing_symbols(conv: "_Converter") -> list:
     return [n for n, t in conv.interface if isinstance(t, TensorType) and symbols & set(t.symbols)]
 
 
-def check_model(model, shape_dict=None, const_inputs=None, opset=None) -> list:
+def check_model(model, shape_dict=None, const_inputs=None, opset=None, base_dir=None,
+                limits: Limits | None = None) -> list:
     """Every node tessera cannot convert, as UnsupportedNode(op_type, node, opset, reason), at once.
 
     Nodes whose inputs come from an unconvertible node are skipped (not reported twice). A model
     input tessera cannot take (a map, a string tensor) is reported as op 'graph input'; nodes that
     read a sequence input whose length shape_dict does not give are not checked (a run decides it).
     """
-    m = load_model(model)
+    base_dir = _base_dir(base_dir)
+    m = load_model(model, base_dir)
     try:
         m = inline_functions(m)
     except UnsupportedOpError as e:
         return [UnsupportedNode("model-local function", str(e.node), 0, e.detail)]
-    conv = _Converter(m, shape_dict, const_inputs, opset)
+    conv = _Converter(m, shape_dict, const_inputs, opset, base_dir=base_dir, limits=limits)
     conv.problems = []
     conv._read_inputs()
     g = m.graph

@@ -50,3 +50,74 @@ def test_converter_folder_is_scanned_once_not_per_node(monkeypatch):
     (y,) = run(m, {"x": x})
     assert scans == []
     np.testing.assert_allclose(y, ort_run(m, {"x": x})[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# external data: resolved against the model file's folder or a base_dir the caller names
+# ---------------------------------------------------------------------------------------------
+W = np.arange(4, dtype=np.float32) + 0.5
+
+
+def external_model(location, constant=False):
+    """y = x + w, w's data in the external file `location` (an initializer, or a Constant's tensor)."""
+    w = numpy_helper.from_array(W, "w")
+    w.ClearField("raw_data")
+    w.data_location = TP.EXTERNAL
+    for k, v in (("location", location), ("offset", "0"), ("length", str(W.nbytes))):
+        w.external_data.add(key=k, value=v)
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    if constant:
+        return model([helper.make_node("Constant", [], ["w"], value=w)] + nodes, [vi("x", shape=[4])],
+                     [vi("y", shape=[4])])
+    return model(nodes, [vi("x", shape=[4])], [vi("y", shape=[4])], [w])
+
+
+def test_bytes_model_external_data_never_reads_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "secret.bin").write_bytes(W.tobytes())
+    monkeypatch.chdir(tmp_path)
+    for constant in (False, True):
+        with pytest.raises(tessera.TesseraError, match="external data.*base_dir"):
+            from_onnx(external_model("secret.bin", constant).SerializeToString())
+
+
+def test_model_proto_without_its_external_data_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "secret.bin").write_bytes(W.tobytes())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tessera.TesseraError, match="'w'.*external data.*base_dir"):
+        from_onnx(external_model("secret.bin"))
+
+
+@pytest.mark.parametrize("constant", [False, True])
+def test_external_data_resolves_against_the_named_base_dir(tmp_path, monkeypatch, constant):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "w.bin").write_bytes(W.tobytes())
+    m = external_model("w.bin", constant)
+    (folder / "m.onnx").write_bytes(m.SerializeToString())
+    monkeypatch.chdir(tmp_path)            # not the model's folder
+    x = RNG.standard_normal(4).astype(np.float32)
+    want = ort.InferenceSession(str(folder / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(want, x + W)
+    for source in (m.SerializeToString(), m):
+        np.testing.assert_array_equal(run(source, {"x": x}, base_dir=folder)[0], want)
+    np.testing.assert_array_equal(run(str(folder / "m.onnx"), {"x": x})[0], want)   # a path: its own folder
+
+
+def test_external_data_outside_the_base_dir_is_refused(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (tmp_path / "secret.bin").write_bytes(W.tobytes())
+    (folder / "link.bin").symlink_to(tmp_path / "secret.bin")
+    (folder / "up").symlink_to(tmp_path)
+    for location in ("../secret.bin", str(tmp_path / "secret.bin"), "link.bin", "up/secret.bin"):
+        m = external_model(location)
+        with pytest.raises(tessera.TesseraError, match="'w'"):
+            from_onnx(m.SerializeToString(), base_dir=folder)
+        (folder / "m.onnx").write_bytes(m.SerializeToString())
+        with pytest.raises(tessera.TesseraError):
+            from_onnx(str(folder / "m.onnx"))
+
+
+def test_base_dir_must_be_a_folder(tmp_path):
+    with pytest.raises(tessera.TesseraError, match="base_dir"):
+        from_onnx(external_model("w.bin").SerializeToString(), base_dir=tmp_path / "missing")
