@@ -357,6 +357,7 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "};",
         f"typedef struct {prefix} {prefix}_t;",
         f"const uint64_t {prefix}_workspace_size = {arena}ULL;",
+        *_entry_record(g, prefix),
         "",
         f"{prefix}_t* {prefix}_create(void) {{",
         f"  {prefix}_t* m = ({prefix}_t*)calloc(1, sizeof({prefix}_t));",
@@ -410,6 +411,19 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "}",
         ""]
     return "\n".join(helpers + body + [""] + instance)
+
+
+def _entry_record(g: Graph, prefix: str) -> list:
+    """C lines of what the entry points take, as the runtime checks a library's tessera_graph against
+    them before its first run (runtime/aot_executor.py): the numbers of inputs, outputs and nodes and
+    the bytes each input and output buffer holds."""
+    def sizes(values):
+        return ", ".join(f"{v.type.nbytes()}ULL" for v in values) or "0"
+
+    return [f"const uint32_t {prefix}_num_inputs = {len(g.inputs)}, {prefix}_num_outputs = {len(g.outputs)}, "
+            f"{prefix}_num_nodes = {len(g.nodes)};",
+            f"const uint64_t {prefix}_input_bytes[] = {{{sizes(g.inputs)}}};",
+            f"const uint64_t {prefix}_output_bytes[] = {{{sizes(g.outputs)}}};"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,8 +47,9 @@ class AotExecutor(Executor):
         super().__init__(plan)
         self.module, self.doc = module, doc
         self.prefix = aot["prefix"]
-        self.workspace_bytes = int(aot["workspace_bytes"])
+        self.workspace_bytes = aot["workspace_bytes"]
         self.library_path = module.path
+        check_entry_record(module, self.prefix, doc, plan)
         self._out_shapes = [(s.shape, s.np_dtype) for s in self._outputs]
         lib = module._lib
         where = f"{module.path}"
@@ -232,6 +233,54 @@ class AotExecutor(Executor):
     def __repr__(self):
         return (f"<tessera.AotExecutor {self.name!r}: {len(self.plan.steps)} nodes in one call "
                 f"({self.prefix}_run), arena {self.workspace_bytes} bytes, target {self.plan.target}>")
+
+
+def entry_record(lib, prefix: str) -> dict | None:
+    """What a library's model entry points take, as compiled into it (graph/aot.py `_entry_record`):
+    {"workspace": arena bytes, "nodes": count, "inputs" / "outputs": bytes of each buffer}; None for
+    a library built before the record."""
+    try:
+        def count(name):
+            return ctypes.c_uint32.in_dll(lib, f"{prefix}_{name}").value
+
+        n_in, n_out = count("num_inputs"), count("num_outputs")
+        return {"workspace": ctypes.c_uint64.in_dll(lib, f"{prefix}_workspace_size").value,
+                "nodes": count("num_nodes"),
+                "inputs": list((ctypes.c_uint64 * n_in).in_dll(lib, f"{prefix}_input_bytes")),
+                "outputs": list((ctypes.c_uint64 * n_out).in_dll(lib, f"{prefix}_output_bytes"))}
+    except ValueError:
+        return None
+
+
+def check_entry_record(module, prefix: str, doc: dict, plan: Plan) -> None:
+    """Refuse a tessera_graph that disagrees with the entry points compiled into its library: the
+    entry reads and writes the caller's buffers at its own sizes, runs its own number of nodes (one
+    timer each) over its own arena, so a document that says otherwise would make a run read or write
+    past the buffers this executor allocates from it."""
+    where = f"{module.path}: tessera_graph"
+    rec = entry_record(module._lib, prefix)
+    if rec is None:
+        raise TesseraError(f"{module.path} does not record what its entry points {prefix}_* take (built before "
+                           f"tessera checked it): re-export it, or load it with executor='graph'")
+    ws = doc["aot"]["workspace_bytes"]
+    memory = plan.memory
+    if type(ws) is not int or ws != rec["workspace"] or (memory is not None and memory.arena_bytes != ws):
+        raise TesseraError(f"{where}: aot.workspace_bytes is {ws!r} and memory.arena_bytes "
+                           f"{memory.arena_bytes if memory is not None else None}, but the library's arena is "
+                           f"{rec['workspace']} bytes ({prefix}_workspace_size)")
+    if len(plan.steps) != rec["nodes"]:
+        raise TesseraError(f"{where}: nodes has {len(plan.steps)} entries, but the library's entry runs "
+                           f"{rec['nodes']} nodes ({prefix}_num_nodes)")
+    for label, specs, names, sizes in (("input", plan.input_specs(), plan.input_names, rec["inputs"]),
+                                       ("output", plan.output_specs(), plan.output_names, rec["outputs"])):
+        if len(specs) != len(sizes):
+            raise TesseraError(f"{where}: {label}s has {len(specs)} entries, but the library's entry takes "
+                               f"{len(sizes)} ({prefix}_num_{label}s)")
+        for i, (spec, name, nb) in enumerate(zip(specs, names, sizes)):
+            if not spec.is_static or spec.nbytes() != nb:
+                raise TesseraError(f"{where}: {label} {i} ({name!r}) is {spec}, but the library's entry "
+                                   f"{'reads' if label == 'input' else 'writes'} {nb} bytes there "
+                                   f"({prefix}_{label}_bytes[{i}])")
 
 
 def _fill(slots, arrays):

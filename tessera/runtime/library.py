@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from ..errors import TesseraError
-from .aot_executor import AotExecutor
+from .aot_executor import AotExecutor, entry_record
 from .graph_executor import graph_executor_of
 from .module import Module, read_cstring
 from .plan import Plan, TensorSpec, parse_document
@@ -31,15 +31,23 @@ def read_document(path, module=None) -> dict | None:
 
 
 def embedded_weights(path: str, mod, doc) -> dict:
-    """constant id -> read-only numpy view of its bytes inside the loaded library (no copy)."""
+    """constant id -> read-only numpy view of its bytes inside the loaded library (no copy), each
+    checked to lie inside the weights the library embeds (their size is the library's own symbol
+    `<weights symbol>_size`, which the document's weights.nbytes must match)."""
     w = doc["weights"]
-    nbytes = int(w["nbytes"])
+    nbytes = w["nbytes"]
     if not doc["constants"]:
         return {}
+    symbol = w["symbol"]
     try:
-        base = ctypes.addressof(ctypes.c_uint8.in_dll(mod._lib, w["symbol"]))
+        base = ctypes.addressof(ctypes.c_uint8.in_dll(mod._lib, symbol))
+        size = ctypes.c_uint64.in_dll(mod._lib, f"{symbol}_size").value
     except ValueError:
-        raise TesseraError(f"{path}: the weights symbol {w['symbol']} is missing from the library") from None
+        raise TesseraError(f"{path}: the weights symbol {symbol} or {symbol}_size is missing from the "
+                           f"library") from None
+    if type(nbytes) is not int or nbytes != size:
+        raise TesseraError(f"{path}: tessera_graph weights.nbytes is {nbytes!r}, but the library embeds {size} "
+                           f"bytes of weights ({symbol}_size)")
     buf = (ctypes.c_uint8 * max(nbytes, 1)).from_address(base)
     out = {}
     for j in doc["constants"]:
@@ -80,11 +88,14 @@ def load_library(path, module=None, executor: str | None = None):
         raise TesseraError(f"{path} is a kernel library, not a compiled graph (it has no tessera_graph)")
     plan = plan_of(path, mod, doc)
     try:
-        if executor != "graph" and doc.get("aot"):
-            exe = AotExecutor(mod, doc, plan)
-        elif executor == "aot":
+        aot = doc.get("aot")
+        # a library built before its entry points recorded what they take runs on its kernels alone
+        recorded = bool(aot) and entry_record(mod._lib, aot["prefix"]) is not None
+        if executor == "aot" and not aot:
             raise TesseraError(f"{path} has no model entry points (its graph has symbolic shapes); load it with "
                                f"executor='graph' or None")
+        if executor == "aot" or (executor is None and recorded):
+            exe = AotExecutor(mod, doc, plan)
         else:
             exe = graph_executor_of(mod, plan)
     except (KeyError, TypeError, ValueError, IndexError) as e:

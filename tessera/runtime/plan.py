@@ -186,6 +186,8 @@ class Plan:
             bad = [s for s in st.ins + st.outs if not 0 <= s < n]
             if bad:
                 raise TesseraError(f"{where}: node {st.name!r} names slots {bad} outside the {n} values")
+        if self.memory is not None:
+            check_memory(self, where)
 
     @property
     def is_static(self) -> bool:
@@ -268,10 +270,89 @@ def _from_document(doc, constants, where) -> Plan:
     memory = None
     m = doc.get("memory")
     if m is not None:
-        memory = MemoryLayout(m["arena_bytes"], m["strategy"], m["alignment"],
-                              {use(i): (o, nb) for i, o, nb in m["offsets"]}, (doc.get("aot") or {}).get("plan"))
+        def num(v, field):
+            if type(v) is not int:
+                raise TesseraError(f"{where}: malformed tessera_graph: {field} is {v!r}, not an integer")
+            return v
+
+        offsets = {}
+        for i, o, nb in m["offsets"]:
+            offsets[use(i)] = (num(o, f"memory.offsets offset of id {i}"), num(nb, f"memory.offsets nbytes of id {i}"))
+        memory = MemoryLayout(num(m["arena_bytes"], "memory.arena_bytes"), m["strategy"],
+                              num(m["alignment"], "memory.alignment"), offsets, (doc.get("aot") or {}).get("plan"))
     return Plan(doc["name"], doc["target"], values, inputs, outputs, in_names, out_names, consts, steps, kernels,
                 memory)
+
+
+def check_memory(plan: Plan, where: str) -> None:
+    """Refuse a memory layout a static run could not trust (the StaticRunner puts every intermediate at
+    its offset in an arena of `arena_bytes` and kernels write there): per intermediate (a node output
+    that is not a graph output) an offset, a multiple of the alignment (a power of two up to the
+    runner's 64), its recorded size that of its type and of what its kernel writes, the whole tensor
+    inside the arena; the arena exactly as large as its last tensor needs; and no two tensors alive at
+    once (a tensor lives from its node to its last reader, both included) sharing a byte."""
+    m = plan.memory
+    a, arena = m.alignment, m.arena_bytes
+    if not 1 <= a <= 64 or a & (a - 1):
+        raise TesseraError(f"{where}: memory.alignment is {a}; a power of two from 1 to 64 is expected")
+    if arena < 0:
+        raise TesseraError(f"{where}: memory.arena_bytes is {arena}, a negative size")
+    if not plan.is_static:
+        raise TesseraError(f"{where}: a memory layout needs static shapes, but the plan has symbolic ones")
+    values, outputs = plan.values, set(plan.outputs)
+    mids = [s for st in plan.steps for s in st.outs if s not in outputs]
+    extra = sorted(set(m.offsets) - set(mids))
+    if extra:
+        raise TesseraError(f"{where}: memory.offsets places slot {extra[0]} ({values[extra[0]].name}), which is "
+                           f"not an intermediate (a node output that is not a graph output)")
+    for st in plan.steps:
+        spec = plan.kernels[st.kernel]
+        shapes = spec.static_out_shapes
+        if shapes is None:                    # extents computed per run: the static runner is not used
+            continue
+        if len(shapes) != len(st.outs) or any(tuple(sh) != tuple(values[s].shape) for sh, s in zip(shapes, st.outs)):
+            raise TesseraError(f"{where}: node {st.name!r}: its kernel {st.kernel!r} writes outputs of shapes "
+                               f"{spec.out_shapes}, its outputs are {[str(values[s]) for s in st.outs]}")
+    top = 0
+    for s in mids:
+        if s not in m.offsets:
+            raise TesseraError(f"{where}: memory.offsets has no place for intermediate {values[s].name!r} (slot {s})")
+        off, nb = m.offsets[s]
+        name = f"memory.offsets of {values[s].name!r} (slot {s})"
+        if nb != values[s].nbytes():
+            raise TesseraError(f"{where}: {name}: nbytes {nb}, but the tensor ({values[s]}) takes "
+                               f"{values[s].nbytes()} bytes")
+        if off < 0 or off % a:
+            raise TesseraError(f"{where}: {name}: offset {off} is not a non-negative multiple of the alignment {a}")
+        if off + nb > arena:
+            raise TesseraError(f"{where}: {name}: bytes [{off}, {off + nb}) lie outside the arena of "
+                               f"memory.arena_bytes = {arena}")
+        if nb:
+            top = max(top, -(-(off + nb) // a) * a)
+    if arena != top:
+        raise TesseraError(f"{where}: memory.arena_bytes is {arena}, but its tensors end at byte {top}")
+    _check_no_overlap(plan, where)
+
+
+def _check_no_overlap(plan: Plan, where: str) -> None:
+    """No two intermediates alive at the same step share a byte (see check_memory)."""
+    offsets, values = plan.memory.offsets, plan.values
+    last = {}
+    for i, st in enumerate(plan.steps):
+        for s in st.ins:
+            last[s] = i
+    live = []                                   # (last step, start, end, slot)
+    for i, st in enumerate(plan.steps):
+        live = [t for t in live if t[0] >= i]
+        for s in st.outs:
+            if s not in offsets or not offsets[s][1]:
+                continue
+            off, nb = offsets[s]
+            for _, o, e, other in live:
+                if off < e and o < off + nb:
+                    raise TesseraError(f"{where}: memory.offsets: {values[s].name!r} at [{off}, {off + nb}) "
+                                       f"overlaps {values[other].name!r} at [{o}, {e}), alive at the same time")
+            live.append((max(last.get(s, i), i), off, off + nb, s))
 
 
 def public_names(doc: dict, where: str = "tessera graph library") -> tuple:
@@ -358,5 +439,5 @@ def node_error(st, e: TesseraError) -> TesseraError:
     return type(e)(f"{st.where()}: {e}") if type(e) in _RETAG else e
 
 
-__all__ = ["FORMAT", "VERSION", "TensorSpec", "KernelSpec", "Step", "MemoryLayout", "Plan", "public_names",
-           "parse_document", "eval_expr_json", "node_error"]
+__all__ = ["FORMAT", "VERSION", "TensorSpec", "KernelSpec", "Step", "MemoryLayout", "Plan", "check_memory",
+           "public_names", "parse_document", "eval_expr_json", "node_error"]
