@@ -12,8 +12,10 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, TesseraError
+from ..limits import resolve as resolve_limits
 from ..runtime.graph_executor import GraphExecutor
 from ..runtime.ndarray import NDArray
+from ..target import Target
 from .ir import Graph, Node, TensorType, Value
 from .transform import substitute, topo_nodes
 
@@ -76,6 +78,10 @@ def _run_once(graph: Graph, target) -> list:
     """graph (no inputs) compiled and run once: graph -> kernels + plan -> the runtime executor."""
     from .compiler import compile_graph  # cycle: compiler -> passes -> fold_constant -> const_eval
 
+    target = Target(target)
+    if target.kind in ("cuda", "opencl"):
+        # a GPU target's constants are folded on the host: once, no device needed at compile time
+        target = Target.host()
     compiled = compile_graph(graph, target, memory_plan=False)
     return GraphExecutor(compiled.plan, compiled.kernels).run({})
 
@@ -144,11 +150,15 @@ def _as_array(arr, v: Value) -> np.ndarray:
 def fold_constants(graph: Graph, target="c") -> Graph:
     """Evaluate every node whose inputs are all constants; its consumers read the result instead.
     A node whose output has a symbolic extent (arange, prefix_slice: a symbol the graph's inputs
-    bind) depends on the run, so it is not folded."""
+    bind) depends on the run, so it is not folded; nor is one whose output would take more than
+    Limits.max_constant_bytes (tessera.limits): it runs when the model runs, and a small model does
+    not make a large library."""
+    limit = resolve_limits(None).max_constant_bytes
     const = set(graph.constants)
     foldable = []
     for n in graph.nodes:
-        if all(v in const for v in n.inputs) and all(o.type.is_static for o in n.outputs):
+        if all(v in const for v in n.inputs) and all(o.type.is_static and o.type.nbytes() <= limit
+                                                     for o in n.outputs):
             foldable.append(n)
             const.update(n.outputs)
     if not foldable:
