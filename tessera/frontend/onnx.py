@@ -22,6 +22,7 @@ output, one graph output per element, regrouped into a list by the DeferredGraph
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -384,6 +385,39 @@ class OnnxContext(ConvertContext):
         SequenceValues / EmptyOptionals)."""
         return self._conv.convert_subgraph(graph, list(inputs), self)
 
+    def unroll(self, body, inputs, step: int, steps: int | None) -> list:
+        """Iteration `step` of a Loop or Scan of `steps` iterations (None: a condition ends it) converted
+        inline (as subgraph). Refused when the nodes converted from loop bodies in this model (inner
+        loops' iterations counted) pass Limits.max_unrolled_nodes, or would when the iterations left
+        cost as much as this one: a small model must not unroll for minutes."""
+        conv = self._conv
+        before = conv.unrolled_nodes
+        conv.unrolling += 1
+        try:
+            outs = conv.convert_subgraph(body, list(inputs), self)
+        finally:
+            conv.unrolling -= 1
+        cost = conv.unrolled_nodes - before
+        total = conv.unrolled_nodes + (cost * (steps - step - 1) if steps is not None else 0)
+        limit = conv.limits.max_unrolled_nodes
+        if total > limit:
+            plan = f"its {steps} iterations of {cost:,} nodes each" if steps is not None else \
+                f"{step + 1} iterations so far"
+            raise self._unsup(f"unrolling {plan} (loops inside counted) makes {total:,} nodes converted from loop "
+                              f"bodies, more than the limit of {limit:,} ({conv.limits.where('max_unrolled_nodes')})")
+        return outs
+
+    @property
+    def limits(self) -> Limits:
+        """The conversion's limits (tessera.limits.Limits)."""
+        return self._conv.limits
+
+    def check_constant_size(self, shape, dtype, what: str = "the output") -> None:
+        """Refuse, before it is made, a constant of `shape` and numpy `dtype` larger than
+        Limits.max_constant_bytes (a shape read from the model: ConstantOfShape, Range)."""
+        nbytes = math.prod(int(d) for d in shape) * np.dtype(dtype).itemsize
+        self._conv.check_bytes(nbytes, lambda: f"{what} {list(shape)} {np.dtype(dtype)}", self)
+
     def value_const(self, v: Value, what: str = "a value"):
         """The numpy value of Value v when it is constant (as const_input, for values a converter
         made itself, e.g. a Loop body's condition); UnsupportedOpError otherwise."""
@@ -437,6 +471,8 @@ class _Converter:
         self.problems: list | None = None    # check_model collects UnsupportedNode entries here
         self._node_names: set = set()
         self._depth = 0               # nesting of subgraphs being converted inline
+        self.unrolling = 0            # nesting of Loop/Scan iterations being converted (OnnxContext.unroll)
+        self.unrolled_nodes = 0       # nodes converted from Loop/Scan bodies so far
         self._subgraph_count = 0
         self.opsets = {}
         for imp in model.opset_import:
@@ -841,6 +877,11 @@ class _Converter:
             return arr
 
         label = what or f"input {i} ({ctx.input_name(i)!r})"
+        for n in topo_nodes([v], stop=self.known):
+            for o in n.outputs:
+                if o.type.is_static:
+                    self.check_bytes(o.type.nbytes(), lambda: f"{label} is computed here from constants, and "
+                                     f"on its way node {n.name!r} ({n.op}) makes {o.type}", ctx)
         try:
             (arr,) = evaluate_constants([v], self.known, self.target)
         except NotConstantError as e:
@@ -870,6 +911,13 @@ class _Converter:
                              f"from_onnx to freeze it", needs_constant=onnx_in) from None
         self.known[v] = arr
         return arr
+
+    def check_bytes(self, nbytes: int, what, ctx: OnnxContext) -> None:
+        """Refuse a constant of nbytes above Limits.max_constant_bytes; what() describes it."""
+        limit = self.limits.max_constant_bytes
+        if nbytes > limit:
+            raise ctx._unsup(f"{what()}: {size_text(nbytes)} ({nbytes:,} bytes), more than the {size_text(limit)} "
+                             f"one constant may take while converting ({self.limits.where('max_constant_bytes')})")
 
     _SHAPE_ONLY = ("shape_of", "ndarray_size")
 
@@ -951,6 +999,8 @@ class _Converter:
             self._depth -= 1
 
     def convert_node(self, node, index: int, prefix: str = ""):
+        if self.unrolling:
+            self.unrolled_nodes += 1
         domain = "" if node.domain in ("", "ai.onnx") else node.domain
         name = self.node_name(node, index, prefix)
         opset = self.opsets.get(domain)

@@ -121,3 +121,111 @@ def test_external_data_outside_the_base_dir_is_refused(tmp_path):
 def test_base_dir_must_be_a_folder(tmp_path):
     with pytest.raises(tessera.TesseraError, match="base_dir"):
         from_onnx(external_model("w.bin").SerializeToString(), base_dir=tmp_path / "missing")
+
+
+# ---------------------------------------------------------------------------------------------
+# limits: unrolled loops, constants made while converting
+# ---------------------------------------------------------------------------------------------
+def nested_loops(outer, inner):
+    """y = x0 + outer * inner: a Loop of `outer` iterations whose body is a Loop of `inner` iterations."""
+    scalar_io = [vi("c", TP.BOOL, [])]
+    inner_body = helper.make_graph(
+        [helper.make_node("Add", ["y", "one"], ["y2"]), helper.make_node("Identity", ["c"], ["c2"])], "ib",
+        [vi("j", TP.INT64, [])] + scalar_io + [vi("y", shape=[1])], [vi("c2", TP.BOOL, []), vi("y2", shape=[1])])
+    outer_body = helper.make_graph(
+        [helper.make_node("Loop", ["M", "", "x"], ["x2"], body=inner_body), helper.make_node("Identity", ["c"], ["c2"])],
+        "ob", [vi("i", TP.INT64, [])] + scalar_io + [vi("x", shape=[1])], [vi("c2", TP.BOOL, []), vi("x2", shape=[1])])
+    return model([helper.make_node("Loop", ["N", "", "x0"], ["y"], body=outer_body, name="outer")],
+                 [vi("x0", shape=[1])], [vi("y", shape=[1])],
+                 [numpy_helper.from_array(np.array(outer, np.int64), "N"),
+                  numpy_helper.from_array(np.array(inner, np.int64), "M"),
+                  numpy_helper.from_array(np.ones(1, np.float32), "one")])
+
+
+def test_nested_loops_beyond_the_unroll_limit_are_refused_at_once():
+    m = nested_loops(1024, 1024)
+    assert len(m.SerializeToString()) < 400
+    with pytest.raises(tessera.UnsupportedOpError, match=r"'outer'.*1024 iterations.*65,536.*max_unrolled_nodes"):
+        from_onnx(m)
+
+
+def test_unroll_limit_is_configurable(monkeypatch):
+    from tessera.limits import Limits
+
+    m = nested_loops(6, 5)          # 6 * (2 + 5 * 2) = 72 nodes from loop bodies
+    x = np.zeros(1, np.float32)
+    np.testing.assert_array_equal(run(m, {"x0": x}, limits=Limits(max_unrolled_nodes=72))[0], ort_run(m, {"x0": x})[0])
+    with pytest.raises(tessera.UnsupportedOpError, match="more than the limit of 71 "):
+        from_onnx(m, limits=Limits(max_unrolled_nodes=71))
+    monkeypatch.setenv("TESSERA_MAX_UNROLLED_NODES", "40")
+    with pytest.raises(tessera.UnsupportedOpError, match="TESSERA_MAX_UNROLLED_NODES"):
+        from_onnx(m)
+    monkeypatch.setenv("TESSERA_MAX_LOOP_ITERATIONS", "5")
+    monkeypatch.setenv("TESSERA_MAX_UNROLLED_NODES", "1000")
+    with pytest.raises(tessera.UnsupportedOpError, match="trip count of 6.*at most 5"):
+        from_onnx(m)
+    monkeypatch.setenv("TESSERA_MAX_LOOP_ITERATIONS", "many")
+    with pytest.raises(tessera.TesseraError, match="TESSERA_MAX_LOOP_ITERATIONS='many'"):
+        from_onnx(m)
+
+
+def constant_of_shape(n):
+    return model([helper.make_node("ConstantOfShape", ["shape"], ["y"], name="big",
+                                   value=numpy_helper.from_array(np.array([1.5], np.float32)))],
+                 [], [vi("y", shape=[n])], [numpy_helper.from_array(np.array([n], np.int64), "shape")])
+
+
+def test_constant_of_shape_beyond_the_constant_limit_is_refused_before_it_is_made():
+    from tessera.limits import Limits
+
+    m = constant_of_shape(1 << 30)          # 4 GiB of float32
+    assert len(m.SerializeToString()) < 170
+    with pytest.raises(tessera.UnsupportedOpError, match=r"'big'.*\[1073741824\] float32: 4\.0 GiB.*max_constant_bytes"):
+        from_onnx(m)
+    small = constant_of_shape(256)          # 1 KiB
+    with pytest.raises(tessera.UnsupportedOpError, match=r"1\.0 KiB \(1,024 bytes\), more than the 1023 B"):
+        from_onnx(small, limits=Limits(max_constant_bytes=1023))
+    np.testing.assert_array_equal(run(small, {}, limits=Limits(max_constant_bytes=1024))[0], ort_run(small, {})[0])
+
+
+def test_a_value_folded_while_converting_is_held_to_the_constant_limit():
+    """Reshape's shape is computed from constants through a large intermediate (Expand): the converter
+    evaluates it, so every value on the way counts."""
+    from tessera.limits import Limits
+
+    nodes = [helper.make_node("Expand", ["four", "wide"], ["e"], name="wide_expand"),
+             helper.make_node("ReduceMax", ["e"], ["shape"], keepdims=1),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    inits = [numpy_helper.from_array(np.array([4], np.int64), "four"),
+             numpy_helper.from_array(np.array([512], np.int64), "wide")]       # e: 512 int64, 4 KiB
+    m = model(nodes, [vi("x", shape=[2, 2])], [vi("y", shape=[4])], inits)
+    with pytest.raises(tessera.UnsupportedOpError, match=r"'wide_expand' \(broadcast_to\) makes.*4\.0 KiB"):
+        from_onnx(m, limits=Limits(max_constant_bytes=4095))
+    x = RNG.standard_normal((2, 2)).astype(np.float32)
+    np.testing.assert_array_equal(run(m, {"x": x}, limits=Limits(max_constant_bytes=4096))[0],
+                                  ort_run(m, {"x": x})[0])
+
+
+def test_limits_refuse_nonsense():
+    from tessera.limits import Limits
+
+    for bad in (-1, 2.5, True):
+        with pytest.raises(tessera.TesseraError, match="max_constant_bytes"):
+            Limits(max_constant_bytes=bad)
+    with pytest.raises(tessera.TesseraError, match="Limits"):
+        from_onnx(constant_of_shape(4), limits={"max_constant_bytes": 4})
+
+
+def test_compiling_does_not_fold_values_beyond_the_constant_limit(monkeypatch):
+    m = model([helper.make_node("Expand", ["half", "shape"], ["e"]), helper.make_node("Add", ["x", "e"], ["y"])],
+              [vi("x", shape=[300])], [vi("y", shape=[300])],
+              [numpy_helper.from_array(np.array([0.5], np.float32), "half"),
+               numpy_helper.from_array(np.array([300], np.int64), "shape")])          # e: 1200 bytes
+    x = RNG.standard_normal(300).astype(np.float32)
+    want = ort_run(m, {"x": x})[0]
+    for limit, folded in ((1200, True), (1199, False)):
+        monkeypatch.setenv("TESSERA_MAX_CONSTANT_BYTES", str(limit))
+        graph, params = from_onnx(m)
+        exe = tessera.compile(graph, params, opt_level=1, executor="graph")
+        assert any(n.op == "broadcast_to" for n in exe.graph.nodes) != folded
+        np.testing.assert_array_equal(exe.run({"x": x})[0], want)

@@ -49,6 +49,7 @@ def _constant_of_shape(ctx):
     value = np.asarray(value)
     if value.size != 1:
         ctx.unsupported(f"'value' must hold one element, it has {value.size}")
+    ctx.check_constant_size(dims, value.dtype)
     return ctx.const(np.full(dims, value.reshape(-1)[0], dtype=value.dtype), "value")
 
 

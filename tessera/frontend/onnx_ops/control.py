@@ -2,7 +2,9 @@
 and Scan with a known trip count are unrolled (each iteration converts the body inline).
 
 A condition or trip count that is only known at run time is refused (with `needs_constant` naming
-the runtime input it comes from, so the caller can freeze it). Sequences and optionals (host-side
+the runtime input it comes from, so the caller can freeze it), and so is unrolling beyond the
+conversion's limits (tessera.limits: iterations of one loop, nodes converted from loop bodies in all,
+nested loops counted). Sequences and optionals (host-side
 values while converting, onnx_ops/sequence.py) flow through If outputs and Loop-carried values as
 tensors do; Scan's state and scan outputs, and Loop's scan outputs, are tensors.
 """
@@ -12,8 +14,6 @@ import numpy as np
 
 from . import converter
 from .sequence import kind_of
-
-MAX_UNROLL = 1024    # iterations; beyond this the unrolled graph is too large to be useful
 
 
 def _graph_attr(ctx, name):
@@ -94,17 +94,20 @@ def _loop(ctx):
     limit = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
     if limit is None and cond is None:
         ctx.unsupported("a Loop without a trip count or a condition never ends")
-    if limit is not None and limit > MAX_UNROLL:
-        ctx.unsupported(f"a trip count of {limit} is too many iterations to unroll (at most {MAX_UNROLL})")
+    most = ctx.limits.max_loop_iterations
+    if limit is not None and limit > most:
+        ctx.unsupported(f"a trip count of {limit} is too many iterations to unroll (at most {most}: "
+                        f"{ctx.limits.where('max_loop_iterations')})")
     going = True if cond is None else _truth(ctx, cond, "the initial condition")
     scans: list = [[] for _ in range(n_scan)]
     i = 0
     while going and (limit is None or i < limit):
-        if i >= MAX_UNROLL:
-            ctx.unsupported(f"the loop runs more than {MAX_UNROLL} iterations; too many to unroll")
+        if i >= most:
+            ctx.unsupported(f"the loop runs more than {most} iterations; too many to unroll "
+                            f"({ctx.limits.where('max_loop_iterations')})")
         it = ctx.const(np.array(i, np.int64), f"iter{i}")
         c = ctx.const(np.array(True), f"cond{i}")
-        outs = ctx.subgraph(body, [it, c, *carried])
+        outs = ctx.unroll(body, [it, c, *carried], i, limit)
         cond_out = _tensor(ctx, outs[0], "the loop condition")
         going = _truth(ctx, ctx.value_const(cond_out, f"the loop condition after iteration {i}"),
                        "the loop condition")
@@ -164,15 +167,16 @@ def _scan(ctx):
         length = d
     if length is None:
         ctx.unsupported("a Scan without scan inputs")
-    if length > MAX_UNROLL:
-        ctx.unsupported(f"a sequence of {length} steps is too long to unroll (at most {MAX_UNROLL})")
+    if length > ctx.limits.max_loop_iterations:
+        ctx.unsupported(f"a sequence of {length} steps is too long to unroll (at most "
+                        f"{ctx.limits.max_loop_iterations}: {ctx.limits.where('max_loop_iterations')})")
     outs_per_step: list = [[] for _ in range(k_out)]
     for t in range(length):
         slices = []
         for j, x in enumerate(xs):
             pos = length - 1 - t if in_dirs[j] else t
             slices.append(ctx.op("take", x, np.array(pos, np.int64), axis=in_axes[j]))
-        outs = ctx.subgraph(body, [*state, *slices])
+        outs = ctx.unroll(body, [*state, *slices], t, length)
         state = [_tensor(ctx, v, f"scan state {k}") for k, v in enumerate(outs[:n])]
         for k in range(k_out):
             outs_per_step[k].append(_tensor(ctx, outs[n + k], f"scan output {k}"))

@@ -90,7 +90,8 @@ def _max_unpool(ctx):
         (x.type.shape[2 + d] - 1) * strides[d] - (pads[d] + pads[nd + d]) + int(kernel[d]) for d in range(nd)]
     if any(s <= 0 for s in inferred):
         ctx.unsupported(f"kernel {list(kernel)}, strides {strides} and pads {pads} give the empty shape {inferred}")
-    total = int(np.prod(inferred))
+    total = int(np.prod(inferred, dtype=object))
+    ctx.check_constant_size([total], numpy_dtype(x.type.dtype), "the zeros the output is scattered into")
     if str(idx.type.dtype) != "int64":
         idx = ctx.op("cast", idx, dtype="int64")
     flat = ctx.const(np.zeros(total, numpy_dtype(x.type.dtype)), "zeros")

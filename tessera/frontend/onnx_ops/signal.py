@@ -219,6 +219,7 @@ def _mel_weight_matrix(ctx):
     if num_mel < 1 or dft_length < 1 or rate <= 0 or not 0 <= lower < upper:
         ctx.unsupported(f"num_mel_bins {num_mel}, dft_length {dft_length}, sample_rate {rate}, edges "
                         f"[{lower}, {upper}] do not define a filter bank")
+    ctx.check_constant_size([dft_length // 2 + 1, num_mel], np.float64)
     try:
         m = mel_weight_matrix(num_mel, dft_length, rate, lower, upper)
     except ValueError as e:

@@ -375,6 +375,7 @@ def _range(ctx):
     if d == 0:
         ctx.unsupported("delta is 0")
     n = max(int(np.ceil((l - s) / d)), 0)
+    ctx.check_constant_size([n], dtype)
     return ctx.const((s + np.arange(n) * d).astype(dtype) if dtype.kind == "f" else
                      np.arange(s, s + n * d, d, dtype=dtype)[:n], "range")
 

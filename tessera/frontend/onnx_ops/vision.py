@@ -63,6 +63,7 @@ def _affine_grid(ctx):
     spatial = size[2:]
     if any(s < 0 for s in spatial):
         ctx.unsupported(f"negative extents in size {size}")
+    ctx.check_constant_size([*spatial, r + 1], np.float64, "the base grid")
     base = base_grid(spatial, bool(ctx.attr("align_corners", 0)))
     base = ctx.const(base.reshape(-1, r + 1).astype(numpy_dtype(theta.type.dtype)), "base_grid")
     g = ctx.op("nn.matmul", base, theta, transpose_b=True)          # (N, D*H*W, r)
