@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TesseraError
 from ..ir import IRModule, PrimFunc
+from ..runtime import cache
 from ..target import Target
 
 
@@ -100,7 +101,18 @@ class Backend:
 
     def build(self, funcs: list, target: Target, dump=None) -> Artifact:
         """lower + render + compile + load."""
-        source = self.generate(funcs, target, dump)
+        return self.compile_and_load(self.generate(funcs, target, dump))
+
+    def compile_and_load(self, source: Source) -> Artifact:
+        """compile + load. An artifact from the cache that the loader refuses (verified against its
+        integrity record, yet not loadable: as if the compiler had written a broken file) is discarded
+        and built once more; a second refusal is the error."""
+        path = self.compile(source)
+        try:
+            return Artifact(source, path, self.load(path))
+        except TesseraError:
+            if not cache.discard(path):
+                raise
         path = self.compile(source)
         return Artifact(source, path, self.load(path))
 
@@ -155,6 +167,4 @@ def generate(obj, target, name: str | None = None, dump=None) -> Source:
 def build(obj, target, name: str | None = None, dump=None) -> Artifact:
     """Lower, render, compile and load obj for target: the one way from programs to a module."""
     source = generate(obj, target, name, dump)
-    backend = get_backend(source.target)
-    path = backend.compile(source)
-    return Artifact(source, path, backend.load(path))
+    return get_backend(source.target).compile_and_load(source)

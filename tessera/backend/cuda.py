@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 from ..codegen.cuda import render
+from ..runtime import cache
 from ..runtime import cuda as rt
 from .base import register_backend
 from .gpu import GPUBackend, GPUSource, artifact_path, check_launch_limits
@@ -28,16 +28,15 @@ class CUDABackend(GPUBackend):
         check_launch_limits(source, min(limit, MAX_THREADS), MAX_STATIC_SHARED, f"CUDA ({str(target)!r})")
         arch = target.attrs.get("arch", DEFAULT_ARCH)
         path = artifact_path("cuda", source, "cu.json", arch)
-        if os.path.exists(path):
-            return path
         base = path[:-len(".cu.json")]
-        report = rt.compile_cuda(source.text, arch, base + ".cu", base + ".cubin")
+        if cache.hit(path) and cache.hit(base + ".cubin"):   # both verified against their integrity records
+            return path
+        with cache.new_file(base + ".cubin", "the CUDA cubin") as cubin:
+            report = rt.compile_cuda(source.text, arch, base + ".cu", cubin)
+            os.chmod(base + ".cu", 0o600)
         doc = {"version": 1, "kind": "cuda", "target": str(target), "arch": arch, "source": source.text,
                "functions": list(source.meta), "cubin": base + ".cubin", "ptxas": report}
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
-        os.replace(tmp, path)
+        cache.write(path, json.dumps(doc), "the CUDA artifact")
         return path
 
     def load(self, path: str) -> rt.CUDAModule:

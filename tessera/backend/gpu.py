@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import TesseraError
-from ..runtime.compiler import cache_dir
+from ..runtime import cache
 from ..target import Target
 from ..tir.transform import pipeline
 from ..tir.transform.lower_cross_thread_reduction import lower_cross_thread_reduction
@@ -47,9 +47,7 @@ def artifact_path(kind: str, source: GPUSource, ext: str, extra: str = "") -> st
     """The cache path of a GPU artifact, keyed by the source, its metadata, the target and extra."""
     key = hashlib.sha256("\0".join([kind, str(source.target), extra, source.text,
                                     json.dumps(source.meta, sort_keys=True)]).encode("utf-8")).hexdigest()
-    sub = os.path.join(cache_dir(), key[:2])
-    os.makedirs(sub, exist_ok=True)
-    return os.path.join(sub, f"{key}.{ext}")
+    return os.path.join(cache.folder(key[:2]), f"{key}.{ext}")
 
 
 def check_launch_limits(source: GPUSource, max_threads: int | None, max_shared: int | None, where: str):

@@ -3,10 +3,8 @@ barriers, the OpenCL C renderer, a JSON artifact (source + launch metadata; the 
 once at compile time to report errors) and the pyopencl loader (docs/gpu.md)."""
 from __future__ import annotations
 
-import os
-import tempfile
-
 from ..codegen.opencl import render
+from ..runtime import cache
 from ..runtime import opencl as rt
 from .base import register_backend
 from .gpu import GPUBackend, GPUSource, artifact_path, check_launch_limits
@@ -22,16 +20,13 @@ class OpenCLBackend(GPUBackend):
         if limit is not None:
             check_launch_limits(source, int(limit), None, f"target {str(source.target)!r}")
         path = artifact_path("opencl", source, "cl.json")
-        if os.path.exists(path):
+        if cache.hit(path):   # verified against its integrity record before anything reads it
             return path
         cl_path = path[:-len(".json")]
-        with open(cl_path, "w") as f:
-            f.write(source.text)
+        cache.write(cl_path, source.text, "the OpenCL source", record=False)
         rt.build_program(source.text, source.target.attrs.get("device"), cl_path)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".json")
-        os.close(fd)
-        rt.write_artifact(tmp, source.text, list(source.meta), str(source.target))
-        os.replace(tmp, path)
+        with cache.new_file(path, "the OpenCL artifact") as tmp:
+            rt.write_artifact(tmp, source.text, list(source.meta), str(source.target))
         return path
 
     def load(self, path: str) -> rt.OpenCLModule:

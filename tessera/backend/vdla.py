@@ -14,7 +14,7 @@ import os
 from ..accel.vdla.codegen import generate as vdla_generate
 from ..accel.vdla.config import DEFAULT_CONFIG
 from ..accel.vdla.module import VDLAModule
-from ..runtime.compiler import cache_dir, write_atomic
+from ..runtime import cache
 from ..target import Target
 from ..tir.transform import (compact_buffer_allocation, flatten_buffer, lower_blocks, plan_buffer_allocation,
                              simplify)
@@ -43,13 +43,12 @@ class VDLABackend(Backend):
         return Source(VDLAModule.dumps(programs), tuple(infos), target, name_hint)
 
     def compile(self, source: Source) -> str:
-        """The module's JSON in the cache, named by its hash (written atomically)."""
+        """The module's JSON in the cache, named by its hash: written atomically, and again when the file
+        there is not this text (damaged, changed)."""
         key = hashlib.sha256(source.text.encode()).hexdigest()
-        folder = os.path.join(cache_dir(), "vdla")
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"{source.name_hint}-{key[:20]}.json")
-        if not os.path.isfile(path):
-            write_atomic(path, source.text, 0o644)
+        path = os.path.join(cache.folder("vdla"), f"{source.name_hint}-{key[:20]}.json")
+        if not cache.hit(path, key):
+            cache.write(path, source.text, "the VDLA module", record=False)
         return path
 
     def load(self, path: str) -> VDLAModule:

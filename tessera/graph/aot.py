@@ -45,7 +45,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from typing import NamedTuple
 
 import numpy as np
@@ -57,7 +56,7 @@ from ..errors import BuildError, ShapeError, TesseraError
 from ..ir.dtype import DataType
 from ..ir.names import fresh_name, identifier
 from ..runtime.aot_executor import AotExecutor
-from ..runtime.compiler import cache_dir
+from ..runtime import cache
 from ..runtime.executor import target_path, write_library
 from ..runtime.module import Module
 from ..runtime.plan import Plan
@@ -170,26 +169,13 @@ def _weights_layout(graph: Graph):
 
 
 def _weights_file(blob: bytes) -> tuple:
-    """The blob saved under the compiler cache by content (the library embeds it); (path, sha256)."""
+    """The blob saved under the compiler cache by content (the library embeds it); (path, sha256). A blob
+    already there is used when its content has the sha256 its name says (checked once per process and
+    version of the file; a hit counts as a use for the cache's LRU eviction), else written again."""
     digest = hashlib.sha256(blob).hexdigest()
-    folder = os.path.join(cache_dir(), "weights")
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, digest + ".bin")
-    if os.path.isfile(path) and os.path.getsize(path) == len(blob):
-        try:
-            os.utime(path)   # in use again: the cache's LRU eviction (runtime/cache.py) must not take it now
-        except OSError:
-            pass
-    else:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".bin")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(blob)
-            os.replace(tmp, path)
-        except OSError as e:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise TesseraError(f"export: cannot write the weights blob {path}: {e}") from None
+    path = os.path.join(cache.folder("weights"), digest + ".bin")
+    if not cache.hit(path, digest):
+        cache.write(path, blob, "the weights blob", record=False)
     if any(c in path for c in '"\\\n'):
         raise TesseraError(f"export: the cache path {path} has a quote, backslash or newline; set "
                            f"TESSERA_CACHE_DIR to a plain path")

@@ -23,10 +23,15 @@ Linux (its mapping stays).
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import math
 import os
 import re
+import stat
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..errors import TesseraError
@@ -303,11 +308,229 @@ def clear(root: str | None = None) -> PruneResult:
 
 
 # ---------------------------------------------------------------------------------------------
+# trust: private folders, entries only this user can write, an integrity record per entry
+# ---------------------------------------------------------------------------------------------
+RECORD = ".sha256"          # <entry>.sha256 beside an entry: "<sha256 hex>  <entry's file name>\n"
+_CHUNK = 1 << 20
+_VERIFIED: dict = {}        # path -> (dev, inode, size, mtime) of the file as it was last verified
+_WRITE_REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "permission denied"}
+
+
+def _fix(kind: str, path: str, owner_ok: bool) -> str:
+    if kind == "folder":
+        own = f"run `chmod go-w {path}` if the folder is yours, or " if owner_ok else ""
+        return f"{own}set {ENV_DIR} to a folder only you can write (tessera makes it, private)"
+    own = f"run `chmod go-w {path}` or " if owner_ok else ""
+    return f"{own}remove it (tessera builds it again), or set {ENV_DIR} to a folder only you can write"
+
+
+def check_private(path: str, st, kind: str) -> None:
+    """Refuse (TesseraError) a cache folder or entry (`kind`: "folder", "entry") that another user owns
+    or that its group or other users can write: what tessera loads from it could be anyone's code.
+    Owners trusted: this user and root."""
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        raise TesseraError(f"the kernel cache {kind} {path} is owned by uid {st.st_uid}, not by this user (uid {me}) "
+                           f"or root: tessera loads nothing from it, another user could have put code there; "
+                           f"{_fix(kind, path, False)}")
+    if st.st_mode & 0o022:
+        who = "other users" if st.st_mode & 0o002 else "its group"
+        raise TesseraError(f"the kernel cache {kind} {path} is writable by {who} (mode "
+                           f"{stat.S_IMODE(st.st_mode):04o}): tessera loads nothing from it, another user could put "
+                           f"code there; {_fix(kind, path, True)}")
+
+
+def write_error(e: OSError, path: str, what: str) -> TesseraError:
+    """The TesseraError of an OSError met writing `what` at `path` into the cache: what ran out or was
+    refused, where, and what to do."""
+    reason = _WRITE_REASONS.get(e.errno, e.strerror or str(e))
+    detail = f" ({e.strerror})" if e.strerror and e.strerror.lower() != reason else ""
+    room = " with room" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return TesseraError(f"cannot write {what} {path}: {reason}{detail}; free space or fix the permissions there, "
+                        f"or set {ENV_DIR} to a writable folder{room}")
+
+
+def _dir(path: str, follow: bool) -> None:
+    """Check the cache folder at path, making it (0700) where missing."""
+    look = os.stat if follow else os.lstat
+    try:
+        st = look(path)
+    except (FileNotFoundError, NotADirectoryError):
+        try:
+            if follow:
+                os.makedirs(path, mode=0o700, exist_ok=True)
+            else:
+                os.mkdir(path, 0o700)
+        except FileExistsError:   # another process was first
+            pass
+        except OSError as e:
+            raise TesseraError(f"cannot make the kernel cache folder {path}: "
+                               f"{_WRITE_REASONS.get(e.errno, e.strerror or str(e))}; set {ENV_DIR} to a folder "
+                               f"you can write") from None
+        st = look(path)
+    except OSError as e:
+        raise TesseraError(f"cannot use the kernel cache folder {path}: {e.strerror or e}; set {ENV_DIR} to a "
+                           f"folder you can write") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise TesseraError(f"the kernel cache folder {path} is not a folder; set {ENV_DIR} to a folder of your own")
+    check_private(path, st, "folder")
+
+
+def folder(*parts: str) -> str:
+    """The folder `os.path.join(cache_dir(), *parts)`, each level made private (0700) where missing and
+    refused (TesseraError) where another user owns it or can write to it."""
+    path = cache_dir()
+    _dir(path, follow=True)
+    for part in parts:
+        path = os.path.join(path, part)
+        _dir(path, follow=False)
+    return path
+
+
+def file_sha256(path: str) -> str:
+    """The sha256 (hex) of a file's content, read without moving its access time where the system allows
+    (O_NOATIME: a check is not a use)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOATIME", 0))
+    except PermissionError:
+        fd = os.open(path, os.O_RDONLY)
+    h = hashlib.sha256()
+    with open(fd, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _signature(st) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _recorded(path: str) -> str | None:
+    """The sha256 the integrity record of `path` holds, None without a (well-formed) record for it."""
+    try:
+        with open(path + RECORD, encoding="ascii") as f:
+            text = f.read(200)
+    except (OSError, ValueError):
+        return None
+    digest, _, name = text.strip().partition("  ")
+    return digest if name == os.path.basename(path) and len(digest) == 64 else None
+
+
+def _lstat_entry(path: str):
+    """lstat of a cache entry's file, None when missing; refused (TesseraError) when it is not a plain
+    file, or another user owns it or can write it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise TesseraError(f"cannot read the kernel cache entry {path}: {e.strerror or e}; set {ENV_DIR} to a "
+                           f"folder of your own") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TesseraError(f"the kernel cache entry {path} is not a plain file (a link, a folder?): tessera loads "
+                           f"nothing from it; {_fix('entry', path, False)}")
+    check_private(path, st, "entry")
+    return st
+
+
+def hit(path: str, digest: str | None = None) -> bool:
+    """Whether the cache file at `path` may be used as it is: its sha256 is `digest` (an entry named by
+    its content's hash) or, without one, what its integrity record `path.sha256` says. A file is hashed
+    once per process and version (inode, size, modification time of it and its record). On a hit the use
+    is noted (LRU eviction). False: missing, no record, another content: the caller builds it again
+    (over it). Refused (TesseraError): it or its record is not a plain file, or another user owns it or
+    can write it."""
+    st = _lstat_entry(path)
+    if st is None:
+        return False
+    sig = _signature(st)
+    if digest is None:
+        rec = _lstat_entry(path + RECORD)
+        if rec is None:
+            return False
+        sig += _signature(rec)
+    if _VERIFIED.get(path) != sig:
+        want = digest if digest is not None else _recorded(path)
+        try:
+            if want is None or file_sha256(path) != want:
+                return False
+        except OSError:
+            return False
+        _VERIFIED[path] = sig
+    note_hit(path, st)
+    return True
+
+
+def _write_record(path: str, digest: str, what: str) -> tuple:
+    """Write the integrity record of `path`; the signature of the record written."""
+    rec = path + RECORD
+    with new_file(rec, f"the integrity record of {what}", record=False) as tmp:
+        with open(tmp, "w", encoding="ascii") as f:
+            f.write(f"{digest}  {os.path.basename(path)}\n")
+    return _signature(os.lstat(rec))
+
+
+def _seal(tmp: str, path: str, what: str, record: bool) -> None:
+    """Make the finished file tmp private and move it to `path`, its integrity record written first."""
+    os.chmod(tmp, 0o600)
+    sig = _signature(os.stat(tmp))
+    if record:
+        sig += _write_record(path, file_sha256(tmp), what)
+    os.replace(tmp, path)
+    _VERIFIED[path] = sig
+
+
+@contextmanager
+def new_file(path: str, what: str, record: bool = True):
+    """A temporary file beside the cache's `path` (its name yielded) to fill; on leaving it becomes `path`,
+    private (0600), with its integrity record unless `record` is False (an entry named by its hash). An
+    OSError (a full disk, a read-only folder) becomes a TesseraError naming `what` and where; a failure
+    leaves nothing behind."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-",
+                                   suffix=os.path.splitext(path)[1] or ".tmp")
+        os.close(fd)
+    except OSError as e:
+        raise write_error(e, path, what) from None
+    try:
+        yield tmp
+        _seal(tmp, path, what, record)
+    except OSError as e:
+        raise write_error(e, path, what) from None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def write(path: str, data, what: str, record: bool = True) -> None:
+    """Write text or bytes to the cache's `path` as new_file does (atomically, 0600, with a record)."""
+    with new_file(path, what, record) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def discard(path: str) -> bool:
+    """Remove the cache entry at `path` and its record (one that failed to load, to be built again);
+    False, touching nothing, when path is not in the cache."""
+    root = os.path.realpath(cache_dir())
+    if os.path.commonpath([root, os.path.realpath(path)]) != root:
+        return False
+    _VERIFIED.pop(path, None)
+    _remove([path, path + RECORD])
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
 # the hooks of the compiler driver
 # ---------------------------------------------------------------------------------------------
 def note_hit(path: str, st) -> None:
     """A cache hit on `path` (its stat result `st`): when its access time is old, move it to now, keeping
-    the modification time (the module loader compares it), so that LRU eviction sees the use."""
+    the modification time (the module loader and the integrity check compare it), so that LRU eviction
+    sees the use."""
     now = time.time()
     if now - st.st_atime > TOUCH_AFTER_S:
         try:
@@ -348,5 +571,6 @@ def after_build(root: str | None = None, cap: int | None = None) -> PruneResult 
         return None
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX", "Contents", "Entry", "PruneResult", "after_build", "cache_dir", "clear",
-           "format_size", "max_size", "note_hit", "parse_size", "prune", "scan"]
+__all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX", "RECORD", "Contents", "Entry", "PruneResult", "after_build", "cache_dir",
+           "check_private", "clear", "discard", "file_sha256", "folder", "format_size", "hit", "max_size", "new_file",
+           "note_hit", "parse_size", "prune", "scan", "write", "write_error"]

@@ -20,7 +20,6 @@ import os
 import re
 import shlex
 import subprocess
-import tempfile
 
 from ..codegen.c_base import c_string
 from ..errors import BuildError, TesseraError
@@ -34,28 +33,6 @@ _LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to its
 _HAS_SOURCE = re.compile(r"\btessera_source\b")
 
 
-def write_atomic(path: str, data: str, mode: int = 0o644):
-    """Write text to path through a temporary file and a rename: a reader never sees half a file,
-    and a failed write leaves nothing behind (the kernel cache's sources, the vdla backend's
-    modules)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
     """Compile C `source` into a shared library for `target` (default: the host); returns its path."""
     if not isinstance(source, str):
@@ -66,26 +43,20 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
     ident = "\0".join([_SCHEME, " ".join(argv), compiler_version(argv), " ".join(flags),
                        " ".join(_LINK_LIBS)])
     key = hashlib.sha256(ident.encode() + b"\0" + source.encode("utf-8")).hexdigest()
-    root = cache_dir()
-    sub = os.path.join(root, key[:2])
+    sub = cache.folder(key[:2])
     so_path = os.path.join(sub, key + ".so")
-    try:
-        cache.note_hit(so_path, os.stat(so_path))
+    if cache.hit(so_path):
         return so_path
-    except OSError:   # not built yet
-        pass
 
+    # not built yet, or damaged (truncated, changed, no integrity record): built (again)
     cap = cache.max_size()   # a bad $TESSERA_CACHE_MAX_SIZE fails before the compile
-    os.makedirs(sub, exist_ok=True)
     c_path = os.path.join(sub, key + ".c")
-    write_atomic(c_path, source, 0o644)
+    cache.write(c_path, source, "the kernel source", record=False)
     unit = '#line 1 "' + c_path.replace("\\", "\\\\").replace('"', '\\"') + '"\n' + source
     if not _HAS_SOURCE.search(source):
         unit += "\n\n__attribute__((used)) const char tessera_source[] =\n" + c_string(source, lines=True) + ";\n"
-    fd, tmp_so = tempfile.mkstemp(dir=sub, prefix=".tmp-", suffix=".so")
-    os.close(fd)
-    cmd = argv + flags + ["-o", tmp_so, "-x", "c", "-", "-x", "none"] + _LINK_LIBS
-    try:
+    with cache.new_file(so_path, "the compiled library") as tmp_so:
+        cmd = argv + flags + ["-o", tmp_so, "-x", "c", "-", "-x", "none"] + _LINK_LIBS
         try:
             proc = subprocess.run(cmd, input=unit.encode("utf-8"), capture_output=True)
         except OSError as e:
@@ -94,11 +65,7 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
             raise BuildError(f"C compilation of {name_hint!r} failed ({os.path.basename(argv[0])} exit "
                              f"code {proc.returncode}; command: {shlex.join(cmd)})", c_path,
                              proc.stderr.decode("utf-8", "replace"))
-        os.chmod(tmp_so, 0o755)
-        os.replace(tmp_so, so_path)
-    finally:
-        _unlink(tmp_so)
-    cache.after_build(root, cap)
+    cache.after_build(cache_dir(), cap)
     return so_path
 
 

@@ -182,7 +182,10 @@ def target_path(path) -> str:
 
 
 def write_library(src: str, header: str | None, path: str) -> None:
-    """Copy the library `src` to `path` and write `header` (when there is one) beside it."""
+    """Copy the library `src` to `path` and write `header` (when there is one) beside it. They are the
+    user's files where the user chose: made as any new file, the umask taken off (0755 and 0644 under
+    umask 022; 0700 and 0600 under 077, which keeps embedded weights private), whatever the mode of the
+    cache's copy (0600)."""
     if os.path.abspath(src) != os.path.abspath(path):
         _atomic_copy(src, path)
     if header is not None:
@@ -201,17 +204,33 @@ def _atomic_write_text(dst: str, text: str) -> None:
 
 
 def _atomic_write(dst: str, suffix: str, mode: int, fill) -> None:
-    """fill(a temporary file beside dst), then rename it to dst: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=suffix)
-    os.close(fd)
+    """fill(a temporary file beside dst), then rename it to dst (`mode` less the umask): a reader never
+    sees half a file."""
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dst), prefix=".tmp-", suffix=suffix)
+        os.close(fd)
         fill(tmp)
-        os.chmod(tmp, mode)
+        os.chmod(tmp, mode & ~_umask())
         os.replace(tmp, dst)
     except OSError as e:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise TesseraError(f"export_library: cannot write {dst}: {e}") from None
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; elsewhere set and restored)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 __all__ = ["Executor", "header_path", "target_path", "write_library"]

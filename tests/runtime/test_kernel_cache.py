@@ -46,11 +46,11 @@ def libs(built, tmp_path, monkeypatch):
 
 
 def entry_files(so_path: str) -> list:
-    return [so_path, so_path[:-3] + ".c"]
+    return [so_path, so_path[:-3] + ".c", so_path + cache.RECORD]
 
 
 def age(so_path: str, hours: float):
-    """Make a library (its .so and .c) last used `hours` ago."""
+    """Make a library (its .so, .c and integrity record) last used `hours` ago."""
     t = time.time() - hours * HOUR
     for p in entry_files(so_path):
         os.utime(p, (t, t))
