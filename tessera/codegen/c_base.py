@@ -277,6 +277,78 @@ class _Lane(Mutator):
         return new
 
 
+# An expression deeper than this many levels is printed as several C statements (shallow_expr): the
+# renderer recurses per level, so a long fused chain (hundreds of elementwise ops) would exhaust
+# Python's recursion limit, and its one-line C would be unreadable anyway.
+MAX_EXPR_DEPTH = 32
+
+
+def _operands(e):
+    """(field, index or None, child, lazy) for the PrimExpr operands of e; lazy: C evaluates the
+    operand only under a condition (a branch of if_then_else or Select, the right side of && and ||)
+    or it reads a variable bound there (a Let's body), so nothing in it may move before e."""
+    t = type(e)
+    lazy_fields = (("true_value", "false_value") if t is E.Select else ("b",) if t is E.And or t is E.Or
+                   else ("body",) if t is E.Let else ())
+    for f in e._fields:
+        v = getattr(e, f)
+        if isinstance(v, E.PrimExpr):
+            yield f, None, v, f in lazy_fields
+        elif isinstance(v, tuple):
+            for i, x in enumerate(v):
+                if isinstance(x, E.PrimExpr):
+                    yield f, i, x, t is E.Call and e.op == "if_then_else" and i > 0
+
+
+def shallow_expr(value, hint: str, limit: int = MAX_EXPR_DEPTH):
+    """(bindings, expr): value with each subexpression that reaches `limit` levels replaced by a new
+    variable named after hint; bindings: the (Var, subexpression) pairs in the order they must be
+    bound before expr, none of them deeper than limit. A part inside a lazy operand (see _operands)
+    is bound inside that operand instead (a Let expression around it), so it is evaluated exactly
+    when it was before. Walked with an explicit stack, so any depth works; a value that is not deep
+    comes back as it is, with no bindings."""
+    outer: list = []
+    scopes = [outer]      # the binding lists: the statement's, and one per lazy operand that needs one
+    done: dict = {}       # (id(node), id(scope)) -> (node with its deep parts bound, levels)
+    stack = [(value, outer, True, None)]
+    while stack:
+        node, scope, top, kids = stack.pop()
+        key = (id(node), id(scope))
+        if kids is None:
+            if key in done:
+                continue
+            kids = []
+            for f, i, c, lazy in _operands(node):
+                inner = [] if lazy else scope
+                if lazy:
+                    scopes.append(inner)
+                kids.append((f, i, c, inner, lazy))
+            stack.append((node, scope, top, kids))
+            stack.extend((c, inner, lazy, None) for _, _, c, inner, lazy in kids if (id(c), id(inner)) not in done)
+            continue
+        levels, changed = 1, {}
+        for f, i, c, inner, _ in kids:
+            new, n = done[(id(c), id(inner))]
+            levels = max(levels, n + 1)
+            if new is not c:
+                if i is None:
+                    changed[f] = new
+                else:
+                    changed.setdefault(f, list(getattr(node, f)))[i] = new
+        if changed:
+            node = node.replace(**{f: tuple(v) if isinstance(v, list) else v for f, v in changed.items()})
+        if top and scope is not outer:      # a lazy operand: its own parts bound inside it
+            for var, part in reversed(scope):
+                node = E.Let(var, part, node)
+            levels += len(scope)
+        elif not top and levels >= limit:
+            var = E.Var(hint, node.dtype)
+            scope.append((var, node))
+            node, levels = var, 1
+        done[key] = (node, levels)
+    return outer, done[(id(value), id(outer))][0]
+
+
 class CodeGenCBase:
     """Renders lowered TIR as C-family source. The class attributes are what a backend's renderer
     sets (the defaults are C's); the methods a backend overrides are named in the module docstring."""
@@ -1066,6 +1138,7 @@ class CodeGenCBase:
         v = s.value
         if isinstance(v, (E.IntImm, E.FloatImm)):
             return
+        v = self.shallow(v, "part")
         if v.dtype.lanes != 1:
             self.scalarize(lambda lane, m: self.emit(self.text(m.visit(v)) + ";"), v.dtype.lanes,
                            "vector evaluation")
@@ -1077,7 +1150,10 @@ class CodeGenCBase:
         buf = s.buffer
         name = self.buffer_name(buf, len(s.indices))
         self.stored.add(buf)
-        idx, value = s.indices[0], s.value
+        value = self.shallow(s.value, buf.name + "_part")
+        if value is not s.value:
+            s = s.replace(value=value)
+        idx = s.indices[0]
         if value.dtype.lanes == 1 and idx.dtype.lanes == 1:
             self.emit(f"{name}[{self.text(idx)}] = {self.store_value(buf.dtype, value)};")
         elif not self.vector_store(s, name):
@@ -1123,8 +1199,19 @@ class CodeGenCBase:
         self.scalarize(store, lanes, "vector store")
         self.close_block()
 
+    def shallow(self, value, hint: str):
+        """value, its parts deeper than MAX_EXPR_DEPTH bound to C variables first (shallow_expr)."""
+        bindings, value = shallow_expr(value, hint)
+        for var, part in bindings:
+            self.bind_let(var, part)
+        return value
+
     def stmt_LetStmt(self, s):
-        var, value = s.var, s.value
+        self.bind_let(s.var, self.shallow(s.value, s.var.name + "_part"))
+        self.stmt(s.body)
+
+    def bind_let(self, var, value):
+        """Declare the C variable of var, bound to value, in the current block."""
         if value.dtype.lanes != 1 and not self.vector_native(value):
             lanes = value.dtype.lanes
             name = self.define_var(var)
@@ -1141,7 +1228,6 @@ class CodeGenCBase:
             if self.nonneg(value) and value.dtype.lanes == 1:
                 self._nonneg.add(var)
             self.emit(f"const {t} {name} = {text};")
-        self.stmt(s.body)
 
     def let_type(self, var, value) -> str:
         return self.value_type(var.dtype)
@@ -1263,8 +1349,20 @@ class CodeGenCBase:
         cond = s.condition
         if cond.dtype.lanes != 1:
             raise TesseraError(f"assert in {self.func_name} has a vector condition")
-        msg = c_string(s.message)
-        self.failure(self.text(cond, P_UNARY), f'"%s", {msg}', lambda: self.stmt(s.body), negate=True)
+        if not s.args:
+            fmt_args = f'"%s", {c_string(s.message)}'
+        else:   # each {} of the message prints the next arg: integers as long long, floats as double
+            specs, values = [], []
+            for a in s.args:
+                if a.dtype.lanes != 1:
+                    raise TesseraError(f"assert in {self.func_name} has a vector argument {a.script()}")
+                is_float = a.dtype.is_float()
+                specs.append("%.9g" if is_float else "%lld")
+                values.append(f"({'double' if is_float else 'long long'}){self.text(a, P_UNARY)}")
+            pieces = [p.replace("%", "%%") for p in s.message.split("{}")]
+            text = pieces[0] + "".join(spec + p for spec, p in zip(specs, pieces[1:]))
+            fmt_args = ", ".join([c_string(text)] + values)
+        self.failure(self.text(cond, P_UNARY), fmt_args, lambda: self.stmt(s.body), negate=True)
 
     def stmt_Allocate(self, s):
         self.allocate(s)
