@@ -172,6 +172,9 @@ class TuningRecord:
                 t = json.loads(self._line[self._at:-1])
             except ValueError as e:
                 raise TesseraError(f"{self._path}:{self._lineno}: the record's trace is not JSON ({e})") from None
+            except RecursionError:
+                raise TesseraError(f"{self._path}:{self._lineno}: the record's trace is nested too deeply to "
+                                   f"read") from None
             if not isinstance(t, list):
                 raise TesseraError(f"{self._path}:{self._lineno}: the record's trace is not a list")
             self._trace, self._line = t, None
@@ -251,6 +254,17 @@ def _check_error(err):
     return err
 
 
+# what a line that does not load raises: malformed JSON or fields, or nesting deeper than the parsers recurse
+_CORRUPT = (ValueError, KeyError, TypeError, RecursionError, TesseraError)
+
+
+def _why(e: Exception) -> str:
+    """The reason a line is skipped, for its warning."""
+    if isinstance(e, RecursionError):
+        return "its JSON is nested too deeply to read"
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
 class Database:
     """Workloads and tuning records in one JSON-lines file (module docstring); opening an existing
     file loads it, so a tuner resumes where it stopped."""
@@ -298,23 +312,23 @@ class Database:
         try:
             try:      # every header in one parse; per line only when one of them does not parse
                 heads = json.loads("[" + ",".join([f[1] for f in fast]) + "]")
-            except ValueError:
+            except (ValueError, RecursionError):
                 heads = None
             records, path, from_line = [], self.path, TuningRecord._from_line
             for j, (lineno, head, line, at) in enumerate(fast):
                 try:
                     h = heads[j] if heads is not None else json.loads(head)
                     records.append(from_line(h, line, at, None, path, lineno))
-                except (ValueError, KeyError, TypeError, TesseraError) as e:
-                    self._warn(lineno, f"{type(e).__name__}: {str(e)[:200]}")
+                except _CORRUPT as e:
+                    self._warn(lineno, _why(e))
             extra = []
             for lineno, line in slow:
                 try:
                     r = self._load_line(line, lineno)
                     if r is not None:
                         extra.append(r)
-                except (ValueError, KeyError, TypeError, TesseraError) as e:
-                    self._warn(lineno, f"{type(e).__name__}: {str(e)[:200]}")
+                except _CORRUPT as e:
+                    self._warn(lineno, _why(e))
             if extra:   # records written in another form: back into file order
                 records = sorted(records + extra, key=lambda r: r._lineno)
             for r in records:
