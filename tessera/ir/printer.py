@@ -431,7 +431,10 @@ class _Printer:
                     extra += f", align={b.data_alignment}"
                 lines.append(f'{ind}{name} = T.allocate([{shape}], "{b.dtype}", {_quote(b.scope)}{extra})')
             elif cls is S.AssertStmt:
-                lines.append(f"{ind}assert {self.expr(s.condition)}, {_quote(s.message)}")
+                msg = _quote(s.message)
+                if s.args:   # the message's {} are filled with args: shown as a tuple
+                    msg = f"({msg}{''.join(f', {self.expr(a)}' for a in s.args)})"
+                lines.append(f"{ind}assert {self.expr(s.condition)}, {msg}")
             elif cls is S.AttrStmt:
                 node = s.node
                 if isinstance(node, E.IterVar):

@@ -161,13 +161,22 @@ class AttrStmt(Stmt):
 
 
 class AssertStmt(Stmt):
-    __slots__ = ("condition", "message", "body")
-    _fields = ("condition", "message", "body")
+    """Run body if condition holds, else fail with message: the kernel returns a status and the
+    message, each `{}` in it replaced by the value of the next of `args` (scalar expressions, e.g.
+    the index that was out of range), so a run-time check can say what it saw."""
 
-    def __init__(self, condition, message: str, body: Stmt):
+    __slots__ = ("condition", "message", "body", "args")
+    _fields = ("condition", "message", "body", "args")
+
+    def __init__(self, condition, message: str, body: Stmt, args=()):
+        message, args = str(message), tuple(convert(a) for a in args)
+        if args and message.count("{}") != len(args):
+            raise TesseraError(f"assert message {message!r} has {message.count('{}')} '{{}}' placeholders "
+                               f"for {len(args)} args")
         set_field(self, "condition", convert(condition))
-        set_field(self, "message", str(message))
+        set_field(self, "message", message)
         set_field(self, "body", body)
+        set_field(self, "args", args)
 
 
 class Block(Stmt):

@@ -5,9 +5,11 @@ expand_dims, broadcast_to, concatenate, split, strided_slice, take, gather_eleme
 tile, reverse, nn.pad, nn.depth_to_space, nn.space_to_depth, one_hot, trilu, layout_transform,
 eye_like; scatter_elements and scatter_nd reduce over the updates that land on each output element.
 
-Gather-style index inputs follow ONNX: a negative index counts from the end; an index still out of
-range after that is clamped to the valid range (reading memory outside the tensor is never an
-option, and ONNX leaves the result undefined).
+Gather- and scatter-style index inputs follow ONNX Runtime: an index in [-n, n) is valid (a negative
+one counts from the end); any other is refused at run time (tir.transform.lower_checks: the C kernel
+returns an error naming the index and the range, checked once per index). On OpenCL and CUDA, whose
+kernels cannot report, an out-of-range index is clamped into the tensor instead (reading memory
+outside it is never an option).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from ..ir.dtype import DataType
 from ._common import (ALL, INDEX, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype, cast,
                       const, dim_product, fmt_shape, is_const, normalize_axes, normalize_axis, static)
 from ._schedule import schedule_injective
+from ..tir.transform.lower_checks import check_range
 from .registry import REQUIRED, OpPattern, register_op
 from ._common import broadcast_index
 
@@ -67,9 +70,25 @@ def _idx(e, like):
 def _norm_index(v, dim):
     """A gathered index: negative counts from the end, then clamped into [0, dim)."""
     v = v.astype("int64") if v.dtype != "int64" else v
-    d = E.convert(dim).astype("int64") if not isinstance(dim, int) else E.const(dim, "int64")
+    d = _dim64(dim)
     v = _sel(v < E.const(0, "int64"), v + d, v)
     return te.max(te.min(v, d - E.const(1, "int64")), E.const(0, "int64"))
+
+
+def _dim64(dim):
+    return E.const(dim, "int64") if isinstance(dim, int) else E.convert(dim).astype("int64")
+
+
+def checked_index(op, v, dim, what, negative=True, extra=()):
+    """An index read from a tensor, refused at run time outside [-dim, dim) ([0, dim) when not
+    negative) as ONNX Runtime refuses it, then normalized into [0, dim) (see the module docstring).
+    what: where the index points, for the message ("along axis 0 of data"); its {3}, {4}... print
+    the extra expressions."""
+    v = v.astype("int64") if v.dtype != "int64" else v
+    d = _dim64(dim)
+    lo = -d if negative else E.const(0, "int64")
+    msg = f"{op}: index {{0}} is out of range [{{1}}, {{2}}) {what}"
+    return _norm_index(check_range(v, lo, d, msg, *extra), dim)
 
 
 def _register(name, inputs, attrs=None, pattern=OpPattern.INJECTIVE, num_outputs=1, doc=""):
@@ -516,7 +535,7 @@ def _slice_compute(tensors, attrs):
 # ---------------------------------------------------------------------------------------------
 take = _register("take", ("data", "indices"), {"axis": 0},
                  doc="Gather slices of data along axis at indices (ONNX Gather; negative indices count "
-                     "from the end, out-of-range ones are clamped).")
+                     "from the end, out-of-range ones are refused at run time).")
 
 
 @take.def_infer
@@ -535,7 +554,7 @@ def _take_compute(tensors, attrs):
     shape = list(d.shape[:axis]) + list(ind.shape) + list(d.shape[axis + 1:])
 
     def body(*i):
-        k = _norm_index(ind[tuple(i[axis:axis + r])], d.shape[axis])
+        k = checked_index("take", ind[tuple(i[axis:axis + r])], d.shape[axis], f"along axis {axis} of data")
         return d[tuple(i[:axis]) + (k,) + tuple(i[axis + r:])]
 
     return [te.compute(shape, body, name="T_take")]
@@ -562,7 +581,7 @@ def _gather_elements_compute(tensors, attrs):
     axis = normalize_axis("gather_elements", attrs["axis"], len(d.shape))
 
     def body(*i):
-        k = _norm_index(ind[i], d.shape[axis])
+        k = checked_index("gather_elements", ind[i], d.shape[axis], f"along axis {axis} of data")
         return d[tuple(i[:axis]) + (k,) + tuple(i[axis + 1:])]
 
     return [te.compute(ind.shape, body, name="T_gather_elements")]
@@ -608,7 +627,8 @@ def _gather_nd_compute(tensors, attrs):
         pos = tuple(i[:ri])
         idx = list(i[:b])
         for j in range(k):
-            idx.append(_norm_index(ind[pos + (E.const(j, "int32"),)], d.shape[b + j]))
+            idx.append(checked_index("gather_nd", ind[pos + (E.const(j, "int32"),)], d.shape[b + j],
+                                     f"along axis {b + j} of data (entry {j} of an index tuple)"))
         return d[tuple(idx) + tuple(i[ri:])]
 
     return [te.compute(shape, body, name="T_gather_nd")]
@@ -649,9 +669,10 @@ def _check_reduction(op, r, dtype):
 
 
 scatter_elements = _register("scatter_elements", ("data", "indices", "updates"),
-                             {"axis": 0, "reduction": "none"}, pattern=OpPattern.OPAQUE,
+                             {"axis": 0, "reduction": "none", "negative_indices": True}, pattern=OpPattern.OPAQUE,
                              doc="ONNX ScatterElements: data with updates written at indices along axis, "
-                                 "combined by reduction (none: the last update wins).")
+                                 "combined by reduction (none: the last update wins); every index is checked "
+                                 "first (negative_indices=False also refuses negative ones, as MaxUnpool).")
 
 
 @scatter_elements.def_infer
@@ -674,6 +695,10 @@ def _scatter_elements_compute(tensors, attrs):
     reduction = attrs["reduction"]
     _check_reduction("scatter_elements", reduction, d.dtype)
     k = te.reduce_axis((0, ind.shape[axis]), name="k")
+    # every index checked and normalized once, before anything is written
+    target = te.compute(ind.shape, lambda *i: checked_index(
+        "scatter_elements", ind[i], d.shape[axis], f"along axis {axis} of data",
+        bool(attrs["negative_indices"])), name="T_scatter_index")
 
     def point(i):
         conds, idx = [], []
@@ -687,7 +712,7 @@ def _scatter_elements_compute(tensors, attrs):
                 conds.append(i[j] < lim)
                 idx.append(te.min(i[j], lim - const(1, i[j].dtype)))
         idx = tuple(idx)
-        hit = _norm_index(ind[idx], d.shape[axis]) == i[axis].astype("int64")
+        hit = target[idx] == i[axis].astype("int64")
         return idx, te.all(*conds, hit)
 
     if reduction == "none":  # the last update landing here wins: the highest k that hits
@@ -768,13 +793,22 @@ def _scatter_nd_compute(tensors, attrs):
     _check_reduction("scatter_nd", reduction, d.dtype)
     k = _scatter_nd_check(_graph_shape(d.shape), _graph_shape(ind.shape), _graph_shape(upd.shape))
     m_axes = [te.reduce_axis((0, s), name=f"m{j}") for j, s in enumerate(ind.shape[:-1])]
-    if not m_axes:  # indices of shape (k,): one update
-        m_axes = []
+
+    def index_body(*i):
+        """Entry i[-1] of an index tuple, checked against its axis of data and normalized."""
+        j = i[-1]
+        dim = _dim64(d.shape[k - 1])
+        for a in reversed(range(k - 1)):
+            dim = _sel(j == E.const(a, j.dtype), _dim64(d.shape[a]), dim)
+        return checked_index("scatter_nd", ind[i], dim, "along data axis {3} (entry {3} of an index tuple)",
+                             extra=(j,))
+
+    # every index checked and normalized once, before anything is written
+    target = te.compute(ind.shape, index_body, name="T_scatter_index")
 
     def point(i):
         m = tuple(a.var for a in m_axes)
-        hits = [_norm_index(ind[m + (E.const(j, "int32"),)], d.shape[j]) == i[j].astype("int64")
-                for j in range(k)]
+        hits = [target[m + (E.const(j, "int32"),)] == i[j].astype("int64") for j in range(k)]
         return m, te.all(*hits)
 
     def src(i, m):

@@ -22,6 +22,7 @@ from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import FLOATS, NUMERIC, check_dtype, fmt_shape
 from ._schedule import schedule_blocks, schedule_injective
+from ..tir.transform.lower_checks import check_range
 from .registry import REQUIRED, OpPattern, register_op
 
 GRID_SAMPLE_MODES = ("linear", "nearest", "cubic")
@@ -300,9 +301,10 @@ roi_align = register_op(
     "image.roi_align", inputs=("data", "rois", "batch_indices"), pattern=OpPattern.OPAQUE,
     attrs={"output_size": REQUIRED, "spatial_scale": 1.0, "sampling_ratio": 0, "max_grid": (1, 1), "mode": "avg",
            "half_pixel": True},
-    doc="RoiAlign (ONNX): average or max of bilinear samples on a regular grid in every output bin of "
+doc="RoiAlign (ONNX): average or max of bilinear samples on a regular grid in every output bin of "
         "each ROI (x1, y1, x2, y2) of its batch entry; sampling_ratio 0 adapts the grid to the ROI "
-        "(ceil(roi extent / output extent) samples), at most max_grid.")
+        "(ceil(roi extent / output extent) samples), at most max_grid: a ROI needing more, or a batch "
+        "index outside [0, N), is refused at run time (as ONNX Runtime refuses the index).")
 roi_align.def_schedule(schedule_blocks)
 
 
@@ -370,8 +372,19 @@ def _roi_compute(tensors, attrs):
     if ratio > 0:
         grid_h = grid_w = None
     else:
-        grid_h = te.compute((nrois,), lambda r: te.ceil(rh[r] / c(oh)), name="grid_h")
-        grid_w = te.compute((nrois,), lambda r: te.ceil(rw[r] / c(ow)), name="grid_w")
+        # the loops run to max_grid: a ROI needing a finer grid is refused, never sampled short
+        def grid(ext, out, most, axis):
+            msg = (f"image.roi_align: ROI {{3}} needs a sampling grid of {{0}} {axis} per output bin "
+                   f"(sampling_ratio 0), more than max_grid ({gh_max}, {gw_max}) allows")
+            return lambda r: check_range(te.ceil(ext[r] / c(out)), c(float("-inf")), c(most + 1), msg, r)
+
+        grid_h = te.compute((nrois,), grid(rh, oh, gh_max, "rows"), name="grid_h")
+        grid_w = te.compute((nrois,), grid(rw, ow, gw_max, "columns"), name="grid_w")
+    # each ROI's batch entry, checked once: ONNX Runtime refuses one outside [0, N) (negative ones too)
+    n_batch = E.convert(x.shape[0]).astype("int64")
+    batch = te.compute((nrois,), lambda r: check_range(
+        bidx[r].astype("int64"), 0, n_batch, "image.roi_align: batch index {0} of ROI {3} is out of range "
+        "[{1}, {2})", r), name="roi_batch")
 
     def gcount(g, r, static):
         return c(static) if g is None else g[r]
@@ -401,9 +414,8 @@ def _roi_compute(tensors, attrs):
         xx = x1[r] + pw.astype(f) * bin_w[r] + (ix.var.astype(f) + c(0.5)) * bin_w[r] / gw
         ylo, yhi, hy, ly, yin = axis_taps(yy, hf, height)
         xlo, xhi, hx, lx, xin = axis_taps(xx, wf, width)
-        n_max = E.const(x.shape[0].value - 1, "int64") if isinstance(x.shape[0], E.IntImm) else \
-            E.convert(x.shape[0]).astype("int64") - E.const(1, "int64")
-        b = te.max(te.min(bidx[r].astype("int64"), n_max), E.const(0, "int64"))
+        # (clamped: where a kernel cannot report (OpenCL, CUDA), a bad index still reads inside data)
+        b = te.max(te.min(batch[r], n_batch - E.const(1, "int64")), E.const(0, "int64"))
 
         def at(yi, xi):
             return x[b, ch, yi, xi].astype(f)

@@ -134,9 +134,12 @@ def test_gathers_with_negative_indices(idx_dtype):
     np.testing.assert_array_equal(outs[4][0], data[np.arange(4), nd_batch[:, 0] % 5])
 
 
-def test_gather_clamps_out_of_range_indices():
+def test_gather_refuses_out_of_range_indices():
+    # (issue 27: they were clamped; ONNX Runtime refuses them. OpenCL still clamps: test_index_bounds.py)
     data = _rand((4, 2))
-    (got,) = run_op("take", data, np.array([7, -9], "int64"))
+    with pytest.raises(TesseraError, match=r"index 7 is out of range \[-4, 4\)"):
+        run_op("take", data, np.array([7, -9], "int64"))
+    (got,) = run_op("take", data, np.array([3, -4], "int64"))
     np.testing.assert_array_equal(got, data[[3, 0]])
 
 

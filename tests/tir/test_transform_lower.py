@@ -108,7 +108,8 @@ def test_dump_sees_every_pass_in_order():
     assert seen == [(name, True) for name, _ in PIPELINE]
     assert [name for name, _ in PIPELINE] == ["lower_vthread", "plan_buffer_allocation", "lower_blocks",
                                              "compact_buffer_allocation", "flatten_buffer", "simplify",
-                                             "vectorize_loop", "unroll_loop", "simplify", "fuse_intrin_epilogue"]
+                                             "lower_checks", "vectorize_loop", "unroll_loop", "simplify",
+                                             "fuse_intrin_epilogue"]
 
 
 def test_module_lowers_every_function():

@@ -95,8 +95,9 @@ def _max_unpool(ctx):
     if str(idx.type.dtype) != "int64":
         idx = ctx.op("cast", idx, dtype="int64")
     flat = ctx.const(np.zeros(total, numpy_dtype(x.type.dtype)), "zeros")
+    # ONNX Runtime takes MaxUnpool's indices in [0, size of Y): a negative one is refused, not counted from the end
     y = ctx.op("scatter_elements", flat, ctx.op("reshape", idx, newshape=(-1,)), ctx.op("reshape", x, newshape=(-1,)),
-               axis=0)
+               axis=0, negative_indices=False)
     y = ctx.op("reshape", y, newshape=tuple(inferred))
     if ctx.has_input(2):
         out = _ints(ctx.const_input(2))

@@ -13,6 +13,7 @@ from .compact_buffer_allocation import compact_buffer_allocation
 from .flatten_buffer import flatten_buffer
 from .fuse_intrin_epilogue import fuse_intrin_epilogue
 from .lower_blocks import lower_blocks
+from .lower_checks import lower_checks
 from .lower_vthread import lower_vthread
 from .plan_buffer_allocation import plan_buffer_allocation
 from .simplify import simplify
@@ -27,6 +28,7 @@ PIPELINE = (
     ("compact_buffer_allocation", compact_buffer_allocation),
     ("flatten_buffer", flatten_buffer),
     ("simplify", simplify),
+    ("lower_checks", lower_checks),
     ("vectorize_loop", vectorize_loop),
     ("unroll_loop", unroll_loop),
     ("simplify", simplify),
@@ -36,7 +38,8 @@ PIPELINE = (
 
 def pipeline(target=None) -> list:
     """PIPELINE with its passes bound to target (a Target or its text, default "c"): its vector
-    width for vectorize_loop, the target for compact_buffer_allocation. [(name, PrimFunc -> PrimFunc)]."""
+    width for vectorize_loop, the target for compact_buffer_allocation, whether lower_checks reports
+    (a C kernel returns a status; OpenCL and CUDA ones cannot). [(name, PrimFunc -> PrimFunc)]."""
     target = Target(target or "c")
     out = []
     for name, fn in PIPELINE:
@@ -44,6 +47,8 @@ def pipeline(target=None) -> list:
             fn = functools.partial(vectorize_loop, vector_bits=target.vector_bits)
         elif fn is compact_buffer_allocation:
             fn = functools.partial(compact_buffer_allocation, target=target)
+        elif fn is lower_checks:
+            fn = functools.partial(lower_checks, report=target.kind == "c")
         out.append((name, fn))
     return out
 
@@ -67,5 +72,5 @@ def lower(func_or_mod, target=None, dump=None):
 
 
 __all__ = ["PIPELINE", "pipeline", "lower", "lower_vthread", "plan_buffer_allocation", "lower_blocks",
-           "compact_buffer_allocation", "flatten_buffer", "simplify", "vectorize_loop",
+           "compact_buffer_allocation", "flatten_buffer", "simplify", "lower_checks", "vectorize_loop",
            "unroll_loop", "fuse_intrin_epilogue"]
