@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .backend import functions_of, get_backend
 from .backend import build as backend_build
+from .errors import resource_errors
 from .ir import IRModule
 from .target import Target
 
@@ -12,7 +13,9 @@ def lower(obj, target=None):
     """The lowered PrimFunc(s) of obj, as build would generate them (for inspection)."""
     target = Target(target or "c")
     backend = get_backend(target)
-    funcs = [backend.lower(f, target) for f in functions_of(obj)]
+    funcs = functions_of(obj)
+    with resource_errors(f"tessera.lower of {_names(funcs)}"):
+        funcs = [backend.lower(f, target) for f in funcs]
     return funcs[0] if len(funcs) == 1 else IRModule({f.name: f for f in funcs})
 
 
@@ -21,4 +24,10 @@ def build(obj, target="c", name=None):
 
     target: a Target or its string, e.g. "c -mcpu=native -num-threads=2".
     """
-    return backend_build(obj, Target(target), name).module
+    with resource_errors(f"tessera.build of {_names(functions_of(obj))}"):
+        return backend_build(obj, Target(target), name).module
+
+
+def _names(funcs) -> str:
+    """'PrimFunc 'main'' or 'PrimFuncs 'a', 'b'', for messages."""
+    return "PrimFunc" + ("s " if len(funcs) != 1 else " ") + ", ".join(repr(f.name) for f in funcs)

@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from .autotune.apply_history import ApplyHistoryBest
-from .errors import TesseraError
+from .errors import TesseraError, resource_errors
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
@@ -57,6 +57,11 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     even those. `exe.tuning` says which kernels are tuned (one line; also logged at INFO on the
     "tessera" logger), and `exe.profile()` marks their nodes.
     """
+    with resource_errors(f"tessera.compile of graph {getattr(graph, 'name', '?')!r}"):
+        return _compile(graph, params, target, opt_level, disabled_passes, executor, database)
+
+
+def _compile(graph, params, target, opt_level, disabled_passes, executor, database):
     if isinstance(graph, DeferredGraph):
         _check_options(opt_level, executor, disabled_passes)
         if database is not None and database is not False:
@@ -232,8 +237,9 @@ class SpecializingExecutor:
         value_inputs, shape_inputs = self.value_inputs, self.shape_inputs
         frozen = {n: x for n, x in given.items() if n in value_inputs}
         frozen.update({n: np.asarray(a) for n, a in self.params.items() if n in self.deferred.input_names})
-        names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
-                                                                        list(shape_inputs))
+        with resource_errors(f"specializing model {self.name!r} for its inputs"):
+            names, shaped, graph, params, layout = self.deferred.specialize({**given, **frozen}, list(frozen),
+                                                                            list(shape_inputs))
         merged = {**params, **{n: a for n, a in self.params.items() if n not in self.deferred.input_names}}
         exe = compile(graph, merged, **self.options)
         with self._lock:

@@ -1,4 +1,8 @@
 """The one error family of tessera: every user-facing failure is a TesseraError."""
+import collections
+import contextlib
+import os
+import sys
 
 
 class TesseraError(Exception):
@@ -37,3 +41,47 @@ class BuildError(TesseraError):
         if compiler_output:
             text += "\n  compiler said:\n" + "\n".join("    " + l for l in compiler_output.splitlines()[:40])
         super().__init__(text)
+
+
+class ResourceError(TesseraError):
+    """A step ran out of memory, or of Python's recursion depth (an input nested too deeply for a
+    recursive pass); names the step and the tessera function it ran out in."""
+
+
+@contextlib.contextmanager
+def resource_errors(what: str):
+    """Raise a MemoryError or RecursionError from inside as a ResourceError naming `what` ran, what ran
+    out and the tessera function it ran out in (the public entry points use it: build, compile,
+    from_onnx, a tuning database's load)."""
+    try:
+        yield
+    except MemoryError as e:    # from None: the failed step's frames (and what they hold) are let go
+        detail = f" ({e})" if str(e) else ""
+        raise ResourceError(f"{what}: ran out of memory{detail}{_ran_out_in(e, False)}") from None
+    except RecursionError as e:
+        raise ResourceError(f"{what}: Python's recursion limit ({sys.getrecursionlimit()} frames) was reached"
+                            f"{_ran_out_in(e, True)}: something in the input is nested too deeply for it "
+                            f"(an expression or subgraphs thousands of levels deep)") from None
+
+
+def _ran_out_in(e: BaseException, recursion: bool) -> str:
+    """' in tessera/x.py (f, line n)': the innermost tessera function of e's traceback; for a
+    recursion, the tessera function that recursed most, and how deep."""
+    here = os.path.abspath(__file__)
+    root = os.path.dirname(here)
+    ours = []   # (file, function's qualified name, line) of the tessera frames, outermost first
+    tb = e.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = os.path.abspath(code.co_filename)
+        if path.startswith(root + os.sep) and path != here:
+            ours.append((path, getattr(code, "co_qualname", code.co_name), tb.tb_lineno))
+        tb = tb.tb_next
+    if not ours:
+        return ""
+    path, name, line = ours[-1]
+    where = f"line {line}"
+    if recursion:
+        (path, name), depth = collections.Counter(f[:2] for f in ours).most_common(1)[0]
+        where = f"{depth} calls deep"
+    return f" in {os.path.relpath(path, os.path.dirname(root))} ({name}, {where})"

@@ -31,7 +31,7 @@ import time as _time
 import warnings
 
 from ..backend.cuda import DEFAULT_ARCH as _CUDA_ARCH
-from ..errors import TesseraError
+from ..errors import TesseraError, resource_errors
 from ..target import Target
 from .workload import Workload
 
@@ -284,7 +284,8 @@ class Database:
             raise TesseraError(f"Database: {self.path} is a folder; give the path of a .jsonl file")
         if os.path.exists(self.path):
             try:
-                self._load()
+                with resource_errors(f"Database: loading {self.path}"):
+                    self._load()
             except OSError as e:
                 raise TesseraError(f"Database: cannot read {self.path}: {e}") from None
 
