@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
+from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError, resource_errors
 from ..graph.builder import Builder
 from ..limits import Limits, resolve as resolve_limits, size_text
 from ..graph.ir import Graph, Node, TensorType, Value
@@ -1254,6 +1254,7 @@ def inline_functions(m):
     return out
 
 
+@resource_errors("tessera.frontend.from_onnx")
 def from_onnx(model, shape_dict=None, const_inputs=None, opset=None, target="c", specialize: bool = True,
               base_dir=None, limits: Limits | None = None):
     """Convert an ONNX model (ModelProto, path or bytes) to (tessera Graph, params).
