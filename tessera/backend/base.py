@@ -9,6 +9,7 @@ through `build` / `generate` below; a new target kind is one more registered Bac
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import TesseraError
 from ..ir import IRModule, PrimFunc
@@ -40,12 +41,15 @@ class KernelInfo:
 
 @dataclass(frozen=True)
 class Source:
-    """Rendered code of one translation unit, what it holds, and the target it is for."""
+    """Rendered code of one translation unit, what it holds, and the target it is for. `prepare`, when
+    given, runs before the compiler does and only then (not on a cache hit): it writes the files the text
+    embeds (the ahead-of-time library's weights blob)."""
 
     text: str
     functions: tuple
     target: Target
     name_hint: str = "kernel"
+    prepare: Callable[[], object] | None = field(default=None, compare=False, repr=False)
 
     def function(self, name: str) -> KernelInfo:
         for f in self.functions:

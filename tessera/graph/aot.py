@@ -168,26 +168,34 @@ def _weights_layout(graph: Graph):
     return offsets, b"".join(chunks)
 
 
-def _weights_file(blob: bytes) -> tuple:
-    """The blob saved under the compiler cache by content (the library embeds it); (path, sha256). A blob
-    already there is used when its content has the sha256 its name says (checked once per process and
-    version of the file; a hit counts as a use for the cache's LRU eviction), else written again."""
-    digest = hashlib.sha256(blob).hexdigest()
-    path = os.path.join(cache.folder("weights"), digest + ".bin")
-    if not cache.hit(path, digest):
-        cache.write(path, blob, "the weights blob", record=False)
+def _weights_path(digest: str) -> str:
+    """Where the compiler cache keeps the weights blob of sha256 `digest` (a library's text .incbin's it)."""
+    path = os.path.join(cache.cache_dir(), "weights", digest + ".bin")
     if any(c in path for c in '"\\\n'):
         raise TesseraError(f"export: the cache path {path} has a quote, backslash or newline; set "
                            f"TESSERA_CACHE_DIR to a plain path")
+    return path
+
+
+def _weights_file(blob: bytes, digest: str | None = None) -> tuple:
+    """The blob saved under the compiler cache by content, for a library that embeds it to be compiled;
+    (path, sha256). A blob already there is used when its content has the sha256 its name says (checked
+    once per process and version of the file; a hit counts as a use for the cache's LRU eviction), else
+    written again."""
+    digest = digest or hashlib.sha256(blob).hexdigest()
+    cache.folder("weights")
+    path = _weights_path(digest)
+    if not cache.hit(path, digest):
+        cache.write(path, blob, "the weights blob", record=False)
     return path, digest
 
 
-def _weights_c(prefix: str, blob: bytes) -> str:
+def _weights_c(prefix: str, blob: bytes, digest: str) -> str:
     if not blob:
         return (f"/* the model has no weights */\n"
                 f"__attribute__((aligned({WEIGHT_ALIGN}))) const uint8_t {prefix}_weights[1] = {{0}};\n"
                 f"const uint64_t {prefix}_weights_size = 0;\n")
-    path, digest = _weights_file(blob)
+    path = _weights_path(digest)
     return "\n".join([
         f"/* the weights: {len(blob)} bytes, sha256 {digest}, embedded in the library's read-only data */",
         "__asm__(",
@@ -538,7 +546,8 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
                 '#include <string.h>\n#include <math.h>\n#include <time.h>\n'
                 'const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n')
     header = None
-    parts = [text, "", _weights_c(prefix, blob)]
+    digest = hashlib.sha256(blob).hexdigest()
+    parts = [text, "", _weights_c(prefix, blob, digest)]
     if with_entry:
         protos = _prototypes(source, kernels_json) if source is not None else {}
         parts.append(_entry_source(compiled, prefix, plan, protos, w_offsets))
@@ -552,7 +561,9 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     text = json.dumps(doc, separators=(",", ":"))
     parts.append("/* the graph this library runs (tessera.graph.export) */\nconst char tessera_graph[] =\n"
                  + "  " + c_string(text, 100, sep="\n  ") + ";\n")
-    unit = Source("\n".join(parts), source.functions if source else (), target, identifier(g.name))
+    # the blob is written (or checked) only when the library is compiled: a cached library needs no blob
+    unit = Source("\n".join(parts), source.functions if source else (), target, identifier(g.name),
+                  prepare=(lambda: _weights_file(blob, digest)) if blob else None)
     try:
         path = backend.compile(unit)
     except BuildError:

@@ -33,8 +33,9 @@ _LINK_LIBS = ["-Wl,-Bsymbolic", "-lm"]   # the library's own symbols bind to its
 _HAS_SOURCE = re.compile(r"\btessera_source\b")
 
 
-def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
-    """Compile C `source` into a shared library for `target` (default: the host); returns its path."""
+def compile_source(source: str, target=None, name_hint: str = "kernel", prepare=None) -> str:
+    """Compile C `source` into a shared library for `target` (default: the host); returns its path.
+    prepare(): called before the compiler runs, not on a cache hit (writes the files the source embeds)."""
     if not isinstance(source, str):
         raise TesseraError(f"compile_source expects C source text, got {type(source).__name__}")
     target = Target.host() if target is None else Target(target)
@@ -52,6 +53,8 @@ def compile_source(source: str, target=None, name_hint: str = "kernel") -> str:
     cap = cache.max_size()   # a bad $TESSERA_CACHE_MAX_SIZE fails before the compile
     c_path = os.path.join(sub, key + ".c")
     cache.write(c_path, source, "the kernel source", record=False)
+    if prepare is not None:
+        prepare()
     unit = '#line 1 "' + c_path.replace("\\", "\\\\").replace('"', '\\"') + '"\n' + source
     if not _HAS_SOURCE.search(source):
         unit += "\n\n__attribute__((used)) const char tessera_source[] =\n" + c_string(source, lines=True) + ";\n"

@@ -252,6 +252,17 @@ def test_corrupt_weights_blob_is_rebuilt(root):
     assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name[:-4]
 
 
+def test_a_cached_model_library_is_used_without_reading_its_weights_blob(root):
+    """The blob is only the compiler's input: a library hit neither reads (hashes) nor writes it."""
+    w = RNG.standard_normal((4, 16)).astype("float32")
+    x = RNG.standard_normal((4, 16)).astype("float32")
+    tessera.compile(weighted_graph(w))
+    [blob] = (root / "weights").glob("*.bin")
+    blob.unlink()
+    np.testing.assert_allclose(tessera.compile(weighted_graph(w))(x), x + w, rtol=1e-6)
+    assert not blob.exists()
+
+
 def test_cached_libraries_with_weights_are_private(root):
     w = RNG.standard_normal((4, 16)).astype("float32")
     tessera.compile(weighted_graph(w))
