@@ -250,6 +250,8 @@ def _remove(paths) -> None:
             os.unlink(p)
         except FileNotFoundError:   # another pruner was first
             pass
+        except OSError as e:        # a read-only cache
+            raise write_error(e, p, "", verb="remove") from None
 
 
 def _remove_entry(entry: Entry, res: PruneResult) -> None:
@@ -342,13 +344,14 @@ def check_private(path: str, st, kind: str) -> None:
                            f"code there; {_fix(kind, path, True)}")
 
 
-def write_error(e: OSError, path: str, what: str) -> TesseraError:
-    """The TesseraError of an OSError met writing `what` at `path` into the cache: what ran out or was
-    refused, where, and what to do."""
+def write_error(e: OSError, path: str, what: str, verb: str = "write") -> TesseraError:
+    """The TesseraError of an OSError met writing (or removing: `verb`) `what` at `path` in the cache: what
+    ran out or was refused, where, and what to do."""
     reason = _WRITE_REASONS.get(e.errno, e.strerror or str(e))
     detail = f" ({e.strerror})" if e.strerror and e.strerror.lower() != reason else ""
     room = " with room" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-    return TesseraError(f"cannot write {what} {path}: {reason}{detail}; free space or fix the permissions there, "
+    what = f"{what} " if what else ""
+    return TesseraError(f"cannot {verb} {what}{path}: {reason}{detail}; free space or fix the permissions there, "
                         f"or set {ENV_DIR} to a writable folder{room}")
 
 
@@ -513,6 +516,24 @@ def write(path: str, data, what: str, record: bool = True) -> None:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
+def check_before_load(path: str) -> None:
+    """Refuse (TesseraError) to load a library or GPU artifact of the cache (a `<key[:2]>/` entry) that
+    another user could have written or that does not match its integrity record (the loaders call this
+    first: a hit of the compiler driver was checked already, once per process and file version). A file
+    outside the cache is the caller's to trust."""
+    path = os.path.realpath(path)
+    root = os.path.realpath(cache_dir())
+    sub = os.path.dirname(path)
+    if os.path.dirname(sub) != root or not _HEX2.match(os.path.basename(sub)):
+        return
+    for folder, st in ((root, os.stat(root)), (sub, os.lstat(sub))):
+        check_private(folder, st, "folder")
+    if not hit(path):
+        raise TesseraError(f"{path} is in the kernel cache but does not match its integrity record (damaged or "
+                           f"changed since it was built, or built by an older tessera): tessera does not load it; "
+                           f"build it again (tessera.build, tessera.compile) or remove it")
+
+
 def discard(path: str) -> bool:
     """Remove the cache entry at `path` and its record (one that failed to load, to be built again);
     False, touching nothing, when path is not in the cache."""
@@ -567,10 +588,10 @@ def after_build(root: str | None = None, cap: int | None = None) -> PruneResult 
         if contents.size <= cap:
             return PruneResult(size=contents.size, entries=len(contents.entries))
         return prune(int(cap * LOW_WATER), root, contents=contents)
-    except OSError:
+    except (OSError, TesseraError):   # a read-only cache: the build itself went through
         return None
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX", "RECORD", "Contents", "Entry", "PruneResult", "after_build", "cache_dir",
-           "check_private", "clear", "discard", "file_sha256", "folder", "format_size", "hit", "max_size", "new_file",
+           "check_before_load", "check_private", "clear", "discard", "file_sha256", "folder", "format_size", "hit", "max_size", "new_file",
            "note_hit", "parse_size", "prune", "scan", "write", "write_error"]

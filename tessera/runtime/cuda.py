@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
+from . import cache
 from .gpu import GPUModuleBase, timed_repeats
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
@@ -199,6 +200,7 @@ class CUDAModule(GPUModuleBase):
     """A built CUDA artifact: source, cubin and ptxas report; callable where a GPU is present."""
 
     def __init__(self, path: str):
+        cache.check_before_load(path)   # from the kernel cache: verified before it is read
         with open(path) as f:
             doc = json.load(f)
         if doc.get("kind") != "cuda":
@@ -217,6 +219,7 @@ class CUDAModule(GPUModuleBase):
 
     def kernel(self, name):
         if self._raw is None:
+            cache.check_before_load(self.cubin)
             self._raw = self.cupy().RawModule(path=self.cubin)
         return self._raw.get_function(name)
 

@@ -26,6 +26,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
+from . import cache
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024
@@ -423,11 +424,14 @@ _LOAD_LOCK = threading.Lock()
 
 
 def _dlopen(path: str) -> ctypes.CDLL:
-    """dlopen `path`; a file replaced since an earlier load goes through a private copy.
+    """dlopen `path`; a file replaced since an earlier load goes through a private copy. A library of
+    the kernel cache is checked first (its owner, mode and integrity record: runtime/cache.py), so
+    that nothing of a damaged or planted one runs (its constructors run at dlopen).
 
     The dynamic loader returns the already-loaded library for a name it has seen, even when the
     file under that name has changed, so a re-exported module would silently run the old code.
     """
+    cache.check_before_load(path)
     _check_sanitizer(path)
     st = os.stat(path)
     sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import BuildError, DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, numpy_dtype
 from ..target import Target
+from . import cache
 from .gpu import GPUModuleBase, timed_repeats
 from .module import BenchmarkResult, check_timing
 from .ndarray import NDArray
@@ -331,6 +332,7 @@ class OpenCLModule(GPUModuleBase):
 
     def __init__(self, path: str):
         _need_cl()
+        cache.check_before_load(path)   # from the kernel cache: verified before its kernels are built and run
         with open(path) as f:
             doc = json.load(f)
         if doc.get("kind") != "opencl":

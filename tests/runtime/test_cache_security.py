@@ -150,6 +150,20 @@ def test_tampered_library_is_refused_before_it_runs(root, tmp_path, monkeypatch)
     assert os.path.getsize(path) != os.path.getsize(evil)     # rebuilt in place
 
 
+def test_tampered_cache_library_loaded_directly_is_refused(root, tmp_path, monkeypatch):
+    """Loading a cache entry by its path (as the tuner's runner does with what its builder made)
+    checks it too."""
+    marker = tmp_path / "marker"
+    evil = planted_library(tmp_path, monkeypatch, marker)
+    func = scale_func(factor=4.0)
+    path = tessera.backend.get_backend("c").compile(tessera.backend.generate(func, "c"))
+    shutil.copyfile(evil, path)
+    with pytest.raises(TesseraError, match=rf"{re.escape(path)} is in the kernel cache but does not match its "
+                                           r"integrity record"):
+        tessera.runtime.load_module(path)
+    assert not marker.exists()
+
+
 def test_tampered_kernel_library_is_rebuilt(root, tmp_path, monkeypatch):
     marker = tmp_path / "marker"
     evil = planted_library(tmp_path, monkeypatch, marker)
@@ -323,6 +337,19 @@ def test_full_disk_while_writing_the_cache_raises_a_tessera_error(root, monkeypa
         write()
 
 
+def test_pruning_a_read_only_cache_raises_a_tessera_error(root, monkeypatch):
+    path = compile_source(SOURCE)
+
+    def read_only(p, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), p)
+
+    with monkeypatch.context() as m, pytest.raises(TesseraError, match=r"cannot remove .*\.(so|c|sha256): the file "
+                                                                      r"system is read-only.*TESSERA_CACHE_DIR"):
+        m.setattr("os.unlink", read_only)
+        cache.clear()
+    assert os.path.exists(path)
+
+
 # ---------------------------------------------------------------------------------------------
 # the GPU and VDLA backends' artifacts
 # ---------------------------------------------------------------------------------------------
@@ -343,6 +370,10 @@ def test_damaged_opencl_artifact_is_rebuilt_and_a_writable_one_refused(root):
     again = tessera.backend.build(func, "opencl")
     assert again.path == art.path
     run_scale(again.module, factor=2.0)
+    with open(art.path, "w") as f:                                 # loaded by its path: refused
+        json.dump(doc, f)
+    with pytest.raises(TesseraError, match=r"does not match its integrity record"):
+        tessera.backend.get_backend("opencl").load(art.path)
     os.chmod(art.path, 0o666)
     with pytest.raises(TesseraError, match=rf"{re.escape(art.path)}.* writable by other users"):
         tessera.backend.build(func, "opencl")
@@ -360,6 +391,10 @@ def test_damaged_cuda_cubin_is_rebuilt(root):
         f.truncate(len(good) // 2)
     assert backend.compile(src) == path
     assert open(cubin, "rb").read() == good
+    with open(cubin, "r+b") as f:                                  # loaded by its path: refused
+        f.truncate(len(good) // 2)
+    with pytest.raises(TesseraError, match=rf"{re.escape(cubin)} is in the kernel cache but does not match"):
+        backend.load(path).kernel("default_function_kernel")
 
 
 def vdla_dense():
