@@ -41,6 +41,7 @@ from .graph import DeferredGraph
 from .graph.compiler import static_problem
 from .ir.names import fresh_name
 from .runtime import cache as kernel_cache
+from .runtime.contention import WaitMeter, busy_reason
 from .runtime.executor import Executor, header_path
 from .runtime.library import load_module
 from .target import Target
@@ -147,30 +148,24 @@ def _demo_model(args) -> int:
         print(f"  input  {spec.name}: {spec.dtype}{list(spec.shape)}")
     for spec, y in zip(info.outputs, outs):
         print(f"  output {spec.name}: {y.dtype}{list(y.shape)}  mean {float(y.mean()):+.4f}  std {float(y.std()):.4f}")
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        exe.run(inputs)
-        times.append(time.perf_counter() - t0)
+    times, busy = _timed(lambda: exe.run(inputs), 3)
     ms = float(np.median(times)) * 1e3
     try:
         import onnxruntime as ort
     except ImportError:
-        print(f"latency: tessera {ms:.2f} ms (median of 3); onnxruntime is not installed, so no reference check")
+        print(f"latency: tessera {ms:.2f} ms (median of 3); onnxruntime is not installed, so no reference check"
+              + (f"\nnote: the machine was busy while timing ({busy})" if busy else ""))
         return 0
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     ref = sess.run(None, inputs)
-    ort_times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        sess.run(None, inputs)
-        ort_times.append(time.perf_counter() - t0)
+    ort_times, ort_busy = _timed(lambda: sess.run(None, inputs), 3)
     ort_ms = float(np.median(ort_times)) * 1e3
     err = max(float(np.max(np.abs(y - r))) for y, r in zip(outs, ref))
     ok = all(np.allclose(y, r, rtol=1e-4, atol=1e-4) for y, r in zip(outs, ref))
     print(f"--- result ---\nmax |error| vs onnxruntime: {err:.2e}   {'OK' if ok else 'MISMATCH'} (rtol = atol = 1e-4)")
-    print(f"latency: tessera {ms:.2f} ms, onnxruntime {ort_ms:.2f} ms (medians of 3): {ms / ort_ms:.1f}x "
-          f"(`python benchmarks/e2e.py` compares properly)\ntuning: {exe.tuning}")
+    print(f"latency: tessera {ms:.2f} ms, onnxruntime {ort_ms:.2f} ms (medians of 3): "
+          + _ratio_text(busy, ort_busy, f"{ms / ort_ms:.1f}x (`python benchmarks/e2e.py` compares properly)"))
+    print(f"tuning: {exe.tuning}")
     return 0 if ok else 1
 
 
@@ -422,11 +417,7 @@ def _bench(args) -> int:
     print(f"{args.model}: {len(exe.plan.steps)} nodes, inputs {shapes}, {args.threads or 'all'} threads")
     for _ in range(args.warmup):
         outs = exe.run(inputs)
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        outs = exe.run(inputs)
-        times.append(time.perf_counter() - t0)
+    times, busy = _timed(lambda: exe.run(inputs), args.repeat)
     ts_ms = float(np.median(times)) * 1e3
     report = exe.profile(inputs, number=max(1, args.number), repeat=3, show=args.profile)
     print(f"tessera      end to end {ts_ms:9.3f} ms (median of {args.repeat} runs)   kernels {report.total_ms:9.3f} ms "
@@ -434,14 +425,38 @@ def _bench(args) -> int:
     if report.call_ms is not None:
         print(f"             profiled call {report.call_ms:9.3f} ms = nodes {report.total_ms:.3f} + outside the kernels "
               f"{report.outside_ms:.3f} ms ({'; '.join(f'{w} {ms:.3f}' for w, _, ms in report.outside)})")
-    ort_ms = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_model(args.model) else None
-    if ort_ms is not None:
+    ort = _ort_latency(args, inputs, outs, list(exe.output_names)) if _is_model(args.model) else None
+    if ort is not None:
+        ort_ms, ort_busy = ort
         print(f"onnxruntime  end to end {ort_ms:9.3f} ms (median of {args.repeat} runs)")
-        print(f"ratio tessera / onnxruntime: {ts_ms / ort_ms:.2f}x end to end, {report.total_ms / ort_ms:.2f}x "
-              f"kernels only")
-    elif _is_model(args.model):
+        ratio = f"{ts_ms / ort_ms:.2f}x end to end, {report.total_ms / ort_ms:.2f}x kernels only"
+        print(f"ratio tessera / onnxruntime: {_ratio_text(busy, ort_busy, ratio)}")
+        return 0
+    if busy is not None:
+        print(f"note: the machine was busy while timing ({busy}): rerun on a quiet machine")
+    if _is_model(args.model):
         print("onnxruntime is not installed: no reference latency")
     return 0
+
+
+def _timed(run, repeat: int) -> tuple:
+    """(seconds of each of `repeat` calls of run(), why the machine was busy meanwhile or None)."""
+    times = []
+    with WaitMeter() as meter:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+    return times, busy_reason(times, meter)
+
+
+def _ratio_text(tessera_busy, ort_busy, ratio: str) -> str:
+    """`ratio`, or, where _timed found the machine busy while timing either runtime, why there is none:
+    the times then say more about the other work than about tessera or onnxruntime."""
+    why = [f"{who}: {r}" for who, r in (("tessera", tessera_busy), ("onnxruntime", ort_busy)) if r]
+    if not why:
+        return ratio
+    return f"none, the machine was busy while timing ({'; '.join(why)}); rerun on a quiet machine"
 
 
 def _ort_latency(args, inputs, tessera_outs, output_names):
@@ -466,18 +481,15 @@ def _ort_latency(args, inputs, tessera_outs, output_names):
     fetch = [o.name for o in sess.get_outputs()]
     if sorted(fetch) != sorted(output_names):
         raise TesseraError(f"onnxruntime's outputs {fetch} differ from the compiled model's {output_names}")
-    for _ in range(args.warmup):
-        ref = sess.run(output_names, feeds)
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        ref = sess.run(output_names, feeds)
-        times.append(time.perf_counter() - t0)
+    ref = sess.run(output_names, feeds)
+    for _ in range(args.warmup - 1):
+        sess.run(output_names, feeds)
+    times, busy = _timed(lambda: sess.run(output_names, feeds), args.repeat)
     for name, a, b in zip(output_names, tessera_outs, ref):
         if a.shape != b.shape or (a.dtype.kind == "f" and not np.allclose(a, b, rtol=1e-3, atol=1e-3)):
             print(f"warning: output {name!r} differs from onnxruntime's (max |diff| "
                   f"{float(np.max(np.abs(a.astype(np.float64) - b))) if a.shape == b.shape else 'shape'})")
-    return float(np.median(times)) * 1e3
+    return float(np.median(times)) * 1e3, busy
 
 
 # ---------------------------------------------------------------------------------------------

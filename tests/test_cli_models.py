@@ -150,3 +150,31 @@ def test_bench_of_a_static_model_splits_the_call_into_nodes_and_outside(tmp_path
 def test_demo_still_runs(capsys):
     assert main(["demo", "--size", "16"]) == 0
     assert "OK" in capsys.readouterr().out
+
+
+def test_bench_says_the_machine_was_busy_instead_of_printing_a_ratio(tmp_path, capsys):
+    """Another process taking turns on the one core the benchmark may use: the times are the
+    scheduler's, so bench names the waits instead of giving tessera / onnxruntime a ratio."""
+    import os
+    import subprocess
+
+    from tessera.runtime.contention import thread_waits
+
+    if thread_waits() is None:
+        pytest.skip("this kernel does not report threads' run-queue waits (/proc/self/task/*/schedstat)")
+    m = _model([helper.make_node("Add", ["x", "x"], ["y"])], [helper.make_tensor_value_info("x", TP.FLOAT, [64, 64])],
+               [helper.make_tensor_value_info("y", TP.FLOAT, None)], test_domain=False)
+    onnx.save(m, tmp_path / "add.onnx")
+    saved = os.sched_getaffinity(0)
+    cpu = min(saved)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {cpu})
+        assert main(["bench", str(tmp_path / "add.onnx"), "--threads", "1", "--repeat", "400"]) == 0
+    finally:
+        os.sched_setaffinity(0, saved)
+        hog.kill()
+        hog.wait()
+    out = capsys.readouterr().out
+    assert "ratio tessera / onnxruntime: none, the machine was busy while timing" in out, out
+    assert "waited" in out and "x end to end" not in out

@@ -27,6 +27,7 @@ from ..codegen import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
 from . import cache
+from . import openmp
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024
@@ -299,6 +300,7 @@ class Module:
         if not os.path.isfile(path):
             raise TesseraError(f"module file {path} does not exist")
         self.path = path
+        openmp.configure()        # libgomp's wait policy is read when it loads: set before the first library
         lib = _dlopen(path)
         text = read_cstring(lib, "tessera_metadata")
         if text is None:

@@ -78,7 +78,10 @@ class MeasureResult:
     error (kind from database.ERROR_KINDS and message), where the time went -- the build, the C
     compiler's part of it, the runner's whole handling of the candidate (run_wall_secs) and the
     part of that spent inside the candidate's own calls (kernel_secs; the rest is the runner's
-    overhead: messages, loading, copying inputs, the output check) -- and the worker that ran it."""
+    overhead: messages, loading, copying inputs, the output check) -- and the worker that ran it.
+    remeasured: how often the worker timed it again because its rounds stalled or the machine was
+    busy (stalled rounds are left out of run_secs); busy: even the timing kept was contended, so
+    run_secs may be high."""
 
     run_secs: tuple
     error_kind: str | None = None
@@ -88,6 +91,8 @@ class MeasureResult:
     run_wall_secs: float = 0.0
     kernel_secs: float = 0.0
     worker: str = field(default="local", compare=False)
+    remeasured: int = 0
+    busy: bool = False
 
     def __post_init__(self):
         if self.error_kind is not None and self.error_kind not in ERROR_KINDS:
@@ -113,13 +118,14 @@ class MeasureResult:
     def as_json(self) -> dict:
         return {"run_secs": list(self.run_secs), "error_kind": self.error_kind, "error_msg": self.error_msg,
                 "build_secs": self.build_secs, "compile_secs": self.compile_secs,
-                "run_wall_secs": self.run_wall_secs, "kernel_secs": self.kernel_secs, "worker": self.worker}
+                "run_wall_secs": self.run_wall_secs, "kernel_secs": self.kernel_secs, "worker": self.worker,
+                "remeasured": self.remeasured, "busy": self.busy}
 
     @staticmethod
     def from_json(obj) -> "MeasureResult":
         return MeasureResult(tuple(obj["run_secs"]), obj["error_kind"], obj["error_msg"], obj["build_secs"],
                              obj["compile_secs"], obj["run_wall_secs"], obj.get("kernel_secs", 0.0),
-                             obj.get("worker", "local"))
+                             obj.get("worker", "local"), int(obj.get("remeasured", 0)), bool(obj.get("busy", False)))
 
 
 def make_record(candidate: MeasureCandidate, result: MeasureResult, target) -> TuningRecord:

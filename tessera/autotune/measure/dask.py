@@ -35,7 +35,7 @@ from ...tir import TensorIntrin
 from ..workload import Workload
 from .builder import IntrinsicShipper, LocalBuilder
 from .candidate import MeasureCandidate, MeasureResult, intrinsics_used
-from .runner import LocalRunner
+from .runner import LocalRunner, warn_if_busy
 
 
 def resource_name(target) -> str:
@@ -176,6 +176,7 @@ class DaskRunner:
                 out.append(MeasureResult.from_json(f.result()))
             except Exception as e:  # KilledWorker and the like: this candidate only
                 out.append(MeasureResult((), "crash", f"the Dask task failed: {type(e).__name__}: {e}", worker="?"))
+        warn_if_busy(out)
         return out
 
     def run(self, candidates, build_results, target) -> list:

@@ -19,7 +19,14 @@ measured. The reference outputs are computed once per workload (`ref_timeout` bo
 kept on disk. With `cutoff_secs` (the tuner passes a multiple of its best time so far, and the
 multiple as cutoff_factor, so the cutoff also follows the best of the batch) a candidate
 whose checked call alone takes longer is not timed further: that call's time is its record, and a
-hopeless candidate costs one call instead of the timer's rounds.
+hopeless candidate costs one call instead of the timer's rounds (not when the machine was busy
+during that call: then it is timed as any other).
+
+A busy machine: a timing whose rounds stall (one over contention.STALL_RATIO times the fastest: a
+thread of the kernel was descheduled) or during which the worker's threads waited for a CPU (other
+work held the cores; runtime/contention.py) is taken again, up to twice and within half the
+timeout; stalled rounds never count. MeasureResult.remeasured says how often, MeasureResult.busy
+that the kept timing was still contended, and a warning on the "tessera" logger counts those.
 
 GPU targets (opencl, cuda): the worker loads the artifact through the target's backend, the
 reference is the untuned program under its default GPU schedule (ops.gpu.schedule_gpu_default: an
@@ -32,6 +39,7 @@ without an NVIDIA GPU here is refused by name (check_device).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -44,6 +52,8 @@ from ._proc import WorkerDied, WorkerProcess, WorkerTimeout
 from ._worker import MAX_REFERENCES
 from .builder import LocalBuilder
 from .candidate import BuildResult, MeasureCandidate, MeasureResult
+
+_LOG = logging.getLogger("tessera")
 
 
 class LocalRunner:
@@ -127,7 +137,7 @@ class LocalRunner:
                "target": target, "number": self.number, "repeat": self.repeat,
                "min_repeat_ms": self.min_repeat_ms, "check": self.check,
                "flush": list(cand.weights) if self.flush_cache == "weights" else self.flush_cache,
-               "warmup": self.warmup, "cutoff_secs": cutoff_secs}
+               "warmup": self.warmup, "cutoff_secs": cutoff_secs, "timeout": self.timeout}
         t0 = time.perf_counter()
         try:
             ans = self._worker.call(req, self.timeout)
@@ -142,7 +152,8 @@ class LocalRunner:
         kernel = ans.get("kernel_secs", 0.0)
         if ans.get("error_kind"):
             return MeasureResult((), ans["error_kind"], ans["error_msg"], br.build_secs, br.compile_secs, wall, kernel)
-        return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall, kernel)
+        return MeasureResult(tuple(ans["run_secs"]), None, None, br.build_secs, br.compile_secs, wall, kernel,
+                             remeasured=int(ans.get("remeasured", 0)), busy=bool(ans.get("busy", False)))
 
     def run(self, candidates, build_results, target, cutoff_secs=None, cutoff_factor=None) -> list:
         """One MeasureResult per candidate, in order; failed builds pass their error through.
@@ -164,6 +175,7 @@ class LocalRunner:
                 if cutoff_factor is not None and r.ok and r.run_secs:
                     cut = r.secs * cutoff_factor
                     cutoff_secs = cut if cutoff_secs is None else min(cutoff_secs, cut)
+        warn_if_busy(out)
         return out
 
     def close(self):
@@ -179,6 +191,16 @@ class LocalRunner:
     def __repr__(self):
         return (f"LocalRunner(number={self.number}, repeat={self.repeat}, min_repeat_ms={self.min_repeat_ms}, "
                 f"timeout={self.timeout:g}, flush_cache={self.flush_cache}, check={self.check})")
+
+
+def warn_if_busy(results) -> None:
+    """A warning on the "tessera" logger when some results were timed on a busy machine even after
+    their re-measurements (MeasureResult.busy): their times may be high."""
+    busy = sum(1 for r in results if r.busy)
+    if busy:
+        _LOG.warning("%d of %d candidates were timed while other work held the cores (their threads waited for "
+                     "a CPU, also when measured again): their times may be high; tune on a quiet machine",
+                     busy, len(results))
 
 
 def check_device(target) -> None:
@@ -217,4 +239,4 @@ def measure(candidates, target, builder=None, runner=None, cutoff_secs=None, cut
     return runner.run(candidates, built, target)
 
 
-__all__ = ["LocalRunner", "check_device", "measure"]
+__all__ = ["LocalRunner", "check_device", "measure", "warn_if_busy"]
