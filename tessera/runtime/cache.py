@@ -1,25 +1,47 @@
-"""The on-disk kernel cache's size: a cap ($TESSERA_CACHE_MAX_SIZE) kept by least-recently-used eviction.
+"""The on-disk kernel cache: what it may be trusted with (private folders, entries checked before they
+are loaded), and its size: a cap ($TESSERA_CACHE_MAX_SIZE) kept by least-recently-used eviction.
 
 The cache folder ($TESSERA_CACHE_DIR, default ~/.cache/tessera) holds what the compiler driver and the
 backends write there by content hash: libraries (`<key[:2]>/<key>.so` with its `<key>.c`; the GPU
-backends' `<key>.cl.json` / `<key>.cu.json` beside them), model weight blobs (`weights/<sha256>.bin`,
-read only while a model's library is compiled), VDLA modules (`vdla/*.json`) and the tuner's expected
-outputs (`autotune-ref/<task>/out<i>.npy`). Every one of them is rebuilt on demand, so any of them may go.
-Nothing else in the folder is touched: a mistyped $TESSERA_CACHE_DIR pointing at a home folder loses nothing.
+backends' `<key>.cl.json` / `<key>.cu.json` and `<key>.cubin` beside them), each loaded file with its
+integrity record `<file>.sha256`, model weight blobs (`weights/<sha256>.bin`, read only while a model's
+library is compiled), VDLA modules (`vdla/<name>-<sha256[:20]>.json`) and the tuner's expected outputs
+(`autotune-ref/<task>/out<i>.npy`). Every one of them is rebuilt on demand, so any of them may go. Nothing
+else in the folder is touched: a mistyped $TESSERA_CACHE_DIR pointing at a home folder loses nothing.
 
-How it stays cheap. A cache hit stays a hash and a `stat`: `note_hit` moves the library's access time
-forward only when it is older than TOUCH_AFTER_S (one `utime` per library every few minutes at most; the
-modification time, which the module loader compares, is kept). A build (a miss: a compile costs 100s of
-ms) calls `after_build`, which looks at the cache's size only every CHECK_EVERY_BUILDS builds of this
-process or when the stamp file `.size-checked` is older than CHECK_EVERY_S (any process), and prunes
-when the total is over the cap. No lock and no index file: the files' own times are the record.
+Whom it trusts. A library in the cache is code that runs as the user the moment it is loaded (its
+constructors run at dlopen), so nothing another user could have written is loaded. `folder()` makes the
+folders 0700 and refuses (TesseraError naming the path, the reason and the fix) a folder that another user
+owns or that its group or others can write; `new_file`/`write` make entries 0600 (a model's library embeds
+its weights). `hit()` refuses an entry (or its record) that is not a plain file, that another user owns or
+that others can write, and uses an entry only when its content has the sha256 of its record, written
+(atomically, before the entry is renamed into place) when it was built, or, for an entry named by its
+hash (a weights blob, a VDLA module), the sha256 in its name. Anything else (truncated, changed, no
+record: built by an older tessera) is not a hit: the caller builds it again, over it. The loaders
+(`Module`, `OpenCLModule`, `CUDAModule` and its cubin) call `check_before_load`, which refuses an entry
+that fails these checks before anything of it runs; `Backend.compile_and_load` rebuilds, once, an
+entry that passed them yet does not load. Owners trusted: the user and root. What the checks cannot
+stop: the user's own processes (and root) writing a matching record.
 
-How it stays safe beside other processes. An entry (a library's .so and .c together, a blob, a file)
-counts as used at the later of its files' access and modification times; one used within MIN_AGE_S
+How it stays cheap. A file is hashed once per process and version of it (device, inode, size and
+modification time of it and its record): later hits are a few `stat`s. A
+hit moves the entry's access time forward only when it is older than TOUCH_AFTER_S (one `utime` per
+entry every few minutes at most; the modification time, which the module loader and the hash memo
+compare, is kept); hashing reads with O_NOATIME. A build (a miss: a compile costs 100s of ms) calls
+`after_build`, which looks at the cache's size only every CHECK_EVERY_BUILDS builds of this process or
+when the stamp file `.size-checked` is older than CHECK_EVERY_S (any process), and prunes when the total
+is over the cap. No lock and no index file: the files' own times are the record.
+
+How it stays safe beside other processes. An entry (a library's .so, .c and records together, a blob, a
+file) counts as used at the later of its files' access and modification times; one used within MIN_AGE_S
 (just built, just hit, being loaded) is never evicted, and its time is read again just before it goes.
 A builder's `.tmp-` file is left alone unless it is older than STALE_TMP_S (a crashed build). A file
 another pruner removed first is not an error. Removing a library a process has loaded is harmless on
-Linux (its mapping stays).
+Linux (its mapping stays). Two builders of one entry write the same bytes; a reader that meets a
+record and a file of two builds sees a mismatch and builds once more.
+
+When the disk is full or the folder read-only, writing (or pruning) an entry raises a TesseraError
+naming the file and the reason (`write_error`); a hit in a read-only cache still works.
 """
 from __future__ import annotations
 
@@ -593,5 +615,5 @@ def after_build(root: str | None = None, cap: int | None = None) -> PruneResult 
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "ENV_MAX", "RECORD", "Contents", "Entry", "PruneResult", "after_build", "cache_dir",
-           "check_before_load", "check_private", "clear", "discard", "file_sha256", "folder", "format_size", "hit", "max_size", "new_file",
-           "note_hit", "parse_size", "prune", "scan", "write", "write_error"]
+           "check_before_load", "check_private", "clear", "discard", "file_sha256", "folder", "format_size", "hit",
+           "max_size", "new_file", "note_hit", "parse_size", "prune", "scan", "write", "write_error"]

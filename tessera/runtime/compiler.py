@@ -2,11 +2,14 @@
 
 The cache key is the sha256 of the source, the compiler (path and `--version` line) and the
 flags. Libraries live in `$TESSERA_CACHE_DIR` (default ~/.cache/tessera) as
-`<key[:2]>/<key>.so`, with the readable `<key>.c` beside. A build writes a temporary file in the
-same folder and renames it into place, so concurrent builders of one source never see a partial
-library. A cache hit is a hash and a `stat`, no subprocess (and, at most once in a few minutes per
-library, an access-time update). The cache is capped ($TESSERA_CACHE_MAX_SIZE, default 10 GiB): after a
-build, now and then, runtime/cache.py evicts the least recently used libraries.
+`<key[:2]>/<key>.so`, with the readable `<key>.c` and the integrity record `<key>.so.sha256` beside,
+all private to the user (runtime/cache.py). A build writes a temporary file in the same folder and
+renames it into place, so concurrent builders of one source never see a partial library. A cache hit
+is a hash of the source and a few `stat`s, no subprocess (once per process and library, a hash of the
+library checked against its record; at most once in a few minutes per library, an access-time
+update); a library that fails the check (truncated, changed, without a record) is built again. The
+cache is capped ($TESSERA_CACHE_MAX_SIZE, default 10 GiB): after a build, now and then, runtime/cache.py
+evicts the least recently used libraries.
 
 Embedding the source: the compiler reads the source from stdin with `#line 1 "<key>.c"` in front
 (its messages name the saved .c and its line numbers) and, unless the source defines
