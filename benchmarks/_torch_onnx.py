@@ -17,15 +17,29 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-class TorchOnnxRunner:
-    """`TorchOnnxRunner(model)(feeds)` -> list of numpy outputs, computed with torch ops under inference_mode."""
+# inputs of these ops that are shapes, axes or bounds: read on the host (kept on the CPU on a GPU)
+HOST_INPUTS = {"Reshape": (1,), "Slice": (1, 2, 3, 4), "Unsqueeze": (1,), "Split": (1,), "Range": (0, 1, 2)}
 
-    def __init__(self, model):
+
+class TorchOnnxRunner:
+    """`TorchOnnxRunner(model)(feeds)` -> list of numpy outputs, computed with torch ops under inference_mode.
+
+    device="cuda": eager PyTorch on the GPU: the floating-point weights live there, integer constants
+    (shapes, axes) stay on the host as an eager module keeps them, and a host tensor an op computes with
+    on the device is moved there once; feeds may be device tensors, and `keep=True` returns the outputs
+    as torch tensors where they are (no copy back)."""
+
+    def __init__(self, model, device=None):
         import torch
         from onnx import numpy_helper
 
         self.torch = torch
-        self.consts = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy()) for t in model.graph.initializer}
+        self.device = None if device is None else torch.device(device)
+        self.consts = {}
+        for t in model.graph.initializer:
+            x = torch.from_numpy(numpy_helper.to_array(t).copy())
+            self.consts[t.name] = x.to(self.device) if self.device is not None and x.is_floating_point() else x
+        self._moved = {}     # constant name -> its copy on the device
         init = set(self.consts)
         self.input_names = [i.name for i in model.graph.input if i.name not in init]
         self.output_names = [o.name for o in model.graph.output]
@@ -35,22 +49,46 @@ class TorchOnnxRunner:
             if make is None:
                 raise NotImplementedError(f"the PyTorch runner has no mapping for ONNX op {node.op_type} "
                                           f"(node {node.name!r})")
-            self.plan.append((make(_attrs(node), node), list(node.input), list(node.output)))
+            self.plan.append((make(_attrs(node), node), list(node.input), list(node.output),
+                              HOST_INPUTS.get(node.op_type, ())))
 
-    def __call__(self, feeds: dict) -> list:
+    def _on_device(self, args, names, host):
+        """args with every host tensor an op computes with moved to the device (constants once)."""
+        dev = self.device
+        if not any(isinstance(a, self.torch.Tensor) and a.device.type != "cpu" for a in args):
+            return args
+        out = list(args)
+        for k, a in enumerate(args):
+            if k in host or not isinstance(a, self.torch.Tensor) or a.device.type != "cpu" or a.dim() == 0:
+                continue
+            if names[k] in self.consts:
+                if names[k] not in self._moved:
+                    self._moved[names[k]] = a.to(dev)
+                out[k] = self._moved[names[k]]
+            else:
+                out[k] = a.to(dev)
+        return out
+
+    def __call__(self, feeds: dict, keep: bool = False) -> list:
         torch = self.torch
         with torch.inference_mode():
             env = dict(self.consts)
             for k in self.input_names:
-                env[k] = torch.from_numpy(np.ascontiguousarray(feeds[k]))
-            for fn, ins, outs in self.plan:
-                res = fn(*[env[i] if i else None for i in ins])
+                x = feeds[k]
+                env[k] = x if isinstance(x, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x))
+            for fn, ins, outs, host in self.plan:
+                args = [env[i] if i else None for i in ins]
+                if self.device is not None:
+                    args = self._on_device(args, ins, host)
+                res = fn(*args)
                 if len(outs) == 1:
                     env[outs[0]] = res
                 else:
                     for o, r in zip(outs, res):
                         env[o] = r
-            return [env[o].numpy() for o in self.output_names]
+            if keep:
+                return [env[o] for o in self.output_names]
+            return [env[o].cpu().numpy() for o in self.output_names]
 
     # -- the ops (each returns fn(*inputs)) ---------------------------------------------------
     def _op_Conv(self, a, node):

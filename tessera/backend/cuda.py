@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from ..codegen.cuda import render
+from ..errors import TesseraError
 from ..runtime import cache
 from ..runtime import cuda as rt
 from .base import register_backend
@@ -15,6 +17,9 @@ from .gpu import GPUBackend, GPUSource, artifact_path, check_launch_limits
 DEFAULT_ARCH = "sm_90"
 MAX_THREADS = 1024            # threads per block on every architecture since sm_20
 MAX_STATIC_SHARED = 48 * 1024  # bytes of static __shared__ memory per block
+# bytes of shared memory (static + dynamic) a block may have, by compute capability (CUDA's table)
+MAX_SHARED = {90: 227 * 1024, 89: 99 * 1024, 87: 163 * 1024, 86: 99 * 1024, 80: 163 * 1024, 75: 64 * 1024,
+              70: 96 * 1024}
 
 
 class CUDABackend(GPUBackend):
@@ -27,6 +32,7 @@ class CUDABackend(GPUBackend):
         limit = int(target.attrs.get("max-threads-per-block", MAX_THREADS))
         check_launch_limits(source, min(limit, MAX_THREADS), MAX_STATIC_SHARED, f"CUDA ({str(target)!r})")
         arch = target.attrs.get("arch", DEFAULT_ARCH)
+        check_dynamic_shared(source, arch)
         path = artifact_path("cuda", source, "cu.json", arch)
         base = path[:-len(".cu.json")]
         if cache.hit(path) and cache.hit(base + ".cubin"):   # both verified against their integrity records
@@ -41,6 +47,21 @@ class CUDABackend(GPUBackend):
 
     def load(self, path: str) -> rt.CUDAModule:
         return rt.CUDAModule(path)
+
+
+def check_dynamic_shared(source: GPUSource, arch: str) -> None:
+    """Refuse a kernel whose shared memory, static and dynamic together, exceeds what a block of the
+    architecture may have."""
+    m = re.fullmatch(r"sm_(\d+)a?", arch)
+    cc = int(m.group(1)) if m else 90
+    limit = MAX_SHARED.get(cc, min(MAX_SHARED.values()) if cc < 70 else 48 * 1024)
+    for meta in source.meta:
+        for k in meta["kernels"]:
+            total = k["shared_bytes"] + k.get("dynamic_shared_bytes", 0)
+            if total > limit:
+                raise TesseraError(f"{meta['name']}: kernel {k['name']} needs {total} bytes of shared memory "
+                                   f"({k['shared_bytes']} static, {k.get('dynamic_shared_bytes', 0)} dynamic); {arch} "
+                                   f"allows {limit} a block: use smaller tiles or fewer pipeline stages")
 
 
 register_backend(CUDABackend())

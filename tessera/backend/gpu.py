@@ -40,7 +40,7 @@ class GPUBackend(Backend):
         text, metas = type(self).renderer(lowered, target)
         infos = tuple(KernelInfo(m["name"], m["name"], "", ",".join(k["name"] for k in m["kernels"]),
                                  tuple(m["params"]), (), False, ()) for m in metas)
-        return GPUSource(text, infos, target, name_hint, tuple(metas))
+        return GPUSource(text, infos, target, name_hint, meta=tuple(metas))
 
 
 def artifact_path(kind: str, source: GPUSource, ext: str, extra: str = "") -> str:

@@ -68,6 +68,12 @@ class CodeGenCUDA(GPUCodeGen):
     storage_map = _STORAGE
     preamble = PREAMBLE
 
+    def kernel_head(self, name: str, params: list) -> str:
+        """`__launch_bounds__(threads)`: ptxas may then give each thread up to 65536 / threads
+        registers, and a launch never fails for want of them."""
+        bounds = f"__launch_bounds__({self.block_threads}) " if self.block_threads else ""
+        return f"{self.kernel_prefix}void {bounds}{name}({', '.join(params) or 'void'}) {{"
+
     # -- vectors: float4 / int4 (and 2-lane) copies where both addresses are provably aligned --
     def vector_store(self, s, name) -> bool:
         idx, value = s.indices[0], s.value

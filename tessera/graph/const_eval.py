@@ -15,6 +15,7 @@ from ..errors import DTypeError, ShapeError, TesseraError
 from ..limits import resolve as resolve_limits
 from ..runtime.graph_executor import GraphExecutor
 from ..runtime.ndarray import NDArray
+from ..target import Target
 from .ir import Graph, Node, TensorType, Value
 from .transform import substitute, topo_nodes
 
@@ -77,6 +78,10 @@ def _run_once(graph: Graph, target) -> list:
     """graph (no inputs) compiled and run once: graph -> kernels + plan -> the runtime executor."""
     from .compiler import compile_graph  # cycle: compiler -> passes -> fold_constant -> const_eval
 
+    target = Target(target)
+    if target.kind in ("cuda", "opencl"):
+        # a GPU target's constants are folded on the host: once, no device needed at compile time
+        target = Target.host()
     compiled = compile_graph(graph, target, memory_plan=False)
     return GraphExecutor(compiled.plan, compiled.kernels).run({})
 

@@ -127,8 +127,15 @@ def available() -> bool:
     return _cupy() is not None
 
 
+def is_device_array(x) -> bool:
+    """Whether x is a CUDA device array (cupy, or any object exposing the CUDA array interface)."""
+    return hasattr(x, "__cuda_array_interface__")
+
+
 class CUDAFunction:
     """One function of a CUDA module: its kernels launched in order (needs a GPU)."""
+
+    device = "cuda"   # the graph executor keeps this function's values on the GPU (runtime/cuda_runner.py)
 
     def __init__(self, module, meta):
         self.module, self.meta, self.name, self.params = module, meta, meta["name"], meta["params"]
@@ -164,11 +171,21 @@ class CUDAFunction:
         work = [cp.empty(w["count"], numpy_dtype(DataType(w["dtype"]))) for w in self.meta["workspaces"]]
         return dev, work, copies
 
-    def _launch(self, dev, work):
+    def launches(self, cp, dev, work=None) -> list:
+        """The launches of one call on device arguments `dev` (one per parameter, checked by the
+        caller): [(kernel, grid, block, args)], with the workspaces (allocated here unless given)."""
+        if work is None:
+            work = [cp.empty(w["count"], numpy_dtype(DataType(w["dtype"]))) for w in self.meta["workspaces"]]
+        out = []
         for k in self.meta["kernels"]:
-            kern = self.module.kernel(k["name"])
             kargs = tuple(dev[i] if kind == "param" else work[i] for kind, i in k["args"])
-            kern(tuple(k["grid"]), tuple(k["block"]), kargs)
+            out.append((self.module.kernel(k["name"], k.get("dynamic_shared_bytes", 0)), tuple(k["grid"]),
+                        tuple(k["block"]), kargs, k.get("dynamic_shared_bytes", 0)))
+        return out
+
+    def _launch(self, dev, work):
+        for kern, grid, block, kargs, smem in self.launches(None, dev, work):
+            kern(grid, block, kargs, shared_mem=smem)
 
     def __call__(self, *args):
         cp = self.module.cupy()
@@ -217,12 +234,17 @@ class CUDAModule(GPUModuleBase):
                                f"{self.path} was built: its cubin is {self.cubin})")
         return cp
 
-    def kernel(self, name):
+    def kernel(self, name, dynamic_shared: int = 0):
+        """The loaded kernel `name`, allowed `dynamic_shared` bytes of dynamic shared memory (above
+        48 KiB a kernel must ask for it)."""
         if self._raw is None:
             cache.check_before_load(self.cubin)
             self._raw = self.cupy().RawModule(path=self.cubin)
-        return self._raw.get_function(name)
+        kern = self._raw.get_function(name)
+        if dynamic_shared > 48 * 1024 and kern.max_dynamic_shared_size_bytes < dynamic_shared:
+            kern.max_dynamic_shared_size_bytes = dynamic_shared
+        return kern
 
 
-__all__ = ["CUDAModule", "CUDAFunction", "array", "available", "compile_cuda", "empty", "from_dlpack", "nvcc_path",
-           "parse_ptxas"]
+__all__ = ["CUDAModule", "CUDAFunction", "array", "available", "compile_cuda", "empty", "from_dlpack",
+           "is_device_array", "nvcc_path", "parse_ptxas"]

@@ -28,6 +28,8 @@ from collections import OrderedDict
 import numpy as np
 
 from ..errors import ShapeError, TesseraError
+from .cuda import is_device_array
+from .cuda_runner import CUDARunner, check_device_input
 from .executor import Executor
 from .plan import Plan, node_error
 from .profile import ProfileReport, ProfileRow
@@ -104,6 +106,9 @@ class GraphExecutor(Executor):
         self._runner_lock = threading.Lock()
         # a symbolic plan's ShapeRunners by input shapes (None: the plan cannot have them)
         self._shape_runners = OrderedDict() if ShapeRunner.applies(self) else None
+        # the device the kernels run on: "cuda" keeps every value on the GPU (runtime/cuda_runner.py)
+        self._device = next((st.fn.device for st in steps if not st.host and getattr(st.fn, "device", None)), None)
+        self._device_runner = None
 
     # ------------------------------------------------------------------ running
     def _bind_symbols(self, arrays) -> dict:
@@ -119,16 +124,20 @@ class GraphExecutor(Executor):
                         env[dim], origin[dim] = got, f"input {name!r} dimension {d}"
         return env
 
-    def execute(self, arrays, timer=None) -> list:
+    def execute(self, arrays, timer=None, device=None) -> list:
         """The general path on checked input arrays (one per input): a numpy array per node output,
-        freed after its last reader. timer(step, ins, outs) is called after each step."""
+        freed after its last reader. timer(step, ins, outs) is called after each step. device: a GPU
+        runner (runtime/cuda_runner.py) whose buffers the kernels take (to_device, to_host, empty,
+        launch), or None for host arrays."""
         vals = list(self._template)
         for s, x in zip(self._input_slots, arrays):
             vals[s] = x
         env = None if self._static else self._bind_symbols(arrays)
-        empty = np.empty
+        empty = np.empty if device is None else device.empty
         for st in self._steps:
             ins = [vals[s] for s in st.ins]
+            if device is not None:
+                ins = [device.to_host(x) for x in ins] if st.host else [device.to_device(x) for x in ins]
             if st.host:                     # a host step returns its outputs (shapes known only now)
                 try:
                     outs = st.fn(*ins)
@@ -144,7 +153,10 @@ class GraphExecutor(Executor):
                         _check_symbols(st, shapes, env)
                 outs = [empty(shape, dt) for shape, dt in zip(shapes, st.out_np)]
                 try:
-                    st.fn(*ins, *outs)
+                    if device is None:
+                        st.fn(*ins, *outs)
+                    else:
+                        device.launch(st, ins, outs)
                 except TesseraError as e:
                     raise node_error(st, e) from None
             if timer is not None:
@@ -162,7 +174,7 @@ class GraphExecutor(Executor):
         for s in self._output_slots:
             x = value_of(s)
             if s in seen or s in self._copy_slots:
-                x = np.array(x, copy=True)
+                x = x.copy()                # (numpy or, on a GPU, a device array)
             seen.add(s)
             result.append(x)
         return result
@@ -176,8 +188,21 @@ class GraphExecutor(Executor):
                     self._runner = StaticRunner.for_executor(self) if self._static else False
         return self._runner
 
+    def _check_input(self, spec, name: str, x):
+        if self._device == "cuda" and (is_device_array(x) or (hasattr(x, "__dlpack__")
+                                                               and not isinstance(x, np.ndarray))):
+            return check_device_input(name, x, spec)
+        return super()._check_input(spec, name, x)
+
     def _run(self, arrays) -> list:
-        """One run: through the static runner when the plan allows one and no other thread is in it."""
+        """One run: through the static runner when the plan allows one and no other thread is in it
+        (on a GPU: the device runner, runtime/cuda_runner.py)."""
+        if self._device == "cuda":
+            if self._device_runner is None:
+                with self._runner_lock:
+                    if self._device_runner is None:
+                        self._device_runner = CUDARunner(self)
+            return self._device_runner.run(arrays)
         runner = self._runner
         if runner is None and self._static:
             runner = self.static_runner()

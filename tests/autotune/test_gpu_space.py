@@ -74,7 +74,7 @@ def scopes(mod):
 def test_gpu_targets_get_the_gpu_rules_and_limits():
     cuda = SpaceContext("cuda")
     assert cuda.is_gpu and cuda.max_threads_per_block == 1024 and cuda.max_shared_memory == 48 * 1024
-    assert [type(r).__name__ for r in default_rules(cuda)] == ["AutoInline", "CrossThreadReduction",
+    assert [type(r).__name__ for r in default_rules(cuda)] == ["AutoInline", "CrossThreadReduction", "TensorCoreGEMM",
                                                                "MultiLevelTilingGPU", "AutoBind", "AutoUnroll"]
     small = SpaceContext("cuda -max-threads-per-block=128")
     assert small.max_threads_per_block == 128 and max(small.thread_candidates) == 128

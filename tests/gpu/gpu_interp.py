@@ -31,7 +31,7 @@ def _host(host, s):
     t = type(s)
     if t is ir.AttrStmt and s.attr_key == KERNEL:
         dims = [int(a.value) for a in s.value.args]
-        _kernel(host, s.node.value, tuple(dims[:3]), tuple(dims[3:]), s.body)
+        _kernel(host, s.node.value, tuple(dims[:3]), tuple(dims[3:6]), s.body)   # (dims[6]: dynamic shared bytes)
     elif t is ir.SeqStmt:
         for x in s.seq:
             _host(host, x)

@@ -17,7 +17,9 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the 
 def test_cuda_source_uses_cuda_spellings():
     sch, _, _ = CASES["gemm_shared"]()
     src = tessera.backend.generate(sch, "cuda").text
-    assert 'extern "C" __global__ void main_kernel(const float* __restrict__ A' in src
+    (k,) = tessera.backend.generate(sch, "cuda").meta[0]["kernels"]
+    threads = k["block"][0] * k["block"][1] * k["block"][2]
+    assert f'extern "C" __global__ void __launch_bounds__({threads}) main_kernel(const float* __restrict__ A' in src
     assert "__shared__ float A_shared[64] __attribute__((aligned(16)));" in src
     assert src.count("__syncthreads();") == 2
     assert "(int32_t)threadIdx.y" in src and "(int32_t)blockIdx.x" in src
@@ -61,7 +63,7 @@ def test_nvcc_errors_carry_the_source_path():
     from tessera.backend.cuda import CUDABackend
     from tessera.errors import BuildError
     from tessera.target import Target
-    bad = GPUSource('extern "C" __global__ void broken() { undefined_name; }', (), Target("cuda"), "broken", ())
+    bad = GPUSource('extern "C" __global__ void broken() { undefined_name; }', (), Target("cuda"), "broken", meta=())
     with pytest.raises(BuildError, match=r"nvcc failed[\s\S]*source: .*\.cu[\s\S]*undefined"):
         CUDABackend().compile(bad)
 

@@ -5,7 +5,7 @@ space.generate_design_space over the blocks of a PrimFunc, consumers first.
 UseTensorIntrin, MultiLevelTiling, ParallelizeVectorizeUnroll (the root block), RandomComputeLocation;
 for a GPU target (ctx.is_gpu) it is `gpu_rules(ctx)`: AutoInline (into producers too, branches
 allowed, as MetaSchedule's CUDA list), CrossThreadReduction (long reductions shared by a block's
-threads), MultiLevelTilingGPU ("SSSRRSRS", cooperative fetching), AutoBind, AutoUnroll (the root
+threads), TensorCoreGEMM (float16 GEMMs onto CUDA's tensor cores, a space per tile shape), MultiLevelTilingGPU ("SSSRRSRS", cooperative fetching), AutoBind, AutoUnroll (the root
 block).
 """
 from .add_rfactor import AddRFactor
@@ -16,13 +16,14 @@ from .multi_level_tiling import MultiLevelTiling
 from .multi_level_tiling_gpu import MultiLevelTilingGPU
 from .parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from .random_compute_location import RandomComputeLocation
+from .tensor_core import TensorCoreGEMM
 from .use_tensor_intrin import UseTensorIntrin
 
 
 def gpu_rules(ctx: SpaceContext) -> list:
     """The GPU rules (module docstring)."""
     return [AutoInline(ctx, into_producer=True, disallow_if_then_else=False), CrossThreadReduction(ctx),
-            MultiLevelTilingGPU(ctx), AutoBind(ctx), AutoUnroll(ctx)]
+            TensorCoreGEMM(ctx), MultiLevelTilingGPU(ctx), AutoBind(ctx), AutoUnroll(ctx)]
 
 
 def default_rules(ctx: SpaceContext, tensor_intrinsics: bool = True) -> list:
@@ -49,6 +50,7 @@ __all__ = [
     "RandomComputeLocation",
     "ScheduleRule",
     "SpaceContext",
+    "TensorCoreGEMM",
     "UseTensorIntrin",
     "default_rules",
     "gpu_rules",

@@ -1,7 +1,9 @@
 """The default GPU schedule of a whole kernel (an op or a fused group; docs/gpu.md): injective
 intermediate blocks are inlined into their consumers (an elementwise chain becomes one kernel),
-a (batched) GEMM block is tiled through shared memory with register accumulators
-(ops/gpu/gemm.py: dense, matmul, batch matmul), a reduction with few outputs and long rows (softmax,
+a (batched) GEMM block of float16 inputs accumulated in float32 goes onto the tensor cores on a
+CUDA target for sm_80 or newer (ops/gpu/tensorcore.py) where its extents fit the tiles, any other
+is tiled through shared memory with register accumulators (ops/gpu/gemm.py: dense, matmul, batch
+matmul), a reduction with few outputs and long rows (softmax,
 layer norm, a matrix-vector product) gets a block of threads per output sharing its reduction
 through a shared-memory tree, and every other block is bound by auto_bind (one
 thread per output element, blocks of up to `max-threads-per-block` threads, 256 by default). A block that cannot be inlined (a reduction, a
@@ -14,6 +16,7 @@ from ...ir import IntImm
 from ...target import Target
 from .auto_bind import auto_bind
 from .gemm import schedule_gemm_gpu
+from .tensorcore import default_tile, schedule_gemm_tensorcore
 
 DEFAULT_THREADS = 256
 
@@ -41,6 +44,24 @@ def _gemm_tiles(sch, block):
     tm = 64 if m >= 64 else 16
     tn = 64 if n >= 64 else 16
     return dict(tile_m=tm, tile_n=tn, tile_k=8, thread_m=tm // 16, thread_n=tn // 16)
+
+
+def _tensor_core_tile(sch, block, target):
+    """The tensor-core tile (ops/gpu/tensorcore.py) for a GEMM block of float16 inputs and a float32
+    output on a CUDA target for sm_80 or newer, or None."""
+    t = Target(target)
+    arch = t.attrs.get("arch", "sm_90")
+    if t.kind != "cuda" or int("".join(ch for ch in arch if ch.isdigit()) or 0) < 80:
+        return None
+    b = sch.get(block)
+    if len(b.writes) != 1 or str(b.writes[0].buffer.dtype) != "float32" or len(b.reads) < 2 \
+            or any(str(r.buffer.dtype) != "float16" for r in b.reads if r.buffer is not b.writes[0].buffer):
+        return None
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    if len(loops) < 3 or any(type(lp.extent) is not IntImm for lp in loops):
+        return None
+    m, n, k = (lp.extent.value for lp in loops[-3:])
+    return default_tile(m, n, k)
 
 
 def _row_reduction(sch, block):
@@ -97,6 +118,15 @@ def schedule_gpu_default(sch, target):
     for block in sch.get_child_blocks(root):
         name = sch.get(block).name_hint
         tiles = _gemm_tiles(sch, block)
+        tc = _tensor_core_tile(sch, block, target) if tiles is not None else None
+        if tc is not None:
+            trial = sch.copy()
+            try:
+                schedule_gemm_tensorcore(trial, trial.get_block(name), *tc)
+                sch = trial
+                continue
+            except ScheduleError:
+                pass        # not the tensor cores' pattern: the shared-memory tiles below
         threads = _row_reduction(sch, block) if tiles is None else None
         if tiles is None and threads is None:
             continue

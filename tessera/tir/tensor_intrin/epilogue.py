@@ -58,10 +58,13 @@ class Epilogue:
 
 @dataclass(frozen=True)
 class EpilogueHook:
-    """An intrinsic's two functions for fuse_intrin_epilogue: tile(call) and fuse(call, Epilogue)."""
+    """An intrinsic's two functions for fuse_intrin_epilogue: tile(call) and fuse(call, Epilogue).
+    global_tile: the zero start may also fold in where the tile is in a buffer allocated elsewhere (a
+    parameter: a GPU block's tile of the output), not only in a local one; an epilogue never does there."""
 
     tile: object
     fuse: object
+    global_tile: bool = False
 
 
 __all__ = ["Tile", "Access", "Epilogue", "EpilogueHook"]

@@ -13,7 +13,8 @@ registers before its single store to Out: no zeroing pass, no load of the zeroed
 over it. The nests must cover the tile exactly (each loop one tile axis of the same extent, the
 indices affine in the loops), the epilogue must be adds of the tile and of inputs read at the tile's
 points (or constant along the pixels, as a bias), then min/max with constants that are not NaN, and
-the tile buffer must be local (allocated around the call) and read nowhere else. A call in a loop over
+the tile buffer must be local (allocated around the call) and read nowhere else (an intrinsic whose hook says
+global_tile may also take the zero start on a tile of a parameter: a GPU block's tile). A call in a loop over
 the reduction (the input channels in slices: one call a slice, the same tile) is fused too, each call
 told whether it is the first and the last. Anything else stays as it was; an intrinsic whose hook
 declines keeps its separate nests.
@@ -52,10 +53,12 @@ def _nest(stmt):
 
 
 def _vector_index(indices, lanes):
-    """The base of a flat index Ramp(base, 1, lanes), or None."""
+    """The base of a flat index Ramp(base, 1, lanes) (a scalar index itself where lanes is 1), or None."""
     if len(indices) != 1:
         return None
     ix = indices[0]
+    if lanes == 1 and ix.dtype.lanes == 1:
+        return ix
     if type(ix) is E.Ramp and type(ix.stride) is E.IntImm and ix.stride.value == 1 and ix.lanes == lanes:
         return ix.base
     return None
@@ -142,6 +145,15 @@ def _count_acc(tree) -> int:
     return sum(_count_acc(x) for x in tree[1:] if isinstance(x, tuple))
 
 
+def _launch_attrs(stmt):
+    """([the tsr.* AttrStmts around the call: how a GPU launches it], the statement inside them)."""
+    attrs = []
+    while type(stmt) is AttrStmt and stmt.attr_key.startswith("tsr."):
+        attrs.append(stmt)
+        stmt = stmt.body
+    return attrs, stmt
+
+
 def _intrin_call(stmt):
     """(TensorIntrin, Call) of `AttrStmt(tensor_intrin) > AttrStmt(pragma_import_c) > Evaluate(Call)`
     for an intrinsic with an epilogue hook, or None."""
@@ -150,7 +162,7 @@ def _intrin_call(stmt):
     inner = stmt.body
     if type(inner) is not AttrStmt or inner.attr_key != "pragma_import_c":
         return None
-    ev = inner.body
+    ev = _launch_attrs(inner.body)[1]
     if type(ev) is not Evaluate or type(ev.value) is not E.Call:
         return None
     intrin = TensorIntrin.get(stmt.node.value, allow_missing=True)
@@ -198,7 +210,10 @@ class _Fuser(Mutator):
 
     def _fuse(self, seq, k, intrin, call):
         tile = intrin.epilogue.tile(call)
-        if tile is None or not any(tile.buffer is b for b in self.local):
+        if tile is None:
+            return None
+        local = any(tile.buffer is b for b in self.local)
+        if not local and not intrin.epilogue.global_tile:
             return None
         loop = seq[k] if type(seq[k]) is For else None
         first = last = None
@@ -218,11 +233,13 @@ class _Fuser(Mutator):
                 loops, store = nest
                 base = _vector_index(store.indices, tile.lanes)
                 v = store.value
-                if (store.buffer is tile.buffer and base is not None and _is_const(v) and v.value.value == 0.0
-                        and v.lanes == tile.lanes and _axes_of(loops, base, tile) is not None):
+                zero_value = (_is_const(v) and v.value.value == 0.0 and v.lanes == tile.lanes) or (
+                    tile.lanes == 1 and type(v) is E.FloatImm and v.value == 0.0)
+                if (store.buffer is tile.buffer and base is not None and zero_value
+                        and _axes_of(loops, base, tile) is not None):
                     zero, start = True, k - 1
         out, expr, inputs = None, ("acc",), []
-        if k + 1 < len(seq):
+        if k + 1 < len(seq) and local:     # (a tile in a parameter is the result: it is stored in full)
             nest = _nest(seq[k + 1])
             if nest is not None:
                 loops, store = nest
@@ -244,8 +261,11 @@ class _Fuser(Mutator):
             return None
         new_call, functions, source = made
         at = loop.body if loop is not None else seq[k]   # AttrStmt(tensor_intrin) > AttrStmt(pragma_import_c)
+        call_stmt = Evaluate(new_call)
+        for attr in reversed(_launch_attrs(at.body.body)[0]):
+            call_stmt = attr.replace(body=call_stmt)
         stmt = at.replace(body=AttrStmt(StringImm(",".join(functions)), "pragma_import_c", StringImm(source),
-                                        Evaluate(new_call)))
+                                        call_stmt))
         return start, stop, (loop.replace(body=stmt) if loop is not None else stmt)
 
 

@@ -8,7 +8,10 @@ to each blockIdx / threadIdx axis in the kernel. Inside a kernel a loop smaller 
 launch extent gets a guard (`if (tx < extent)`), and the "shared" allocations move to the top of
 the kernel (OpenCL declares `__local` memory at kernel scope; it lives for the whole work-group).
 A kernel that calls a warp-level tensor intrinsic (`AttrStmt(.., "tsr.warp_execution", 32)`) is
-launched with threadIdx.x = 32, the warp's lanes.
+launched with threadIdx.x = 32, the warp's lanes; one that calls a block-level intrinsic
+(`AttrStmt(.., "tsr.block_execution", n)`: every thread of the block calls it) with threadIdx.x = n
+and nothing else bound to threads. `AttrStmt(.., "tsr.dynamic_shared", bytes)` around a call says it
+needs that much dynamic shared memory: the launch's seventh extent (the largest in the kernel).
 
 The host part may hold only kernels, sequences of them and allocations of "global" buffers
 (workspaces the runtime allocates in device memory, passed to the kernels that use them). A
@@ -26,6 +29,8 @@ from ._stmt_mutator import StmtMutator
 
 KERNEL = "tsr.device_kernel"
 WARP = "tsr.warp_execution"   # tensor_intrin/cuda.py: what it wraps runs in all 32 lanes of a warp
+BLOCK_EXEC = "tsr.block_execution"   # tensor_intrin/cuda_gemm.py: what it wraps runs on every thread of the block
+DYN_SHARED = "tsr.dynamic_shared"    # tensor_intrin/cuda_gemm.py: bytes of dynamic shared memory the call needs
 LAUNCH = "tsr.launch"
 GRID_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 BLOCK_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -97,6 +102,8 @@ class _Launch(Visitor):
         self.func, self.name = func, name
         self.extents = {}
         self.warp = False     # a warp-level tensor intrinsic is called in the kernel
+        self.block = None     # the thread count of a block-level tensor intrinsic called in the kernel
+        self.dyn_shared = 0   # bytes of dynamic shared memory its calls need
 
     def visit_For(self, s):
         tag = thread_tag(s)
@@ -115,6 +122,14 @@ class _Launch(Visitor):
     def visit_AttrStmt(self, s):
         if s.attr_key == WARP:
             self.warp = True
+        elif s.attr_key == BLOCK_EXEC:
+            n = int(s.value.value)
+            if self.block is not None and self.block != n:
+                raise BuildError(f"{self.func.name}: kernel {self.name} calls block-level tensor intrinsics for "
+                                 f"{self.block} and for {n} threads; one kernel has one block size")
+            self.block = n
+        elif s.attr_key == DYN_SHARED:
+            self.dyn_shared = max(self.dyn_shared, int(s.value.value))
         self.generic_visit(s)
 
     def visit_PrimExpr(self, e):
@@ -183,23 +198,31 @@ def _kernel(func, root, name):
                              f"warp's 32 lanes; the kernel binds threadIdx.x to {ext['threadIdx.x']} threads (bind "
                              f"warps to threadIdx.y / threadIdx.z)")
         ext["threadIdx.x"] = 32
+    if launch.block is not None:
+        bound = {t: n for t, n in ext.items() if t in BLOCK_TAGS}
+        if bound:
+            raise BuildError(f"{func.name}: kernel {name} calls a block-level tensor intrinsic, which runs on all "
+                             f"{launch.block} threads of the block; the kernel also binds "
+                             f"{', '.join(f'{t} ({n})' for t, n in bound.items())}: bind only blockIdx around it")
+        ext["threadIdx.x"] = launch.block
     mut = _Kernel(func, name, ext)
     body = mut.visit(root)
     for buf in reversed(mut.shared):
         body = Allocate(buf, body)
-    dims = [IntImm("int32", ext.get(t, 1)) for t in GRID_TAGS + BLOCK_TAGS]
+    dims = [IntImm("int32", ext.get(t, 1)) for t in GRID_TAGS + BLOCK_TAGS] + [IntImm("int32", launch.dyn_shared)]
     return AttrStmt(StringImm(name), KERNEL, Call("int32", LAUNCH, dims), body)
 
 
 def kernels_of(func: PrimFunc) -> list:
-    """[(name, (grid x, y, z), (block x, y, z), body)] of a function split_host_device has marked."""
+    """[(name, (grid x, y, z), (block x, y, z), body)] of a function split_host_device has marked
+    (the launch's dynamic shared bytes, its seventh extent, are codegen's to read)."""
     out = []
 
     class _V(Visitor):
         def visit_AttrStmt(self, s):
             if s.attr_key == KERNEL:
                 dims = [int(a.value) for a in s.value.args]
-                out.append((s.node.value, tuple(dims[:3]), tuple(dims[3:]), s.body))
+                out.append((s.node.value, tuple(dims[:3]), tuple(dims[3:6]), s.body))
             else:
                 self.generic_visit(s)
 
@@ -210,4 +233,4 @@ def kernels_of(func: PrimFunc) -> list:
     return out
 
 
-__all__ = ["split_host_device", "kernels_of", "KERNEL", "LAUNCH", "thread_tag"]
+__all__ = ["split_host_device", "kernels_of", "KERNEL", "LAUNCH", "BLOCK_EXEC", "DYN_SHARED", "thread_tag"]
