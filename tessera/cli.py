@@ -8,7 +8,7 @@
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
-    tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tcp://host:8786]
+    tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tls://host:8786 ...]
                                                    tune every kernel of the model (a live table of tasks),
                                                    then compile|run|bench ... --db tune.jsonl use the records
     tessera cache info | prune [--max-size 2G] | clear
@@ -33,6 +33,7 @@ from tessera import te, zoo
 from . import autotune
 from .accel.vdla import layers as vdla_layers
 from .autotune.graph_progress import GraphTuneTable, format_duration
+from .autotune.measure.dask import check_pool_address, pool_security
 from .autotune.scheduler import pretrain_from
 from .autotune.tune import graph_timing, weights_outgrow_cache
 from .errors import TesseraError
@@ -522,6 +523,11 @@ def _tune_command(args, target, resume: bool) -> str:
                         ("--validate-budget", args.validate_budget)):
         if value:
             parts += [flag, value]
+    for flag, value in (("--pool-ca", args.pool_ca), ("--pool-cert", args.pool_cert), ("--pool-key", args.pool_key)):
+        if value:
+            parts += [flag, value]
+    if args.pool_insecure:
+        parts.append("--pool-insecure")
     for item in args.shape or ():
         parts += ["--shape", item]
     for item in args.transfer or ():
@@ -586,6 +592,22 @@ def plot_tuning_curve(history, path, title: str = "", default_latency=None) -> s
     return str(path)
 
 
+def _pool_security(args):
+    """The Security --pool is reached with (its --pool-* options), the address checked before the model
+    is read: tls:// needs the certificates, plain tcp:// to another machine --pool-insecure."""
+    tls = (args.pool_ca, args.pool_cert, args.pool_key)
+    if not args.pool:
+        if any(tls) or args.pool_insecure:
+            raise TesseraError("--pool-ca, --pool-cert, --pool-key and --pool-insecure go with --pool")
+        return None
+    if any(tls) and not (args.pool_ca and args.pool_cert):
+        raise TesseraError("--pool-ca and --pool-cert go together (and --pool-key unless the key is in the "
+                           "certificate's file)")
+    security = pool_security(tls if any(tls) else None)
+    check_pool_address(args.pool, security, args.pool_insecure)    # DaskRunner warns where it is allowed
+    return security
+
+
 def _tune(args) -> int:
     target = _target(args)
     if args.trials < 1:
@@ -611,6 +633,7 @@ def _tune(args) -> int:
     for path in args.transfer or ():
         if not os.path.isfile(path):
             raise TesseraError(f"--transfer {path}: no such tuning database")
+    security = _pool_security(args)
     src = _model_source(args.model)
     graph, params = from_onnx(src, shape_dict=_parse_shapes(args.shape))
     if isinstance(graph, DeferredGraph):
@@ -633,7 +656,8 @@ def _tune(args) -> int:
     runner = None
     if args.pool:
         # timed as tune_graph's own runner would (the pool's devices are this machine's kind)
-        runner = autotune.DaskRunner(args.pool, **graph_timing(weights_outgrow_cache(tasks, target)))
+        runner = autotune.DaskRunner(args.pool, security=security, allow_insecure=args.pool_insecure,
+                                     **graph_timing(weights_outgrow_cache(tasks, target)))
         print(f"measuring on the Dask pool at {args.pool}", flush=True)
     table = GraphTuneTable(args.trials, budget, show=not args.quiet, title=f"tessera tune {args.model}")
     try:
@@ -806,9 +830,17 @@ def main(argv=None) -> int:
     tune.add_argument("--threads", type=int, default=0,
                       help="threads the kernels are tuned for (adds -num-threads=N to the target)")
     tune.add_argument("--time-budget", metavar="DURATION", help="stop after this long: 90s, 30m, 1h30m")
-    tune.add_argument("--pool", metavar="tcp://HOST:8786",
+    tune.add_argument("--pool", metavar="tls://HOST:8786",
                       help="measure on the Dask workers of this scheduler that announce the target "
-                           "(python -m tessera.autotune.measure.dask_worker tcp://HOST:8786 --target T)")
+                           "(python -m tessera.autotune.measure.dask_worker tls://HOST:8786 --target T --tls-...)")
+    tune.add_argument("--pool-ca", metavar="CA.pem", help="the CA certificate that signed the pool's certificates "
+                                                          "(tls:// pools; default: Dask's configuration)")
+    tune.add_argument("--pool-cert", metavar="CERT.pem", help="this client's certificate for the pool (PEM; may hold "
+                                                              "its key too)")
+    tune.add_argument("--pool-key", metavar="KEY.pem", help="this client's private key for the pool (PEM)")
+    tune.add_argument("--pool-insecure", action="store_true",
+                      help="allow a plain tcp:// pool on another machine: anyone who can reach its scheduler runs "
+                           "arbitrary code as the workers' user (Dask ships pickled functions)")
     tune.add_argument("--strategy", default="evolutionary", choices=["evolutionary", "annealing", "random"],
                       help="search strategy (default evolutionary)")
     tune.add_argument("--cost-model", default="xgb", choices=["xgb", "random"], help="cost model (default xgb)")

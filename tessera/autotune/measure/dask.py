@@ -20,13 +20,25 @@ instructions the device lacks or miss ones it has; (2) the build capacity grows 
 instead of being capped by the tuning host's cores; (3) a device's on-disk compiler cache serves
 its repeated candidates. What travels is small JSON: the workload (IR JSON), the trace, the tensor
 intrinsics the trace uses, and the runner settings; what comes back is the MeasureResult.
+
+The transport: Dask ships tasks as pickled functions, so whoever can reach the scheduler's port (or a
+worker's) can run any code as the workers' user. A pool across machines therefore runs on Dask's TLS
+(`tls://` addresses; every side presents a certificate signed by the pool's CA, `pool_security`);
+plain `tcp://` is accepted only to a loopback address unless the caller allows it (`allow_insecure`,
+with a warning), and the worker module applies the same rule.
+
+    runner = DaskRunner("tls://scheduler:8786", security=("ca.pem", "client.pem", "client.key"))
 """
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import os
 import re
+import socket
 import threading
+import warnings
 
 from ...errors import TesseraError
 from ...ir import from_json, to_json
@@ -44,6 +56,100 @@ def resource_name(target) -> str:
     t = Target(target)
     digest = hashlib.sha256(str(t).encode()).hexdigest()[:12]
     return f"tessera-{re.sub(r'[^A-Za-z0-9]', '', t.kind)}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the transport: TLS, or plain TCP on this machine only unless allowed
+# ---------------------------------------------------------------------------------------------
+_ENCRYPTED = ("tls", "wss")
+
+
+def pool_security(security=None, role: str = "client"):
+    """The distributed.security.Security a `role` ("client": the tuner, or "worker") reaches the pool with.
+
+    security: a Security, used as it is; a tuple of PEM paths (ca, cert) or (ca, cert, key), the CA
+    that signed the pool's certificates and this side's certificate and key (None or left out when
+    the key is inside cert's file), TLS then required; None: Dask's configuration
+    (distributed.comm.tls.*, distributed.comm.require-encryption), plain TCP where it sets nothing."""
+    try:
+        from distributed.security import Security
+    except ImportError:
+        raise TesseraError("the Dask pool needs the 'distributed' package (pip install 'tessera[tune]')") from None
+    if role not in ("client", "worker"):
+        raise TesseraError(f"pool_security: role must be 'client' or 'worker', got {role!r}")
+    if security is None:
+        return Security()
+    if isinstance(security, Security):
+        return security
+    if not isinstance(security, (tuple, list)) or len(security) not in (2, 3):
+        raise TesseraError(f"the Dask pool's security must be a distributed.security.Security or the PEM paths "
+                           f"(ca, cert) or (ca, cert, key), got {security!r}")
+    ca, cert, key = (tuple(security) + (None,))[:3]
+    for what, path in (("CA certificate", ca), ("certificate", cert), ("key", key)):
+        if path is None and what == "key":
+            continue
+        if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+            raise TesseraError(f"the Dask pool's {what} {path!r} is not a file")
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise TesseraError(f"the Dask pool's {what} {os.fspath(path)!r} cannot be read: {e}") from None
+    files = {f"tls_{role}_cert": os.fspath(cert)}
+    if key is not None:
+        files[f"tls_{role}_key"] = os.fspath(key)
+    return Security(require_encryption=True, tls_ca_file=os.fspath(ca), **files)
+
+
+def check_pool_address(address: str, security, allow_insecure: bool = False, role: str = "client",
+                       how_to_allow: str = "DaskRunner(allow_insecure=True), tessera tune --pool-insecure",
+                       how_to_secure: str = "DaskRunner(security=(ca, cert, key)), tessera tune --pool-ca/--pool-cert/"
+                                            "--pool-key"):
+    """Refuse to reach the Dask pool at address in a way that lets others run code as its workers' user:
+    a tls:// address without this side's certificates, or a plain one (tcp://, ws://, ucx://) to a
+    host that is not this machine's loopback unless allow_insecure; then the warning to give (what it
+    allows) is returned, else None. how_to_allow / how_to_secure: how the caller's user says so."""
+    from distributed.comm import parse_address, parse_host_port
+
+    try:
+        scheme, loc = parse_address(address)
+    except (ValueError, TypeError) as e:
+        raise TesseraError(f"the Dask pool's address {address!r} is not a scheduler address such as "
+                           f"tls://host:8786: {e}") from None
+    if scheme == "inproc":
+        return None
+    if scheme in _ENCRYPTED:
+        if not (security.tls_ca_file and getattr(security, f"tls_{role}_cert")):
+            raise TesseraError(f"the Dask pool at {address} is reached over TLS, which needs the CA certificate "
+                               f"that signed the pool's certificates and this {role}'s certificate and key "
+                               f"({how_to_secure}, or Dask's configuration distributed.comm.tls.*)")
+        return None
+    try:
+        host = parse_host_port(loc)[0]
+    except (ValueError, TypeError) as e:
+        raise TesseraError(f"the Dask pool's address {address!r} has no host and port: {e}") from None
+    if _is_loopback(host):
+        return None
+    risk = (f"the Dask pool at {address} is plain {scheme}:// to another machine: anyone who can reach that "
+            f"scheduler's port (or a worker's) can submit tasks, and Dask ships pickled functions, so they run "
+            f"arbitrary code as the workers' user; nothing authenticates the scheduler or its results either")
+    if not allow_insecure:
+        raise TesseraError(f"refusing: {risk}. Use tls:// with certificates ({how_to_secure}), or accept the "
+                           f"risk on a network only you can reach with {how_to_allow}")
+    return f"{risk} (allowed by {how_to_allow})"
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether host is this machine's loopback (an address, or a name that resolves only to loopback)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,21 +203,34 @@ def measure_task(payload: dict) -> dict:
 # ---------------------------------------------------------------------------------------------
 class DaskRunner:
     """Measures candidates on the Dask workers that announce the target (module docstring).
-    address_or_client: a scheduler address ("tcp://host:8786") or a distributed.Client. The timing
+    address_or_client: a scheduler address ("tls://host:8786") or a distributed.Client. The timing
     settings (and env) are LocalRunner's, applied on the device; build_timeout is the device-side LocalBuilder's; retries: Dask
     retries of a task that raises (a dead worker's task is rerun elsewhere regardless);
-    connect_timeout: seconds to reach the scheduler given by address."""
+    connect_timeout: seconds to reach the scheduler given by address.
+    security: how to reach it (pool_security): a distributed.security.Security, the PEM paths (ca, cert,
+    key), or None for Dask's configuration. allow_insecure: accept a plain tcp:// scheduler on another
+    machine (with a warning; refused otherwise: anyone reaching it runs code as the workers' user)."""
 
     builds_remotely = True
 
     def __init__(self, address_or_client, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100,
                  timeout: float = 10.0, flush_cache: bool = False, check: bool = True, seed: int = 0,
                  ref_timeout: float = 600.0, build_timeout: float = 30.0, retries: int = 2, env: dict | None = None,
-                 connect_timeout: float = 30.0, warmup: bool = True):
+                 connect_timeout: float = 30.0, warmup: bool = True, security=None, allow_insecure: bool = False):
         try:
             from distributed import Client
         except ImportError:
             raise TesseraError("DaskRunner needs the 'distributed' package (pip install 'tessera[tune]')") from None
+        if not isinstance(address_or_client, (str, Client)):
+            raise TesseraError(f"DaskRunner takes a scheduler address or a distributed.Client, got "
+                               f"{type(address_or_client).__name__}")
+        if isinstance(address_or_client, str):
+            security = pool_security(security)
+            risk = check_pool_address(address_or_client, security, allow_insecure)
+        else:
+            risk = check_pool_address(address_or_client.scheduler.address, address_or_client.security, allow_insecure)
+        if risk:
+            warnings.warn(risk, RuntimeWarning, stacklevel=2)
         self._local = LocalRunner(number, repeat, min_repeat_ms, timeout, flush_cache, check, seed, ref_timeout,
                                   env=env, warmup=warmup)
         self._local_settings = self._local.settings()
@@ -120,15 +239,13 @@ class DaskRunner:
         self.build_timeout, self.retries = float(build_timeout), int(retries)
         if isinstance(address_or_client, Client):
             self.client, self._own_client = address_or_client, False
-        elif isinstance(address_or_client, str):
-            try:
-                self.client = Client(address_or_client, timeout=connect_timeout)
-            except (OSError, TimeoutError) as e:
-                raise TesseraError(f"DaskRunner: cannot reach the Dask scheduler at {address_or_client}: {e}") from None
-            self._own_client = True
         else:
-            raise TesseraError(f"DaskRunner takes a scheduler address or a distributed.Client, got "
-                               f"{type(address_or_client).__name__}")
+            try:
+                self.client = Client(address_or_client, timeout=connect_timeout, security=security)
+            except Exception as e:  # noqa: BLE001 - whatever answered there is not a pool this runner can use
+                raise TesseraError(f"DaskRunner: cannot reach the Dask scheduler at {address_or_client}: "
+                                   f"{type(e).__name__}: {e}") from None
+            self._own_client = True
         self._intrins = IntrinsicShipper()
         self._func_text = {}
 
@@ -164,10 +281,11 @@ class DaskRunner:
         target = str(Target(target))
         res = resource_name(target)
         if not self.workers_for(target):
+            address = self.client.scheduler.address
+            tls = " --tls-ca-file CA.pem --tls-cert CERT.pem --tls-key KEY.pem" if address.startswith("tls://") else ""
             raise TesseraError(f"DaskRunner: no worker of the Dask pool announces target {target!r} (resource "
                                f"{res}); start one on a device with: python -m "
-                               f"tessera.autotune.measure.dask_worker {self.client.scheduler.address} "
-                               f"--target \"{target}\"")
+                               f"tessera.autotune.measure.dask_worker {address} --target \"{target}\"{tls}")
         futures = self.client.map(measure_task, [self._payload(c, target) for c in candidates],
                                   resources={res: 1}, retries=self.retries, pure=False)
         out = []
@@ -218,4 +336,4 @@ def _takes_n_workers(client) -> bool:
         return False
 
 
-__all__ = ["DaskRunner", "resource_name", "measure_task"]
+__all__ = ["DaskRunner", "resource_name", "measure_task", "pool_security", "check_pool_address"]
