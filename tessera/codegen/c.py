@@ -841,6 +841,52 @@ class CodeGenC(CodeGenCBase):
             body()
         self.close_block()
 
+    def stmt_AssertStmt(self, s):
+        """A vector condition (a check vectorized with its loop) tests every lane at once; only where
+        one fails is the first failing lane found and its values reported."""
+        cond = s.condition
+        lanes = cond.dtype.lanes
+        if lanes == 1:
+            super().stmt_AssertStmt(s)
+            return
+        bits = self.natural(cond) or 32
+        mtype = self.mask_type(bits, lanes)
+        ok, lane = self.names.fresh("ok"), self.names.fresh("lane")
+        self.emit(f"const {mtype} {ok} = {self.mask(cond, bits)[0]};")
+        self.emit(f"int32_t {lane};")
+        first = self._first_unset(mtype, bits // 8 * lanes, lanes)
+        self.failure(f"({lane} = {first}({ok})) >= 0", self.assert_message(s, lane), lambda: self.stmt(s.body))
+
+    def _first_unset(self, mtype: str, size: int, lanes: int) -> str:
+        """`tsr_first_unset_<mask>(m)`: the first clear lane of a mask of `size` bytes, -1 when all are
+        set. Whether all are set is one test of the whole register on x86 (PTEST, the halves of a
+        wider mask ANDed first); elsewhere the mask's words are ANDed."""
+        name = f"tsr_first_unset_{mtype}"
+        word = next(w for w in (8, 4, 2, 1) if size % w == 0)
+        lines = [f"/* the first lane of mask m that is clear (a failed check), or -1 when every lane is set */",
+                 f"{self.func_qualifier} int32_t {name}({mtype} m) {{"]
+        x86 = [(16, "__SSE4_1__", "ptestc128", 2), (32, "__AVX__", "ptestc256", 4)]
+        fits = [(n, guard, fn, q) for n, guard, fn, q in x86 if size >= n and size % n == 0]
+        for k, (n, guard, fn, q) in enumerate(reversed(fits)):
+            lines += [f"#{'el' if k else ''}if defined({guard})",
+                      f"  typedef long long v{n} __attribute__((vector_size({n})));",
+                      f"  v{n} part[{size // n}], all;",
+                      f"  memcpy(part, &m, sizeof part);",
+                      f"  all = part[0];",
+                      f"  for (int32_t k = 1; k < {size // n}; ++k) all &= part[k];",
+                      f"  if (__builtin_expect(__builtin_ia32_{fn}(all, all == all), 1)) return -1;"]
+        if fits:
+            lines.append("#else")
+        lines += [f"  uint{word * 8}_t w[{size // word}], all = (uint{word * 8}_t)-1;",
+                  "  memcpy(w, &m, sizeof w);",
+                  f"  for (int32_t k = 0; k < {size // word}; ++k) all &= w[k];",
+                  f"  if (__builtin_expect(all == (uint{word * 8}_t)-1, 1)) return -1;"]
+        if fits:
+            lines.append("#endif")
+        lines += [f"  for (int32_t k = 0; k < {lanes}; ++k) if (!m[k]) return k;", "  return -1;", "}"]
+        self.helpers.require(name, "\n".join(lines))
+        return name
+
     def fail(self, fmt_args: str):
         self.needs_err = True
         for name in reversed(self.heap_live):

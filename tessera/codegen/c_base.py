@@ -1349,20 +1349,24 @@ class CodeGenCBase:
         cond = s.condition
         if cond.dtype.lanes != 1:
             raise TesseraError(f"assert in {self.func_name} has a vector condition")
+        self.failure(self.text(cond, P_UNARY), self.assert_message(s), lambda: self.stmt(s.body), negate=True)
+
+    def assert_message(self, s, lane: str | None = None) -> str:
+        """The printf arguments of an assert's message: each {} prints the next arg, integers as long
+        long, floats as double; a vector arg prints its lane `lane` (a C expression)."""
         if not s.args:
-            fmt_args = f'"%s", {c_string(s.message)}'
-        else:   # each {} of the message prints the next arg: integers as long long, floats as double
-            specs, values = [], []
-            for a in s.args:
-                if a.dtype.lanes != 1:
-                    raise TesseraError(f"assert in {self.func_name} has a vector argument {a.script()}")
-                is_float = a.dtype.is_float()
-                specs.append("%.9g" if is_float else "%lld")
-                values.append(f"({'double' if is_float else 'long long'}){self.text(a, P_UNARY)}")
-            pieces = [p.replace("%", "%%") for p in s.message.split("{}")]
-            text = pieces[0] + "".join(spec + p for spec, p in zip(specs, pieces[1:]))
-            fmt_args = ", ".join([c_string(text)] + values)
-        self.failure(self.text(cond, P_UNARY), fmt_args, lambda: self.stmt(s.body), negate=True)
+            return f'"%s", {c_string(s.message)}'
+        specs, values = [], []
+        for a in s.args:
+            if a.dtype.lanes != 1 and lane is None:
+                raise TesseraError(f"assert in {self.func_name} has a vector argument {a.script()}")
+            text = self.text(a, P_UNARY) if a.dtype.lanes == 1 else f"({self.text(a)})[{lane}]"
+            is_float = a.dtype.is_float()
+            specs.append("%.9g" if is_float else "%lld")
+            values.append(f"({'double' if is_float else 'long long'}){text}")
+        pieces = [p.replace("%", "%%") for p in s.message.split("{}")]
+        text = pieces[0] + "".join(spec + p for spec, p in zip(specs, pieces[1:]))
+        return ", ".join([c_string(text)] + values)
 
     def stmt_Allocate(self, s):
         self.allocate(s)

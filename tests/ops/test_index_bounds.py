@@ -176,6 +176,25 @@ def test_a_gather_checks_each_index_once_outside_the_copy_loops():
         lib(d, bad, out)
 
 
+@pytest.mark.parametrize("target", ["c", "c -num-threads=2"])
+def test_a_check_vectorized_with_its_loop_reports_the_failing_lane(target):
+    # gather_elements reads one index per output element: the check cannot leave the loop, so it is
+    # vectorized with it (all lanes tested at once) and the failing lane's index is reported
+    d = RNG.standard_normal((256, 64)).astype(np.float32)
+    idx = RNG.integers(-64, 64, (256, 64))
+    func, (out,) = _scheduled("gather_elements", [d, idx], {"axis": 1}, target)
+    vector_checks = []
+    post_order_visit(lower(func, target).body, lambda n: vector_checks.append(n) if isinstance(n, AssertStmt)
+                     and n.condition.dtype.lanes > 1 else None)
+    assert vector_checks
+    lib = tessera.build(func, target=target)
+    lib(d, idx, out)
+    np.testing.assert_array_equal(out, np.take_along_axis(d, idx % 64, axis=1))
+    idx[200, 37] = -70
+    with pytest.raises(TesseraError, match=r"index -70 .*\[-64, 64\)"):
+        lib(d, idx, out)
+
+
 def test_scatter_nd_validates_every_index_before_writing():
     d = np.zeros((5, 3), np.float32)
     idx = np.array([[0], [7]])

@@ -2,9 +2,10 @@
 
 As in TVM, marking a loop vectorized asserts that its iterations are independent. A loop with a
 constant extent whose body is straight-line code (stores, lets, sequences, ifs whose condition
-does not depend on the loop) becomes vector statements: the loop variable is a Ramp, expressions
-that do not depend on it stay scalar (broadcast where they meet vectors), loads with vector
-indices are vector loads (a contiguous one has a Ramp(base, 1, lanes) index; others are gathers).
+does not depend on the loop, asserts: a check of every lane) becomes vector statements: the loop
+variable is a Ramp, expressions that do not depend on it stay scalar (broadcast where they meet
+vectors), loads with vector indices are vector loads (a contiguous one has a Ramp(base, 1, lanes)
+index; others are gathers).
 
 A loop of symbolic extent becomes a serial loop over whole vectors of the most lanes the hint
 allows, then a scalar loop over the rest (extent % lanes iterations).
@@ -19,7 +20,7 @@ which codegen emits as `#pragma omp simd`.
 from __future__ import annotations
 
 from ...errors import TesseraError
-from ...ir import (Add, And, BinaryOp, Broadcast, BufferLoad, BufferStore, Call, Cast, CmpOp,
+from ...ir import (Add, And, AssertStmt, BinaryOp, Broadcast, BufferLoad, BufferStore, Call, Cast, CmpOp,
                    Evaluate, FloatImm, For, IfThenElse, IntImm, Let, LetStmt, Mul, Not, Or, PrimFunc,
                    Ramp, Select, SeqStmt, StringImm, Sub, Var, Visitor, seq, substitute)
 from ._stmt_mutator import StmtMutator
@@ -164,6 +165,11 @@ class _BodyVectorizer:
                 raise _NotVectorizable
             other = self.stmt(s.else_case) if s.else_case is not None else None
             return IfThenElse(cond, self.stmt(s.then_case), other)
+        if t is AssertStmt:   # a check of every lane at once (codegen reports the first failing lane)
+            cond, args = self.expr(s.condition), [self.expr(a) for a in s.args]
+            if cond.dtype.lanes == 1 and any(a.dtype.lanes != 1 for a in args):
+                raise _NotVectorizable
+            return AssertStmt(cond, s.message, self.stmt(s.body), args)
         if t is Evaluate and isinstance(s.value, (IntImm, FloatImm)):
             return s
         raise _NotVectorizable
