@@ -7,9 +7,10 @@ milliseconds on any x86 core -- and only then sleeps. On a machine whose cores o
 (another tessera process, any program with a spinning thread team), a thread spinning for a peer
 the scheduler took off its core holds the core that peer needs, and every region of a model waits
 for the scheduler to sort it out. OMP_WAIT_POLICY=passive (sleep at once) avoids that but pays a
-wake-up per region on an idle machine. tessera bounds the spin instead (SPIN_COUNT): long enough to
-catch the next region of a model's back-to-back kernels, short enough that a waiting thread soon
-gives its core back (benchmarks/contention.py measures both sides).
+wake-up per region on an idle machine. tessera bounds the spin instead (SPIN_COUNT, microseconds):
+long enough to catch the next region of a model's back-to-back kernels, short enough that a waiting
+thread gives its core back before the scheduler's time slice ends (benchmarks/contention.py measures
+both sides: the latency alone and the slow-down beside another process).
 
 libgomp reads these settings once, from the environment, when it is loaded. `configure()` (run by
 Module before it loads a library) sets GOMP_SPINCOUNT for that load only, loading libgomp itself,
@@ -25,7 +26,7 @@ import ctypes
 import os
 import threading
 
-SPIN_COUNT = 10000
+SPIN_COUNT = 300
 LIBGOMP = "libgomp.so.1"            # the soname kernels built with gcc -fopenmp link
 USER_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 

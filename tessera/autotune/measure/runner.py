@@ -59,10 +59,9 @@ _LOG = logging.getLogger("tessera")
 class LocalRunner:
     """Checks and times built candidates in one persistent worker process (module docstring).
     check=False skips the output check (never for tuning: a miscompiled candidate could win).
-    env: environment variables for the measuring process, e.g. {"OMP_WAIT_POLICY": "PASSIVE"} on a
-    machine shared with other work, where OpenMP threads spinning at barriers for a descheduled peer
-    made 2-thread kernels ~100x slower in our measurements (the default is the user's environment,
-    the one a deployed kernel runs in)."""
+    env: environment variables for the measuring process, e.g. {"OMP_WAIT_POLICY": "PASSIVE"}; by
+    default the user's environment, the one a deployed kernel runs in (where it sets no OpenMP wait
+    policy, the worker's kernels wait with tessera's bounded spin, runtime/openmp.py)."""
 
     def __init__(self, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100, timeout: float = 10.0,
                  flush_cache=False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
