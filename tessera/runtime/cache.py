@@ -336,7 +336,7 @@ def clear(root: str | None = None) -> PruneResult:
 # ---------------------------------------------------------------------------------------------
 RECORD = ".sha256"          # <entry>.sha256 beside an entry: "<sha256 hex>  <entry's file name>\n"
 _CHUNK = 1 << 20
-_VERIFIED: dict = {}        # path -> (dev, inode, size, mtime) of the file as it was last verified
+_VERIFIED: dict = {}        # path -> (dev, inode, size, mtime) of the file (and its record) as last verified
 _WRITE_REASONS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
                   errno.EPERM: "permission denied"}
