@@ -73,10 +73,37 @@ _OPTIONS = {
 _FEATURE_ALIASES = {"avx512vnni": "avx512_vnni", "avxvnni": "avx_vnni", "avx512bf16": "avx512_bf16",
                     "avx512fp16": "avx512_fp16", "avx512vbmi2": "avx512_vbmi2", "avx512bitalg": "avx512_bitalg",
                     "avx512vpopcntdq": "avx512_vpopcntdq", "avx512vp2intersect": "avx512_vp2intersect", "amxtile": "amx_tile", "amxint8": "amx_int8",
-                    "amxbf16": "amx_bf16", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse3": "pni"}
+                    "amxbf16": "amx_bf16", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "sse3": "pni",
+                    "bmi": "bmi1", "lzcnt": "abm", "sha": "sha_ni"}
 # cpuinfo name -> gcc -m flag stem, where removing underscores is not enough.
 _GCC_FEATURE = {"amx_tile": "amx-tile", "amx_int8": "amx-int8", "amx_bf16": "amx-bf16",
-                "sse4_1": "sse4.1", "sse4_2": "sse4.2", "pni": "sse3"}
+                "sse4_1": "sse4.1", "sse4_2": "sse4.2", "pni": "sse3", "bmi1": "bmi", "abm": "lzcnt",
+                "sha_ni": "sha"}
+
+# The instruction-set extensions compiled code may use, by their /proc/cpuinfo names, and where the
+# CPU reports each (Intel SDM vol. 2, CPUID): (leaf, subleaf, register 0-3 = eax/ebx/ecx/edx, bit,
+# the XCR0 bits the OS must have enabled for the registers it uses: 0x6 AVX, 0xe6 AVX-512, 0x60000
+# AMX). A library records those its target has (`needed_features`) and is refused on a CPU without
+# one (its code would die of SIGILL): by the loader against /proc/cpuinfo, by the model entry's
+# create function against CPUID (codegen/c_entry.py cpu_check).
+CPUID_FEATURES = {
+    "sse": (1, 0, 3, 25, 0), "sse2": (1, 0, 3, 26, 0), "pni": (1, 0, 2, 0, 0), "pclmulqdq": (1, 0, 2, 1, 0),
+    "ssse3": (1, 0, 2, 9, 0), "fma": (1, 0, 2, 12, 0x6), "sse4_1": (1, 0, 2, 19, 0), "sse4_2": (1, 0, 2, 20, 0),
+    "movbe": (1, 0, 2, 22, 0), "popcnt": (1, 0, 2, 23, 0), "aes": (1, 0, 2, 25, 0), "avx": (1, 0, 2, 28, 0x6),
+    "f16c": (1, 0, 2, 29, 0x6),
+    "bmi1": (7, 0, 1, 3, 0), "avx2": (7, 0, 1, 5, 0x6), "bmi2": (7, 0, 1, 8, 0), "avx512f": (7, 0, 1, 16, 0xe6),
+    "avx512dq": (7, 0, 1, 17, 0xe6), "adx": (7, 0, 1, 19, 0), "avx512ifma": (7, 0, 1, 21, 0xe6),
+    "avx512cd": (7, 0, 1, 28, 0xe6), "sha_ni": (7, 0, 1, 29, 0), "avx512bw": (7, 0, 1, 30, 0xe6),
+    "avx512vl": (7, 0, 1, 31, 0xe6),
+    "avx512vbmi": (7, 0, 2, 1, 0xe6), "avx512_vbmi2": (7, 0, 2, 6, 0xe6), "gfni": (7, 0, 2, 8, 0),
+    "vaes": (7, 0, 2, 9, 0x6), "vpclmulqdq": (7, 0, 2, 10, 0x6), "avx512_vnni": (7, 0, 2, 11, 0xe6),
+    "avx512_bitalg": (7, 0, 2, 12, 0xe6), "avx512_vpopcntdq": (7, 0, 2, 14, 0xe6),
+    "avx512_vp2intersect": (7, 0, 3, 8, 0xe6), "amx_bf16": (7, 0, 3, 22, 0x60000),
+    "avx512_fp16": (7, 0, 3, 23, 0xe6), "amx_tile": (7, 0, 3, 24, 0x60000), "amx_int8": (7, 0, 3, 25, 0x60000),
+    "avx_vnni": (7, 1, 0, 4, 0x6), "avx512_bf16": (7, 1, 0, 5, 0xe6),
+    "abm": (0x80000001, 0, 2, 5, 0), "sse4a": (0x80000001, 0, 2, 6, 0), "xop": (0x80000001, 0, 2, 11, 0x6),
+    "fma4": (0x80000001, 0, 2, 16, 0x6),
+}
 
 
 def canon_feature(name: str) -> str:
@@ -99,6 +126,25 @@ def host_features() -> frozenset:
     except OSError:
         pass
     return frozenset()
+
+
+def needed_features(target) -> tuple:
+    """The CPU features a library built for `target` needs from the CPU that runs it: the
+    instruction-set extensions of CPUID_FEATURES its code may use, sorted (none for a GPU target)."""
+    target = Target(target)
+    return tuple(sorted(f for f in target.features if f in CPUID_FEATURES)) if target.is_cpu else ()
+
+
+def check_cpu_features(needed, what: str, target_text: str = "") -> None:
+    """Refuse (TesseraError naming them) to run code that needs CPU features this machine lacks:
+    `what` (a library's path) was built for `target_text` and records `needed`."""
+    have = host_features()
+    missing = [f for f in needed if f not in have]
+    if missing:
+        built = f" (built for target {target_text!r})" if target_text else ""
+        raise TesseraError(f"{what} needs CPU features this machine lacks: {', '.join(missing)}{built}; its code "
+                           f"would stop the process with an illegal instruction. Rebuild it here, or for a target "
+                           f"this CPU has (e.g. 'c')")
 
 
 def host_cores() -> int:

@@ -3,6 +3,7 @@ compiler driver with its on-disk cache, and the ctypes loader."""
 from __future__ import annotations
 
 from ..codegen.c import render_module
+from ..codegen.c_entry import WRITTEN_PARAMS, written_params
 from ..runtime.compiler import compile_source
 from ..runtime.module import Module
 from ..target import Target
@@ -16,6 +17,12 @@ class CBackend(Backend):
     def passes(self, target: Target) -> list:
         """tir.transform's pipeline, bound to the target (vector width, intrinsic features)."""
         return pipeline(target)
+
+    def lower(self, func, target: Target, dump=None):
+        """The lowered function, carrying which buffer parameters it writes (WRITTEN_PARAMS), found
+        before lowering erases its blocks' write regions: the entry checks and records them."""
+        written = written_params(func)
+        return super().lower(func, target, dump).with_attr(WRITTEN_PARAMS, written)
 
     def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> Source:
         text, infos = render_module(lowered, target)

@@ -23,6 +23,7 @@ STATUS_DTYPE = 2       # wrong dtype / kind -> DTypeError
 STATUS_SHAPE = 3       # wrong rank, extent, inconsistent symbolic binding -> ShapeError
 STATUS_STRIDE = 4      # non-compact where compact is required, misaligned -> ShapeError
 STATUS_RUNTIME = 5     # allocation failure or an assertion in the kernel -> TesseraError
+STATUS_OVERLAP = 6     # a written argument's memory overlaps another argument's -> TesseraError
 
 # dtype codes (DLPack's numbering, its float8/float4 codes included); a sub-byte element (int4,
 # float4_e2m1fn, ...) is passed with its own bit count but takes one byte of memory (see ir.dtype)

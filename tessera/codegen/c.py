@@ -18,12 +18,12 @@ from ..ir.buffer import Buffer
 from ..ir.dtype import DataType
 from ..ir.function import IRModule, PrimFunc
 from ..ir.functor import collect_vars
-from ..target import Target, canon_feature
+from ..target import Target, canon_feature, needed_features
 from . import abi
 from .c_base import (HALF_TYPES, STORAGE_C, VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
                      P_PRIMARY, P_REL, P_UNARY, NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
                      NameTable, c_comment, c_string, is_pow2)
-from .c_entry import EntryWriter, entry_helpers, fmt, includes, metadata_text
+from .c_entry import WRITTEN_PARAMS, EntryWriter, entry_helpers, fmt, includes, metadata_text
 from .vector_math import VECTOR_MATH, helper_name, helper_sources
 
 _F32 = DataType("float32")
@@ -1046,7 +1046,7 @@ def _assemble(helpers: HelperRegistry, functions, meta, target_text, count) -> s
         out.extend(decls)
         out.append("")
     out.extend(functions)
-    out.append(metadata_text(meta, target_text))
+    out.append(metadata_text(meta, target_text, needed_features(target_text)))
     out.append("")
     return "\n".join(out)
 
@@ -1109,7 +1109,8 @@ class _FunctionWriter:
                                    f"extents are integers")
             gen.names.define(v)
         gen.stmt(func.body)
-        entry = EntryWriter(self.name, self.cname, gen, params, shape_vars)
+        entry = EntryWriter(self.name, self.cname, gen, params, shape_vars,
+                            func.attrs.get(WRITTEN_PARAMS) if func.attrs else None)
         kernel = self._kernel(params, shape_vars, entry)
         text, meta = entry.write()
         return kernel + "\n\n" + text, meta

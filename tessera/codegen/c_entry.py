@@ -13,9 +13,12 @@ import re
 
 from ..errors import TesseraError
 from ..ir import expr as E
-from ..ir.functor import collect_vars
+from ..ir.buffer import Buffer
+from ..ir.functor import Visitor, collect_vars
+from ..ir.stmt import Block, BufferStore
 from . import abi
 from .c_base import HALF_TYPES, STORAGE_C, VALUE_C, CodeGenCBase, NameTable, c_comment, c_string
+from ..target import CPUID_FEATURES, needed_features
 from .c_files import section, used_sections
 
 ENTRY_FILE = "tsr_entry.c"
@@ -26,6 +29,60 @@ _ENTRY_RESERVED = frozenset({"a", "args", "kinds", "num_args", "err", "err_len",
 _INT_RANGE = {"int8": ("-128", "127"), "int16": ("-32768", "32767"), "int32": ("INT32_MIN", "INT32_MAX"),
               "int64": ("INT64_MIN", "INT64_MAX"), "uint8": ("0", "255"), "uint16": ("0", "65535"),
               "uint32": ("0", "UINT32_MAX"), "uint64": ("0", "INT64_MAX"), "bool": ("INT64_MIN", "INT64_MAX")}
+
+
+# the PrimFunc attribute naming the buffer parameters a function writes (indices into its params):
+# the C backend takes it from the function before lowering (backend/c.py), while its blocks still
+# declare what they write; the entry's metadata records it ("writes") and the entry refuses an
+# argument that overlaps a written one
+WRITTEN_PARAMS = "written_params"
+
+
+def written_params(func) -> tuple:
+    """Indices of the buffer parameters `func` writes: those a block declares it writes, a store
+    targets, or a call takes the address of outside a block that declares its writes (a tensor
+    intrinsic reaches its operands by address: the block's regions say which it writes). On a
+    function that already carries WRITTEN_PARAMS, that attribute."""
+    known = func.attrs.get(WRITTEN_PARAMS) if func.attrs else None
+    if known is not None:
+        return tuple(known)
+    index = {}
+    flat = func.attrs.get("flat_params") if func.attrs else None
+    for i, p in enumerate(func.params):
+        if isinstance(p, Buffer):
+            index[id(p)] = i
+            if flat is not None and isinstance(flat[i], Buffer):
+                index[id(flat[i])] = i
+    finder = _Writes(index)
+    finder.visit(func.body)
+    return tuple(sorted(finder.found))
+
+
+class _Writes(Visitor):
+    def __init__(self, index):
+        super().__init__()
+        self.index, self.found, self.declared = index, set(), 0
+
+    def _add(self, buf):
+        i = self.index.get(id(buf))
+        if i is not None:
+            self.found.add(i)
+
+    def visit_Block(self, b):
+        for r in b.writes:
+            self._add(r.buffer)
+        self.declared += bool(b.writes)
+        self.generic_visit(b)
+        self.declared -= bool(b.writes)
+
+    def visit_BufferStore(self, s):
+        self._add(s.buffer)
+        self.generic_visit(s)
+
+    def visit_Call(self, c):
+        if c.op == "address_of" and not self.declared and c.args and isinstance(c.args[0], E.BufferLoad):
+            self._add(c.args[0].buffer)
+        self.generic_visit(c)
 
 
 def includes() -> str:
@@ -68,11 +125,39 @@ def timer_loop(call: str, now: str = "tsr_now", indent: str = "  ") -> list:
     return [indent + x for x in lines]
 
 
-def metadata_text(meta: list, target_text: str) -> str:
-    """`const char tessera_metadata[]`: the JSON the runtime reads (one line per function and parameter)."""
-    doc = json.dumps({"version": 1, "functions": meta, "target": target_text}, separators=(", ", ": "))
+def metadata_text(meta: list, target_text: str, cpu_features=()) -> str:
+    """`const char tessera_metadata[]`: the JSON the runtime reads (one line per function and parameter);
+    cpu_features: what the code needs from the CPU (target.needed_features), which the loader checks."""
+    doc = json.dumps({"version": 1, "functions": meta, "target": target_text, "cpu_features": list(cpu_features)},
+                     separators=(", ", ": "))
     chunks = re.split(r'(?=\{"name": )', doc)
     return "const char tessera_metadata[] =\n" + "\n".join("  " + c_string(c) for c in chunks) + ";"
+
+
+def cpu_check(target) -> str:
+    """C of `tsr_cpu_check(err, err_len)`: 0 when the CPU running the library has every feature its
+    code may use (target.needed_features), else STATUS_RUNTIME and a message naming the missing
+    ones; checked once, compiled for the baseline x86-64 (runtime_c/tsr_entry.c tsr_cpu_missing). The
+    model entry points (graph/aot.py) call it before anything that may use those instructions."""
+    needed = needed_features(target)
+    rows = [f'  {{"{f}", {CPUID_FEATURES[f][0]:#x}, {CPUID_FEATURES[f][1]}, {CPUID_FEATURES[f][2]}, '
+            f'{CPUID_FEATURES[f][3]}, {CPUID_FEATURES[f][4]:#x}ULL}},' for f in needed]
+    return "\n".join([
+        section(ENTRY_FILE, "tsr_cpu_missing"), "",
+        f"/* the CPU features the code of this library may use (target {c_comment(str(target))}) */",
+        f"static const tsr_cpu_feature_t tsr_cpu_needs[{max(len(rows), 1)}] = {{",
+        *(rows or ['  {"", 0, 0, 0, 0, 0},']),
+        "};",
+        "",
+        "TSR_BASELINE static int32_t tsr_cpu_check(char* err, int32_t err_len) {",
+        "  static int checked;",
+        "  if (__atomic_load_n(&checked, __ATOMIC_ACQUIRE)) return 0;",
+        f"  if (tsr_cpu_missing(tsr_cpu_needs, {len(rows)}, {c_string(str(target))}, err, err_len)) "
+        f"return {abi.STATUS_RUNTIME};",
+        "  __atomic_store_n(&checked, 1, __ATOMIC_RELEASE);",
+        "  return 0;",
+        "}",
+        ""])
 
 
 class EntryWriter:
@@ -80,10 +165,15 @@ class EntryWriter:
     `gen` (a CodeGenC that has rendered the body) wrote. params: (kind, param, C name, flat
     buffer) per parameter; shape_vars: the symbolic extents the kernel takes after them."""
 
-    def __init__(self, name: str, cname: str, gen, params, shape_vars):
+    def __init__(self, name: str, cname: str, gen, params, shape_vars, written=None):
         self.name, self.cname, self.gen = name, cname, gen
         self.helpers = gen.helpers
         self.params, self.shape_vars = params, shape_vars
+        # the tensor parameters the function writes: WRITTEN_PARAMS when the function has it, else
+        # the buffers the kernel's C may write (stores, addresses taken: its non-const pointers)
+        if written is None:
+            written = [i for i, (k, p, _, fb) in enumerate(params) if p in gen.stored or fb in gen.stored]
+        self.writes = [i for i in sorted(set(written)) if 0 <= i < len(params) and params[i][0] == "tensor"]
         # the kernel's arguments in order: the fields of NAME_args_t
         self.kernel_args = [cn for _, _, cn, _ in params] + [gen.names.get(v) for v in shape_vars]
 
@@ -155,10 +245,11 @@ class EntryWriter:
                 body.append(f"  a->{cn} = " + (f"{loc} != 0;" if dt == "bool" else f"({VALUE_C[dt]}){loc};"))
                 bound[p] = (loc, f"argument {i} ({p.name})")
         deferred = []
+        tensors = {}   # param index -> the local holding its tensor_t
         for i, (kind, p, cn, _) in enumerate(params):
             if kind != "tensor":
                 continue
-            t = names.fresh(cn)
+            t = tensors[i] = names.fresh(cn)
             dt = p.dtype
             src = f"argument {i} ({p.name})"
             qn = c_string(p.name)
@@ -201,6 +292,11 @@ class EntryWriter:
                                    f"is {self._expr_text(check[1], {v: v.name for v in collect_vars(check[1])})}, but {', '.join(missing)} is not the "
                                    f"extent or stride of any dimension nor a parameter, so it cannot be bound")
             body.append(self._expr_check(check, bound))
+        for w in self.writes:
+            for j in tensors:
+                if j != w and not (j in self.writes and j < w):
+                    body.append(f"  TSR_TRY(tsr_check_disjoint({tensors[w]}, {w}, {c_string(params[w][1].name)}, "
+                                f"{tensors[j]}, {j}, {c_string(params[j][1].name)}, err, err_len));")
         for v in shape_vars:
             if v not in bound:
                 raise TesseraError(f"{self.name}: shape variable {v.name} cannot be bound from the arguments")
@@ -258,7 +354,7 @@ class EntryWriter:
             else:
                 out.append({"name": p.name, "kind": "scalar", "dtype": str(p.dtype)})
         return {"name": self.name, "entry": f"tessera_call_{self.cname}",
-                "timer": f"tessera_time_{self.cname}", "params": out}
+                "timer": f"tessera_time_{self.cname}", "params": out, "writes": list(self.writes)}
 
     def _meta_dim(self, d):
         if type(d) is E.IntImm:

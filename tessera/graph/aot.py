@@ -15,7 +15,9 @@ translation unit:
 
 The C API (PREFIX defaults to `tessera_model`; `model.h` declares it with the shapes as macros):
 
-    PREFIX_t* PREFIX_create(void);          /* allocates the arena once; NULL when out of memory */
+    PREFIX_t* PREFIX_create(void);          /* allocates the arena once; NULL when out of memory or when
+                                               the CPU lacks a feature the kernels use (PREFIX_error(NULL)
+                                               names them) */
     int32_t   PREFIX_run(PREFIX_t*, const void* const* inputs, void* const* outputs);
     const char* PREFIX_error(const PREFIX_t*);   /* message of the last failed run */
     void      PREFIX_destroy(PREFIX_t*);
@@ -51,7 +53,7 @@ import numpy as np
 
 from ..backend import Source, functions_of, get_backend
 from ..codegen.c_base import STORAGE_C, c_comment, c_string
-from ..codegen.c_entry import timer_loop
+from ..codegen.c_entry import cpu_check, timer_loop
 from ..errors import BuildError, ShapeError, TesseraError
 from ..ir.dtype import DataType
 from ..ir.names import fresh_name, identifier
@@ -317,13 +319,16 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         body.append(f"  memcpy(outputs[{k}], {src}, {nbytes});  /* output {k} {c_comment(c_string(g.output_names[k]))}: "
                     f"%{c_comment(v.name)} */")
     body += [f"  if (secs != NULL) secs[{n_nodes}] = tsr_aot_now() - t_start;", "  return 0;", "}", "",
-             f"int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs, void* const* outputs,",
-             "                                   char* err, int32_t err_len) {",
-             "  return tsr_aot_run(workspace, inputs, outputs, err, err_len, NULL);",
+             f"TSR_BASELINE int32_t {prefix}_run_with_workspace(void* workspace, const void* const* inputs,",
+             "                                                void* const* outputs, char* err, int32_t err_len) {",
+             "  int32_t cpu = tsr_cpu_check(err, err_len);",
+             "  return cpu ? cpu : tsr_aot_run(workspace, inputs, outputs, err, err_len, NULL);",
              "}"]
 
     helpers = [
-        "/* ---- the model entry points (tessera.graph.aot) ---- */",
+        "/* ---- the model entry points (tessera.graph.aot); the exported ones are compiled for the baseline",
+        "   x86-64 (TSR_BASELINE) and check first that the CPU has what the kernels use (tsr_cpu_check) ---- */",
+        cpu_check(compiled.target),
         "static int32_t tsr_aot_failed(int32_t status, const char* node, char* err, int32_t err_len) {",
         "  char msg[768];",
         "  snprintf(msg, sizeof msg, \"%s\", err[0] ? err : \"the kernel failed\");",
@@ -353,7 +358,8 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         f"const uint64_t {prefix}_workspace_size = {arena}ULL;",
         *_entry_record(g, prefix),
         "",
-        f"{prefix}_t* {prefix}_create(void) {{",
+        f"TSR_BASELINE {prefix}_t* {prefix}_create(void) {{",
+        "  if (tsr_cpu_check(NULL, 0)) return NULL;",
         f"  {prefix}_t* m = ({prefix}_t*)calloc(1, sizeof({prefix}_t));",
         "  if (m == NULL) return NULL;",
     ]
@@ -364,25 +370,30 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "  return m;",
         "}",
         "",
-        f"void {prefix}_destroy({prefix}_t* m) {{",
+        f"TSR_BASELINE void {prefix}_destroy({prefix}_t* m) {{",
         "  if (m == NULL) return;",
         "  free(m->arena);",
         "  free(m);",
         "}",
         "",
-        f"const char* {prefix}_error(const {prefix}_t* m) {{",
+        f"TSR_BASELINE const char* {prefix}_error(const {prefix}_t* m) {{",
+        "  static _Thread_local char cpu[512];",
+        "  if (m == NULL && tsr_cpu_check(cpu, (int32_t)sizeof cpu)) return cpu;",
         f"  return m == NULL ? \"{prefix}: no model instance (create failed: out of memory?)\" : m->err;",
         "}",
         "",
-        f"int32_t {prefix}_run({prefix}_t* m, const void* const* inputs, void* const* outputs) {{",
+        f"TSR_BASELINE int32_t {prefix}_run({prefix}_t* m, const void* const* inputs, void* const* outputs) {{",
         "  if (m == NULL) return 1;",
         f"  return {prefix}_run_with_workspace(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err);",
         "}",
         "",
         f"/* {prefix}_run with a C timer around each node: secs[0..{n_nodes - 1}] the seconds of each node in",
         f"   execution order, secs[{n_nodes}] those of the whole call (secs holds {n_nodes + 1} doubles) */",
-        f"int32_t {prefix}_run_profiled({prefix}_t* m, const void* const* inputs, void* const* outputs, double* secs) {{",
+        f"TSR_BASELINE int32_t {prefix}_run_profiled({prefix}_t* m, const void* const* inputs, void* const* outputs,",
+        "                                          double* secs) {",
         "  if (m == NULL) return 1;",
+        "  int32_t cpu = tsr_cpu_check(m->err, (int32_t)sizeof m->err);",
+        "  if (cpu) return cpu;",
         "  if (secs == NULL) {",
         f"    snprintf(m->err, sizeof m->err, \"{prefix}_run_profiled: secs is NULL; it needs {n_nodes + 1} doubles\");",
         "    return 1;",
@@ -392,8 +403,8 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "",
         "/* the whole model timed inside the library: one warm-up run, then `repeat` measurements of `number`",
         "   runs each (`number` grows until a measurement takes min_repeat_ms); seconds per run in results */",
-        f"int32_t {prefix}_time({prefix}_t* m, const void* const* inputs, void* const* outputs, int32_t number,",
-        "                     int32_t repeat, int32_t min_repeat_ms, double* results) {",
+        f"TSR_BASELINE int32_t {prefix}_time({prefix}_t* m, const void* const* inputs, void* const* outputs,",
+        "                                  int32_t number, int32_t repeat, int32_t min_repeat_ms, double* results) {",
         "  if (m == NULL) return 1;",
         "  if (number < 1 || repeat < 1 || results == NULL) {",
         f"    snprintf(m->err, sizeof m->err, \"{prefix}_time: number and repeat must be >= 1 and results not NULL\");",
@@ -474,7 +485,8 @@ def header_text(graph: Graph, prefix: str, plan, weights_bytes: int, target) -> 
             lines.append("")
     lines += [f"typedef struct {prefix} {prefix}_t;",
               "",
-              "/* a model instance with its arena; NULL when out of memory */",
+              "/* a model instance with its arena; NULL when out of memory or when this CPU lacks a feature the",
+              f"   library's code uses ({prefix}_error(NULL) names them) */",
               f"{prefix}_t* {prefix}_create(void);",
               f"void {prefix}_destroy({prefix}_t* model);",
               f"/* run the model: 0, or a status with {prefix}_error(model) saying what failed */",

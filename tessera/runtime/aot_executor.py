@@ -73,8 +73,9 @@ class AotExecutor(Executor):
 
     def _new_instance(self):
         h = self._create()
-        if not h:
-            raise TesseraError(f"{self.prefix}_create failed: cannot allocate the {self.workspace_bytes}-byte arena")
+        if not h:      # out of memory, or a CPU without a feature the kernels use: PREFIX_error(NULL) says
+            why = (self._error(None) or b"").decode("utf-8", "replace")
+            raise TesseraError(f"{self.prefix}_create failed ({self.workspace_bytes}-byte arena): {why}")
         return h
 
     # ------------------------------------------------------------------ description

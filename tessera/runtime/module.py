@@ -26,6 +26,7 @@ import numpy as np
 from ..codegen import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
+from ..target import check_cpu_features
 from . import cache
 from . import openmp
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
@@ -34,7 +35,7 @@ ERR_LEN = 1024
 # the error class for each nonzero status a compiled function returns (Module and AotExecutor)
 STATUS_ERRORS = {abi.STATUS_ARG_COUNT: TesseraError, abi.STATUS_DTYPE: DTypeError,
                  abi.STATUS_SHAPE: ShapeError, abi.STATUS_STRIDE: ShapeError,
-                 abi.STATUS_RUNTIME: TesseraError}
+                 abi.STATUS_RUNTIME: TesseraError, abi.STATUS_OVERLAP: TesseraError}
 
 
 class CTensor(ctypes.Structure):
@@ -115,7 +116,7 @@ class Function:
     """One compiled function of a Module; call it with NDArrays, numpy arrays and scalars."""
 
     __slots__ = ("module", "name", "params", "_n", "_entry", "_timer", "_kinds", "_slots", "_err",
-                 "_lock", "_is_tensor", "_convert", "__weakref__")
+                 "_lock", "_is_tensor", "_direct", "_written", "_convert", "__weakref__")
 
     def __init__(self, module, lib, info: dict):
         where = f"module {module.path}: function {info.get('name')!r}"
@@ -148,12 +149,22 @@ class Function:
             else:
                 raise TesseraError(f"{where}: scalar parameter {pname!r} has unsupported dtype {dt}")
             is_tensor.append(False)
+        # the tensor parameters the function writes (metadata "writes"; a library from before it: none
+        # known): their arguments must be writeable, and the entry refuses one that overlaps another
+        writes = info.get("writes", [])
+        if not isinstance(writes, list) or not all(type(i) is int and 0 <= i < self._n and is_tensor[i]
+                                                   for i in writes):
+            raise TesseraError(f"{where}: 'writes' must list tensor parameters by index, got {writes!r}")
+        self._written = tuple(i in writes for i in range(self._n))
         n = max(self._n, 1)
         self._kinds = (ctypes.c_int32 * n)(*kinds)
         self._slots = (ctypes.c_void_p * n)()
         self._err = ctypes.create_string_buffer(ERR_LEN)
         self._lock = threading.Lock()
         self._is_tensor = tuple(is_tensor)
+        # per parameter, how an NDArray argument passes: 0 converted (a scalar parameter), 1 its ABI
+        # struct as it is, 2 the same once its memory is found writeable (the function writes it)
+        self._direct = tuple(2 if w else 1 if t else 0 for t, w in zip(is_tensor, self._written))
         self._convert = tuple(convert)
 
     # ------------------------------------------------------------------ calling
@@ -165,7 +176,10 @@ class Function:
         try:
             slots, keep, i = self._slots, [], 0
             for x in args:
-                if type(x) is NDArray and self._is_tensor[i]:
+                d = self._direct[i]
+                if type(x) is NDArray and d:
+                    if d == 2 and not x._arr.flags.writeable:
+                        raise self._read_only_error(i, x)
                     slots[i] = x._addr
                 else:
                     slots[i] = self._convert[i](i, x, keep)
@@ -189,7 +203,7 @@ class Function:
             raise self._count_error(len(args))
         slots, keep = (ctypes.c_void_p * max(self._n, 1))(), []
         for i, x in enumerate(args):
-            slots[i] = x._addr if type(x) is NDArray and self._is_tensor[i] else self._convert[i](i, x, keep)
+            slots[i] = self._convert[i](i, x, keep)
         return slots, keep
 
     def time(self, args, number=10, repeat=3, min_repeat_ms=0) -> BenchmarkResult:
@@ -223,8 +237,11 @@ class Function:
                 shape_c = (ctypes.c_int64 * max(nd, 1))(*x.shape)
                 keep.append(shape_c)
                 data, shape = x.ctypes.data, _addressof(shape_c)
+            flags = x.flags
+            if not flags.writeable and self._written[i]:
+                raise self._read_only_error(i, x)
             strides = None
-            if not x.flags.c_contiguous:
+            if not flags.c_contiguous:
                 item = x.itemsize
                 if any(s % item for s in x.strides):
                     raise ShapeError(f"{self.name}: argument {self._pname(i)}: strides {x.strides} (bytes) "
@@ -235,14 +252,22 @@ class Function:
             t = CTensor(data, shape, strides, nd, info[1], info[2], 1)
             keep.append(t)
             return _addressof(t)
+        if not isinstance(x, NDArray) and hasattr(x, "__dlpack__"):
+            x = from_dlpack(x)
+            keep.append(x)
         if isinstance(x, NDArray):
+            if self._written[i] and not x._arr.flags.writeable:
+                raise self._read_only_error(i, x)
             return x._addr
-        if hasattr(x, "__dlpack__"):
-            arr = from_dlpack(x)
-            keep.append(arr)
-            return arr._addr
         raise TesseraError(f"{self.name}: argument {self._pname(i)} is a tensor parameter; got "
                            f"{type(x).__name__} (pass a tessera NDArray, a numpy array or a DLPack tensor)")
+
+    def _read_only_error(self, i, x) -> TesseraError:
+        """A tensor argument the function writes whose memory is read-only: a write would fault, or
+        change a bytes object or a file mapped read-only."""
+        return TesseraError(f"{self.name}: argument {self._pname(i)} is written by the function, but the "
+                            f"{type(x).__name__} passed is read-only (a read-only array, memory map or bytes "
+                            f"buffer); pass a writeable array")
 
     def _scalar_value(self, i, x):
         if isinstance(x, np.ndarray) and x.ndim == 0:
@@ -315,6 +340,7 @@ class Module:
             raise TesseraError(f"{path}: unreadable tessera_metadata: {e}") from None
         if meta.get("version") != 1:
             raise TesseraError(f"{path}: metadata version {meta.get('version')!r}; this runtime reads version 1")
+        _check_cpu(meta, path)
         self._lib = lib
         self.metadata = meta
         self._functions = {f["name"]: Function(self, lib, f) for f in funcs}
@@ -398,6 +424,16 @@ class Module:
 
     def __repr__(self):
         return f"<tessera.Module {os.path.basename(self.path)} functions={list(self._functions)}>"
+
+
+def _check_cpu(meta: dict, path: str) -> None:
+    """Refuse a library whose code needs CPU features this machine lacks (metadata "cpu_features",
+    from its target; a library from before the record: not checked) before any of it runs."""
+    needed = meta.get("cpu_features", [])
+    if not isinstance(needed, list) or not all(isinstance(f, str) for f in needed):
+        raise TesseraError(f"{path}: unreadable tessera_metadata: 'cpu_features' must be a list of names, got "
+                           f"{needed!r}")
+    check_cpu_features(needed, path, str(meta.get("target", "")))
 
 
 def check_timing(number, repeat, min_repeat_ms):

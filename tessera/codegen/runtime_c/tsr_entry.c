@@ -133,6 +133,89 @@ static int32_t tsr_check_compact(const tessera_tensor_t* t, int32_t i, const cha
   return 0;
 }
 
+//@ tsr_span
+/* the bytes [lo, hi) the elements of a tensor argument span (lo == hi: no elements); a sub-byte
+ * element takes a byte */
+static void tsr_span(const tessera_tensor_t* t, uintptr_t* lo, uintptr_t* hi) {
+  int64_t first = 0, last = 0, numel = 1;
+  for (int32_t d = 0; d < t->ndim; ++d) {
+    if (t->shape[d] == 0) { *lo = *hi = 0; return; }
+    numel *= t->shape[d];
+  }
+  if (t->strides == NULL) last = numel - 1;
+  else
+    for (int32_t d = 0; d < t->ndim; ++d) {
+      int64_t step = (t->shape[d] - 1) * t->strides[d];
+      if (step < 0) first += step; else last += step;
+    }
+  int64_t item = t->bits < 8 ? 1 : t->bits / 8;   /* the entry took scalar elements only (lanes 1) */
+  *lo = (uintptr_t)t->data + (uintptr_t)(first * item);
+  *hi = (uintptr_t)t->data + (uintptr_t)((last + 1) * item);
+}
+
+//@ tsr_check_disjoint: tsr_span
+/* a written argument's memory and another argument's do not overlap: the kernel's pointers are
+ * restrict, so an output aliasing an input would be read after it was written */
+static int32_t tsr_check_disjoint(const tessera_tensor_t* w, int32_t i, const char* wname,
+                                  const tessera_tensor_t* t, int32_t j, const char* tname, char* err, int32_t err_len) {
+  uintptr_t a0, a1, b0, b1;
+  tsr_span(w, &a0, &a1);
+  tsr_span(t, &b0, &b1);
+  if (a0 == a1 || b0 == b1 || a1 <= b0 || b1 <= a0) return 0;
+  snprintf(err, err_len, "argument %d (%s) is written by the function, and its memory overlaps argument %d (%s): "
+           "arguments must not alias an output (pass a separate output array)", (int)i, wname, (int)j, tname);
+  return 6;
+}
+
+//@ tsr_cpu_missing
+/* The CPU features a library was compiled for, checked against CPUID before code that may use them
+ * runs (an instruction the CPU lacks stops the process with SIGILL). A feature: where CPUID reports it
+ * (leaf, subleaf, register 0-3 = eax ebx ecx edx, bit) and the XCR0 bits the OS must have enabled for
+ * its registers. These functions are compiled for the baseline x86-64 (TSR_BASELINE), so that the
+ * check itself runs on any x86-64 CPU whatever the library's target. */
+typedef struct {
+  const char* name;
+  uint32_t leaf, subleaf, reg, bit;
+  uint64_t xcr0;
+} tsr_cpu_feature_t;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#define TSR_BASELINE __attribute__((target("arch=x86-64")))
+TSR_BASELINE static int tsr_cpu_has(const tsr_cpu_feature_t* f) {
+  uint32_t r[4] = {0, 0, 0, 0};
+  if (!__get_cpuid_count(f->leaf, f->subleaf, &r[0], &r[1], &r[2], &r[3]) || !((r[f->reg] >> f->bit) & 1)) return 0;
+  if (f->xcr0 == 0) return 1;
+  uint32_t a, b, c, d, lo, hi;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0;   /* OSXSAVE: XGETBV is there */
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return ((((uint64_t)hi << 32) | lo) & f->xcr0) == f->xcr0;
+}
+#else
+#define TSR_BASELINE
+static int tsr_cpu_has(const tsr_cpu_feature_t* f) { (void)f; return 1; }
+#endif
+
+/* 0 when this CPU has every feature of need[0..n-1]; else 1, and err (when not NULL) names the
+ * missing ones and the target the library was built for */
+TSR_BASELINE static int32_t tsr_cpu_missing(const tsr_cpu_feature_t* need, int32_t n, const char* target,
+                                            char* err, int32_t err_len) {
+  int32_t missing = 0;
+  size_t len = 0;
+  for (int32_t i = 0; i < n; ++i) {
+    if (tsr_cpu_has(&need[i])) continue;
+    if (err != NULL && err_len > 0) {
+      if (missing == 0) len = (size_t)snprintf(err, (size_t)err_len, "this library needs CPU features this CPU lacks:");
+      if (len < (size_t)err_len)
+        len += (size_t)snprintf(err + len, (size_t)err_len - len, "%s %s", missing ? "," : "", need[i].name);
+    }
+    ++missing;
+  }
+  if (missing && err != NULL && len < (size_t)err_len)
+    snprintf(err + len, (size_t)err_len - len, " (built for target '%s'); rebuild it for this CPU", target);
+  return missing != 0;
+}
+
 //@ tsr_now
 static double tsr_now(void) {
   struct timespec ts;
