@@ -36,7 +36,8 @@ def libgomp_settings(library: str, **env) -> dict:
             "print('POLICY', openmp.wait_policy())\n"
             "print('ENV', os.environ.get('GOMP_SPINCOUNT'))\n"
             "sys.stdout.flush()\n"
-            "ctypes.CDLL('libgomp.so.1').omp_display_env(1)\n")
+            "gomp = ctypes.CDLL('libgomp.so.1')\n"
+            "gomp.omp_display_env(1) if hasattr(gomp, 'omp_display_env') else None\n")
     clean = {k: v for k, v in os.environ.items() if k not in openmp.USER_SETTINGS}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={**clean, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **env})
@@ -48,6 +49,8 @@ def libgomp_settings(library: str, **env) -> dict:
             out[word] = rest
         elif word in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
             out[word] = rest.split("=", 1)[1].strip().strip("'")
+    if "GOMP_SPINCOUNT" not in out:
+        pytest.skip("this libgomp does not display its settings (omp_display_env, GCC 11 and later)")
     return out
 
 
