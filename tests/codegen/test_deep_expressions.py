@@ -147,3 +147,38 @@ def test_shallow_expr_binds_only_unconditional_parts_before_the_statement():
     # a shallow expression comes back as it is
     small = x * x + x
     assert shallow_expr(small, "t") == ([], small)
+
+
+def _opencl_usable():
+    from tessera.runtime import opencl
+    return opencl.usable()[0]
+
+
+@pytest.mark.skipif(not _opencl_usable(), reason="no OpenCL device that builds kernels (PoCL)")
+def test_deep_guarded_expression_builds_for_a_gpu_backend():
+    """The renderer is the GPU backends' too: a deep chain under if_then_else, one thread an element,
+    on OpenCL (the bound parts are statement expressions inside the branch)."""
+    A = te.placeholder((1024,), name="A")
+    B = te.placeholder((1024,), name="B")
+
+    def body(i):
+        e = A[i]
+        for k in range(200):
+            e = e * B[i] + A[i] if k % 2 else te.tanh(e)
+        return te.if_then_else(i < 1000, e, 0.0)
+
+    sch = tir.Schedule(te.create_prim_func([A, B, te.compute((1024,), body, name="C")]))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    bo, bi = sch.split(i, factors=[None, 128])
+    sch.bind(bo, "blockIdx.x")
+    sch.bind(bi, "threadIdx.x")
+    lib = tessera.build(sch.mod, target="opencl")
+    a = RNG.uniform(0.0, 1.0, 1024).astype(np.float32)
+    b = RNG.uniform(0.5, 1.0, 1024).astype(np.float32)
+    c = np.zeros(1024, np.float32)
+    lib(a, b, c)
+    want = a
+    for k in range(200):
+        want = want * b + a if k % 2 else np.tanh(want)
+    want[1000:] = 0
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
