@@ -49,19 +49,22 @@ class ResourceError(TesseraError):
 
 
 @contextlib.contextmanager
-def resource_errors(what: str):
+def resource_errors(what: str, deepest=None):
     """Raise a MemoryError or RecursionError from inside as a ResourceError naming `what` ran, what ran
     out and the tessera function it ran out in (the public entry points use it: build, compile,
-    from_onnx, a tuning database's load)."""
+    from_onnx, a tuning database's load). deepest: for a RecursionError, a function that says what in
+    the input is nested deepest (None: the message says it generally)."""
     try:
         yield
     except MemoryError as e:    # from None: the failed step's frames (and what they hold) are let go
         detail = f" ({e})" if str(e) else ""
         raise ResourceError(f"{what}: ran out of memory{detail}{_ran_out_in(e, False)}") from None
     except RecursionError as e:
+        where = _ran_out_in(e, True)
+        nested = deepest() if deepest is not None else None
         raise ResourceError(f"{what}: Python's recursion limit ({sys.getrecursionlimit()} frames) was reached"
-                            f"{_ran_out_in(e, True)}: something in the input is nested too deeply for it "
-                            f"(an expression or subgraphs thousands of levels deep)") from None
+                            f"{where}: " + (nested or "something in the input is nested too deeply for it (an "
+                                            "expression or subgraphs thousands of levels deep)")) from None
 
 
 def _ran_out_in(e: BaseException, recursion: bool) -> str:

@@ -175,6 +175,24 @@ def substitute(node, vmap):
     return _Substituter(vmap).visit(node)
 
 
+def depth(node) -> int:
+    """Levels of node's deepest path to a leaf (a leaf is 1; Buffers not entered), walked with an
+    explicit stack: any depth is measured, where the recursive passes stop at Python's recursion limit."""
+    levels: dict = {}
+    stack = [(node, False)]
+    while stack:
+        n, expanded = stack.pop()
+        if id(n) in levels:
+            continue
+        kids = [c for c in children(n) if not isinstance(c, Buffer)]
+        if not expanded:
+            stack.append((n, True))
+            stack.extend((c, False) for c in kids if id(c) not in levels)
+            continue
+        levels[id(n)] = 1 + max((levels[id(c)] for c in kids), default=0)
+    return levels[id(node)]
+
+
 def post_order_visit(node, fn):
     """Call fn on every node of the tree, children before parents."""
 
@@ -211,5 +229,5 @@ def uses_var(node, var) -> bool:
     return found
 
 
-__all__ = ["Visitor", "Mutator", "substitute", "post_order_visit", "collect_vars", "uses_var",
+__all__ = ["Visitor", "Mutator", "substitute", "post_order_visit", "collect_vars", "uses_var", "depth",
            "MappingProxyType"]

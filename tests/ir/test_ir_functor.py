@@ -198,3 +198,20 @@ def test_visitor_counts_every_occurrence():
 
     C().visit(IfThenElse(i < 2, Evaluate(i + i), Evaluate(i)))
     assert count == 4
+
+
+def test_depth_measures_a_tree_deeper_than_the_recursion_limit():
+    """functor.depth walks without recursing (error messages use it on programs too deep for the
+    recursive passes)."""
+    from tessera.ir import expr as E
+    from tessera.ir.functor import depth
+
+    x = E.Var("x", "float32")
+    assert depth(x) == 1
+    assert depth(x * x + x) == 3
+    e = x
+    for _ in range(20_000):
+        e = e + x
+    assert depth(e) == 20_001
+    shared = x * x
+    assert depth(E.Select(x > shared, shared, x)) == 4        # Select > GT > Mul > x
