@@ -36,7 +36,7 @@ def _names(funcs) -> str:
     return "PrimFunc" + ("s " if len(funcs) != 1 else " ") + ", ".join(repr(f.name) for f in funcs)
 
 
-def _deepest(funcs) -> str:
+def _deepest(funcs) -> str | None:
     """Which stored value of funcs is the deepest expression and how deep, for a RecursionError's message."""
     levels, where = 0, ""
     for f in funcs:
