@@ -318,6 +318,22 @@ class CodeGenC(CodeGenCBase):
         self.helpers.require(name, "\n".join(lines) + "\n}")
         return f"{name}({self.text(x)}, {self.text(c)})", P_PRIMARY
 
+    def _vfminmax(self, e):
+        """fmax/fmin on vectors (codegen/c_base.py's _fminmax): one compare, a NaN test and a select."""
+        a, b = e.args
+        kind = e.op[1:]
+        if not e.dtype.is_float():
+            return self._vminmax(E.Max(a, b) if kind == "max" else E.Min(a, b), kind)
+        rep = self.repr_dtype(e.dtype)
+        v = self.vtype(rep)
+        m = self.mask_type(self.repr_bits(e.dtype), rep.lanes)
+        name = f"tsr_f{kind}_{rep}"
+        self.helpers.require(name, (
+            f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{  /* NaN only where both are */\n"
+            f"  {m} m = (a {'>=' if kind == 'max' else '<='} b) | (b != b);\n"
+            f"  return {self.select_helper(rep)}(m, a, b);\n}}"))
+        return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
+
     def vec_Min(self, e):
         return self._vminmax(e, "min")
 
@@ -650,6 +666,8 @@ class CodeGenC(CodeGenCBase):
             return "~" + self.text(args[0], P_UNARY), P_UNARY
         if op == "likely":
             return self.expr(args[0])
+        if op in ("fmax", "fmin") and all(a.dtype == e.dtype for a in args):
+            return self._vfminmax(e)
         if op == "fma" and all(a.dtype == e.dtype for a in args):
             s = f"{self.text(args[0], P_MUL)} * {self.text_right(args[1], P_MUL)} + {self.text_right(args[2], P_ADD)}"
             if e.dtype.element_of() in HALF_TYPES:

@@ -112,7 +112,7 @@ _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_le
 # intrinsics codegen knows (everything else is an extern C function)
 INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
     "rsqrt", "sigmoid", "exp10", "isnan", "isinf", "isfinite", "bitwise_not", "if_then_else",
-    "likely", "popcount", "clz", "reinterpret", "tvm_storage_sync"})
+    "likely", "popcount", "clz", "reinterpret", "tvm_storage_sync", "fmax", "fmin"})
 
 
 # byte (a latin-1 character of the UTF-8 text) -> its text inside a C string literal: printable ASCII
@@ -755,6 +755,22 @@ class CodeGenCBase:
         self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
         return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
 
+    def _fminmax(self, e):
+        """fmax/fmin as C99 defines them: of a NaN and a number the number, NaN only where both are
+        (Max/Min propagate NaN instead); a helper, as gcc calls libm for fmaxf. On integers max/min."""
+        self._arity(e, 2)
+        a, b = e.args
+        kind = e.op[1:]
+        if not e.dtype.is_float():
+            return self._minmax(E.Max(a, b) if kind == "max" else E.Min(a, b), kind)
+        t = self.value_type(e.dtype)
+        name = f"tsr_f{kind}_{e.dtype}"
+        self.helpers.require(name, (
+            f"/* {kind} that skips NaN (C's f{kind}): NaN only when both are; a first, as the running result */\n"
+            f"{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n"
+            f"  return (a {'>=' if kind == 'max' else '<='} b || b != b) ? a : b;\n}}"))
+        return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
+
     def scalar_Min(self, e):
         return self._minmax(e, "min")
 
@@ -928,6 +944,8 @@ class CodeGenCBase:
             return self._reinterpret(e)
         if op in _MATH or op in ("rsqrt", "sigmoid", "exp10"):
             return self._math_call(e)
+        if op in ("fmax", "fmin"):
+            return self._fminmax(e)
         if op == "address_of":
             return self.address_of(e)
         if op == "tvm_storage_sync":

@@ -96,7 +96,8 @@ static inline $V $NAME($V x) {
 }""",
     "tanh": """\
 /* tanh(x) on every lane: |x| < 0.625 by Cephes' odd polynomial, else 1 - 2 / (exp(2|x|) + 1) with
-   the sign of x (|x| clamped to 9, where tanh is 1 in float32). Max error 1.4 ulp; nan stays nan. */
+   the sign of x (|x| clamped to 10: tanh rounds to 1 in float32 from 9.011 on, so tanh(+-inf) is
+   +-1 exactly). Max error 1.4 ulp; nan stays nan. */
 static inline $V $NAME($V x) {
   const $V zero = {0};
   const $I sign = ($I)x & ($I)(-zero);
@@ -107,7 +108,7 @@ static inline $V $NAME($V x) {
   p = p * x2 + 1.33314422036e-1f;
   p = p * x2 - 3.33332819422e-1f;
   const $V small = ($V)(($I)(p * x2 * x + x) | sign);  /* tanh(-0) = -0 */
-  const $V zc = $SEL(z > 9.0f, zero + 9.0f, z);
+  const $V zc = $SEL(z > 10.0f, zero + 10.0f, z);
   const $V e = $EXP(zc + zc);
   const $V big = ($V)(($I)(1.0f - 2.0f / (e + 1.0f)) | sign);
   return $SEL(z < 0.625f, small, big);

@@ -156,19 +156,29 @@ def _mean_compute(tensors, attrs):
 # ---------------------------------------------------------------------------------------------
 def _arg_reducer(is_max, last):
     """(index, value) reducer; ties go to the lower (first) or higher (last) index, whatever the
-    order the values are combined in."""
+    order the values are combined in. A float NaN ranks above every number, as in numpy (and onnx's
+    reference): the first NaN is both the arg max and the arg min (the last with select_last_index)."""
     def fcombine(x, y):
-        better = y[1] > x[1] if is_max else y[1] < x[1]
-        tie = y[1] == x[1]
         earlier = y[0] > x[0] if last else y[0] < x[0]
-        take_y = te.any(better, te.all(tie, earlier))
-        return _sel(take_y, y[0], x[0]), _sel(take_y, y[1], x[1])
+        if not x[1].dtype.is_float():
+            better = y[1] > x[1] if is_max else y[1] < x[1]
+            return _pick(te.any(better, te.all(y[1] == x[1], earlier)), x, y)
+        # !(y <= x) (argmin: !(y >= x)) holds where y is larger or either is NaN: there y wins over a
+        # number x, and over a NaN x only as a NaN that comes earlier; elsewhere only an earlier tie
+        # wins. One comparison decides the common case (y no larger), as before NaN was handled.
+        past = E.Not(y[1] <= x[1] if is_max else y[1] >= x[1])
+        nan_side = te.any(x[1] == x[1], te.all(y[1] != y[1], earlier))
+        return _pick(_sel(past, nan_side, te.all(y[1] == x[1], earlier)), x, y)
 
     def fidentity(t0, t1):
         idx = E.const(-1, t0) if last else te.max_value(t0)
         return idx, (_max_identity(t1) if is_max else _min_identity(t1))
 
     return te.comm_reducer(fcombine, fidentity, name="argmax" if is_max else "argmin")
+
+
+def _pick(take_y, x, y):
+    return _sel(take_y, y[0], x[0]), _sel(take_y, y[1], x[1])
 
 
 _ARG_REDUCERS = {(m, l): _arg_reducer(m, l) for m in (True, False) for l in (True, False)}
@@ -178,7 +188,8 @@ def _register_arg(name, is_max):
     op = register_op(name, inputs=("data",), pattern=OpPattern.COMM_REDUCE,
                      attrs={"axis": 0, "keepdims": True, "select_last_index": False},
                      doc=f"Index (int64) of the {'largest' if is_max else 'smallest'} element along axis; "
-                         f"ties pick the first index (the last with select_last_index).")
+                         f"ties pick the first index (the last with select_last_index); a NaN is picked "
+                         f"first, as numpy does.")
 
     @op.def_infer
     def _infer(types, attrs):

@@ -3,7 +3,8 @@ nn.lp_pool (N-d), nn.max_pool_with_indices (ONNX MaxPool's Indices output), nn.g
 nn.global_max_pool.
 
 A window starts at out * stride - pad_begin; taps outside the input are skipped (max, lp) or
-count as zero (avg). ceil_mode rounds the output extent up but drops a last window that would
+count as zero (avg). A float max pool skips NaN as ONNX Runtime does (C's fmax: NaN only where every
+tap is NaN; ONNX Runtime's float32 kernel also keeps a NaN met as the last tap of its scan). ceil_mode rounds the output extent up but drops a last window that would
 start in the end padding (as ONNX Runtime and PyTorch). avg_pool divides by the taps inside the
 input (count_include_pad=False) or inside the padded input (True).
 
@@ -34,6 +35,16 @@ from ..registry import REQUIRED
 
 _PLAIN = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 _BLOCKED = re.compile(r"^NCHW(\d+)c$")
+# max of float taps without NaN's propagation (see the module docstring); its identity is NaN
+_FMAX = te.comm_reducer(lambda x, y: E.call_intrin(x.dtype, "fmax", x, y), lambda t: te.const(float("nan"), t),
+                        name="fmax")
+
+
+def max_taps(dtype):
+    """(combine, reducer, value of a skipped tap) of a max pool over `dtype`: fmax for floats."""
+    if te.const(0, dtype).dtype.is_float():
+        return (lambda a, b: E.call_intrin(a.dtype, "fmax", a, b)), _FMAX, te.const(float("nan"), dtype)
+    return E.max_expr, te.max, te.min_value(dtype)
 
 
 def layout_block(op, layout, nd=None, data=None):
@@ -206,15 +217,17 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
         return te.if_then_else(te.all(*conds), v, fill)
 
     if kind == "max":
+        combine, reducer, skipped = max_taps(dt)
+
         def body(*i):
             n, c, y, cb = split_idx(i)
             if unrolled:
                 out = None
                 for k in taps:
-                    v = tap_value(n, c, y, k, te.min_value(dt), cb)
-                    out = v if out is None else E.max_expr(out, v)
+                    v = tap_value(n, c, y, k, skipped, cb)
+                    out = v if out is None else combine(out, v)
                 return out
-            return te.max(tap_value(n, c, y, rk, te.min_value(dt), cb), axis=rk)
+            return reducer(tap_value(n, c, y, rk, skipped, cb), axis=rk)
 
         return U.compute(shape, names, body, name)
 
@@ -392,7 +405,8 @@ max_pool_with_indices = register_op(
     attrs={"pool_size": None, "strides": 1, "dilation": 1, "padding": 0, "ceil_mode": False,
            "storage_order": 0, "index_dtype": "int64"},
     doc="max pooling that also returns, per output, the flat index of the (first) maximum in the "
-        "input tensor (row-major, or column-major over the spatial axes with storage_order=1).")
+        "input tensor (row-major, or column-major over the spatial axes with storage_order=1); float "
+        "windows skip NaN as the max pools do (an all-NaN window: NaN at its first index).")
 
 
 @max_pool_with_indices.def_infer
@@ -424,6 +438,26 @@ def _argmax_reducer():
 _ARGMAX = _argmax_reducer()
 
 
+def _first_fmax_reducer():
+    """(flat index, value) of a float window's max as max_taps takes it (NaN skipped, NaN only where
+    every tap is), at its first tap in the window's scan (row-major, as _ARGMAX: the taps are combined
+    in that order, so a tie or a later NaN keeps what came first)."""
+    def fcombine(x, y):
+        # !(y <= x): y is larger or either is NaN; there y wins if it is a number, or if nothing came
+        # before it (the identity: an all-NaN window gives its first tap)
+        empty = x[0] == te.max_value(x[0].dtype)
+        take = te.all(E.Not(y[1] <= x[1]), te.any(y[1] == y[1], empty))
+        return E.Select(take, y[0], x[0]), E.Select(take, y[1], x[1])
+
+    def fidentity(t0, t1):
+        return te.max_value(t0), te.const(float("nan"), t1)
+
+    return te.comm_reducer(fcombine, fidentity, name="argmax_fmax")
+
+
+_FIRST_FMAX = _first_fmax_reducer()
+
+
 @max_pool_with_indices.def_compute
 def _mpi_compute(tensors, attrs):
     (data,) = tensors
@@ -441,18 +475,23 @@ def _mpi_compute(tensors, attrs):
     col_major = attrs["storage_order"] == 1
     plane = math.prod(S)
 
+    is_float = te.const(0, data.dtype).dtype.is_float()
+    reducer = _FIRST_FMAX if is_float else _ARGMAX
+
     def body(n, c, *y):
         idx, conds = _window(data, nd, y, rk, size, strides, dilation, padding, out_spatial)
         v = data[(n, c, *idx)]
-        if conds:
-            v = te.if_then_else(te.all(*conds), v, te.min_value(data.dtype))
         flat = (n.astype(idt) * C + c.astype(idt)) * plane
         stride = 1
         order = range(nd) if col_major else reversed(range(nd))
         for k in order:
             flat = flat + idx[k].astype(idt) * stride
             stride *= S[k]
-        return _ARGMAX((flat, v), axis=rk)
+        if conds:     # a tap in the padding: never the result (for floats its index is never taken either)
+            v = te.if_then_else(te.all(*conds), v, max_taps(data.dtype)[2])
+            if is_float:
+                flat = te.if_then_else(te.all(*conds), flat, te.max_value(idt))
+        return reducer((flat, v), axis=rk)
 
     names = ["n", "c"] + [f"o{s}" for s in sp]
     indices, values = U.compute(shape, names, body, "max_pool")
@@ -503,7 +542,8 @@ def _register_global(kind):
             return data[(i[0], i[1], *rk, *i[2 + nd:])]
 
         if kind == "max":
-            return [U.compute(shape, names, lambda *i: te.max(at(i), axis=rk), "global_max_pool")]
+            reducer = max_taps(dt)[1]
+            return [U.compute(shape, names, lambda *i: reducer(at(i), axis=rk), "global_max_pool")]
         acc = U.accum_dtype(dt)
         total = U.compute(shape, names, lambda *i: te.sum(U.cast(at(i), acc), axis=rk), "global_avg_pool_sum")
         count = math.prod(S)

@@ -32,7 +32,7 @@ ELEMENTWISE_CALLS = frozenset({
     "atanh", "sigmoid", "erf", "abs", "fabs", "floor", "ceil", "round", "nearbyint", "trunc",
     "power", "pow", "fmod", "fma", "copysign", "hypot", "isnan", "isinf", "isfinite",
     "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "shift_left", "shift_right",
-    "popcount", "clz", "fast_exp", "fast_tanh", "fast_erf",
+    "popcount", "clz", "fast_exp", "fast_tanh", "fast_erf", "fmax", "fmin",
 })
 
 
