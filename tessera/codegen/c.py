@@ -279,18 +279,22 @@ class CodeGenC(CodeGenCBase):
             f"  {v} q = a / b, r = a % b;\n  (void)q;\n  return {ret};\n}}"))
         return f"{name}({self.text(e.a)}, {self.text(e.b)})", P_PRIMARY
 
-    def _vminmax(self, e, kind):
+    def _vminmax(self, e, kind, skip_nan=False):
+        """Min/Max of vectors (NaN propagates), or fmin/fmax with skip_nan (NaN only where both are;
+        codegen/c_base.py's _minmax)."""
         dt = e.dtype
         rep = self.repr_dtype(dt)
-        bound = _const_bound(e) if dt.is_float() else None
+        bound = _const_bound(e) if dt.is_float() and not skip_nan else None
         if bound is not None:
             return self._vminmax_const(kind, rep, *bound)
         v = self.vtype(rep)
         m = self.mask_type(self.repr_bits(dt), dt.lanes)
         sel = self.select_helper(rep)
         op = "<" if kind == "min" else ">"
-        cond = f"(a {op} b) | (a != a)" if dt.is_float() else f"a {op} b"
-        name = f"tsr_{kind}_{rep}"
+        cond = f"a {op} b"
+        if dt.is_float():
+            cond = f"(a {op}= b) | (b != b)" if skip_nan else f"(a {op} b) | (a != a)"
+        name = f"tsr_{'f' if skip_nan and dt.is_float() else ''}{kind}_{rep}"
         self.helpers.require(name, (
             f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{\n"
             f"  {m} m = {cond};\n  return {sel}(m, a, b);\n}}"))
@@ -317,22 +321,6 @@ class CodeGenC(CodeGenCBase):
             lines.append("#endif")
         self.helpers.require(name, "\n".join(lines) + "\n}")
         return f"{name}({self.text(x)}, {self.text(c)})", P_PRIMARY
-
-    def _vfminmax(self, e):
-        """fmax/fmin on vectors (codegen/c_base.py's _fminmax): one compare, a NaN test and a select."""
-        a, b = e.args
-        kind = e.op[1:]
-        if not e.dtype.is_float():
-            return self._vminmax(E.Max(a, b) if kind == "max" else E.Min(a, b), kind)
-        rep = self.repr_dtype(e.dtype)
-        v = self.vtype(rep)
-        m = self.mask_type(self.repr_bits(e.dtype), rep.lanes)
-        name = f"tsr_f{kind}_{rep}"
-        self.helpers.require(name, (
-            f"{self.func_qualifier} {v} {name}({v} a, {v} b) {{  /* NaN only where both are */\n"
-            f"  {m} m = (a {'>=' if kind == 'max' else '<='} b) | (b != b);\n"
-            f"  return {self.select_helper(rep)}(m, a, b);\n}}"))
-        return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
 
     def vec_Min(self, e):
         return self._vminmax(e, "min")
@@ -667,7 +655,8 @@ class CodeGenC(CodeGenCBase):
         if op == "likely":
             return self.expr(args[0])
         if op in ("fmax", "fmin") and all(a.dtype == e.dtype for a in args):
-            return self._vfminmax(e)
+            self._arity(e, 2)
+            return self._vminmax((E.Max if op == "fmax" else E.Min)(*args), op[1:], skip_nan=True)
         if op == "fma" and all(a.dtype == e.dtype for a in args):
             s = f"{self.text(args[0], P_MUL)} * {self.text_right(args[1], P_MUL)} + {self.text_right(args[2], P_ADD)}"
             if e.dtype.element_of() in HALF_TYPES:

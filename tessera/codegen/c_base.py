@@ -737,38 +737,27 @@ class CodeGenCBase:
             return self.nonneg(e.value)
         return False
 
-    def _minmax(self, e, kind):
+    def _minmax(self, e, kind, skip_nan=False):
+        """Min/Max: on floats NaN propagates; with skip_nan it is C's fmin/fmax (NaN only where both
+        are), a helper with the running result first (gcc calls libm for fmaxf)."""
         dt = e.dtype
         a, b = e.a, e.b
         if not dt.is_float() and isinstance(a, (E.Var, E.IntImm)) and isinstance(b, (E.Var, E.IntImm)):
             op = "<" if kind == "min" else ">"
             return f"({self.text(a)} {op} {self.text(b)} ? {self.text(a)} : {self.text(b)})", P_PRIMARY
         t = self.value_type(dt)
-        name = f"tsr_{kind}_{dt}"
         op = "<" if kind == "min" else ">"
-        if dt.is_float():
+        name = f"tsr_{'f' if skip_nan and dt.is_float() else ''}{kind}_{dt}"
+        if dt.is_float() and skip_nan:
+            doc = f"/* {kind} that skips NaN (C's f{kind}): NaN only when both are */\n"
+            body = f"  return (a {op}= b || b != b) ? a : b;"
+        elif dt.is_float():
             doc = (f"/* {kind} that propagates NaN (as numpy's np.{kind}imum) */\n")
             body = f"  return (a {op} b || a != a) ? a : b;"
         else:
             doc = ""
             body = f"  return a {op} b ? a : b;"
         self.helpers.require(name, f"{doc}{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n{body}\n}}")
-        return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
-
-    def _fminmax(self, e):
-        """fmax/fmin as C99 defines them: of a NaN and a number the number, NaN only where both are
-        (Max/Min propagate NaN instead); a helper, as gcc calls libm for fmaxf. On integers max/min."""
-        self._arity(e, 2)
-        a, b = e.args
-        kind = e.op[1:]
-        if not e.dtype.is_float():
-            return self._minmax(E.Max(a, b) if kind == "max" else E.Min(a, b), kind)
-        t = self.value_type(e.dtype)
-        name = f"tsr_f{kind}_{e.dtype}"
-        self.helpers.require(name, (
-            f"/* {kind} that skips NaN (C's f{kind}): NaN only when both are; a first, as the running result */\n"
-            f"{self.func_qualifier} {t} {name}({t} a, {t} b) {{\n"
-            f"  return (a {'>=' if kind == 'max' else '<='} b || b != b) ? a : b;\n}}"))
         return f"{name}({self.text(a)}, {self.text(b)})", P_PRIMARY
 
     def scalar_Min(self, e):
@@ -945,7 +934,8 @@ class CodeGenCBase:
         if op in _MATH or op in ("rsqrt", "sigmoid", "exp10"):
             return self._math_call(e)
         if op in ("fmax", "fmin"):
-            return self._fminmax(e)
+            self._arity(e, 2)
+            return self._minmax((E.Max if op == "fmax" else E.Min)(*args), op[1:], skip_nan=True)
         if op == "address_of":
             return self.address_of(e)
         if op == "tvm_storage_sync":
