@@ -123,20 +123,25 @@ def torch_cuda():
     return torch if torch.cuda.is_available() else None
 
 
-def event_time(fn, number, repeat=3):
-    """Median seconds per call of fn over `repeat` CUDA-event timings of `number` calls (after one)."""
+def event_time(fn, number, repeat=3, min_ms=50.0):
+    """Median seconds per call of fn over `repeat` CUDA-event timings of at least `number` calls,
+    more where a timing would be shorter than min_ms (after a warm-up as long: the clocks ramp up)."""
     import cupy as cp
-    fn()
-    ts = []
-    for _ in range(repeat):
+
+    def measure(n):
         s, e = cp.cuda.Event(), cp.cuda.Event()
         s.record()
-        for _ in range(number):
+        for _ in range(n):
             fn()
         e.record()
         e.synchronize()
-        ts.append(cp.cuda.get_elapsed_time(s, e) * 1e-3 / number)
-    return sorted(ts)[len(ts) // 2]
+        return cp.cuda.get_elapsed_time(s, e)
+
+    n = number
+    while measure(n) < min_ms and n < 1 << 20:
+        n *= 2
+    ts = sorted(measure(n) * 1e-3 / n for _ in range(repeat))
+    return ts[len(ts) // 2]
 
 
 def wall_time(fn, sync, number, warmup=3, budget=20.0):
@@ -282,6 +287,7 @@ def tune_gemm(func, ctx):
     res = autotune.tune_tir(func, target=TARGET, max_trials=ctx["trials"], cost_model=model, runner=runner,
                             seed=0, batch_size=16, progress=False, time_budget=ctx["tune_budget"])
     row = {"tune_s": round(time.perf_counter() - t0, 1), "cost_model": model, "errors": res.errors,
+           "trials": res.trials, "tuner_tflops": round(res.gflops * 1e-3, 2) if res.gflops else None,
            "best_trace_tail": str(res.trace).strip().splitlines()[-1][:200] if res.trace is not None else None}
     return {"row": row, "schedule": res.schedule}
 

@@ -15,7 +15,9 @@ from ...errors import ScheduleError
 from ...ir import IntImm
 from ...target import Target
 from .auto_bind import auto_bind
+from .conv import schedule_conv2d_gpu
 from .gemm import schedule_gemm_gpu
+from .rows import row_reductions, schedule_rows_gpu
 from .tensorcore import default_tile, schedule_gemm_tensorcore
 
 DEFAULT_THREADS = 256
@@ -99,24 +101,94 @@ def schedule_row_reduction(sch, block, threads):
     return sch
 
 
+def _row_threads(cols: int) -> int:
+    """Threads sharing a row of `cols` elements: a power of two from 32 to 256, about a quarter of
+    the row (each thread reads a few elements of it per pass)."""
+    t = 32
+    while t * 2 <= min(256, max(32, cols // 4)):
+        t *= 2
+    return t
+
+
+def _bound(sch, block) -> bool:
+    """Whether a loop around block is already bound to a thread axis (scheduled as part of a kernel)."""
+    return any(sch.get(lp).thread_binding is not None for lp in sch.get_loops(block))
+
+
+def _is_conv(sch, block) -> bool:
+    """Whether block is a direct 2-d convolution (ops/gpu/conv.py): loops n, oc, oh, ow, rc, ry, rx
+    with static extents, an init and one output."""
+    b = sch.get(block)
+    loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    kinds = [iv.iter_type for iv in b.iter_vars]
+    return (len(loops) == 7 and kinds == ["data_par"] * 4 + ["reduce"] * 3 and b.init is not None
+            and len(b.writes) == 1 and all(type(lp.extent) is IntImm for lp in loops))
+
+
+def _conv_pads(sch) -> set:
+    """Names of the padding stages the convolutions read (kept for conv.py to compute in its copy)."""
+    out = set()
+    for block in sch.get_child_blocks(sch.get_block("root")):
+        if _is_conv(sch, block):
+            out |= {sch.get(p).name_hint for p in sch.get_producers(block) if sch.get(p).name_hint == "pad_temp"}
+    return out
+
+
 def schedule_gpu_default(sch, target):
-    """Inline what can be inlined, tile (batched) GEMM blocks through shared memory
-    (schedule_gemm_gpu), then bind every other block to blockIdx.x / threadIdx.x; returns the
-    schedule (a new one when a GEMM was tiled)."""
+    """Inline what can be inlined (a convolution's padding stage excepted), tile convolutions
+    (schedule_conv2d_gpu) and (batched) GEMM blocks through shared memory (schedule_gemm_gpu, or the
+    tensor cores), then bind every other block to blockIdx.x / threadIdx.x; returns the schedule (a
+    new one when a block was tiled)."""
+    keep = _conv_pads(sch)
     changed = True
     while changed:
         changed = False
         root = sch.get_block("root")
         for block in reversed(sch.get_child_blocks(root)):
+            if sch.get(block).name_hint in keep:
+                continue
             try:
                 sch.compute_inline(block)
                 changed = True
                 break
             except ScheduleError:
                 continue
+    # an output over rows with the reductions of its rows (softmax, layer norm): one kernel a row
     root = sch.get_block("root")
-    for block in sch.get_child_blocks(root):
-        name = sch.get(block).name_hint
+    for name in reversed([sch.get(b).name_hint for b in sch.get_child_blocks(root)]):
+        try:
+            block = sch.get_block(name)
+        except ScheduleError:
+            continue
+        if row_reductions(sch, block) is None:
+            continue
+        cols = sch.get(sch.get_loops(block)[-1]).extent.value
+        trial = sch.copy()
+        try:
+            schedule_rows_gpu(trial, trial.get_block(name), min(_row_threads(cols), threads_per_block(target)))
+            sch = trial
+        except ScheduleError:
+            continue
+    root = sch.get_block("root")
+    for name in [sch.get(b).name_hint for b in sch.get_child_blocks(root)]:
+        try:
+            block = sch.get_block(name)
+        except ScheduleError:
+            continue        # folded into a block scheduled before it (a convolution's epilogue)
+        if name in keep or _bound(sch, block):
+            continue
+        if _is_conv(sch, block):
+            trial = sch.copy()
+            try:
+                schedule_conv2d_gpu(trial, trial.get_block(name))
+                sch = trial
+            except ScheduleError:
+                for pad in keep:        # the direct loops, each thread reading the padding inline
+                    try:
+                        sch.compute_inline(sch.get_block(pad))
+                    except ScheduleError:
+                        pass
+            continue
         tiles = _gemm_tiles(sch, block)
         tc = _tensor_core_tile(sch, block, target) if tiles is not None else None
         if tc is not None:

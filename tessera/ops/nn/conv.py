@@ -15,6 +15,7 @@ import math
 from ... import te
 from ...errors import DTypeError, ShapeError
 from ...ir import TensorType
+from ...target import Target
 from ..registry import OpPattern, register_op
 from . import _util as U
 from ._cpu_schedule import schedule_conv
@@ -117,10 +118,12 @@ def _scalar(t):
 # conv
 # ---------------------------------------------------------------------------------------------
 def conv_nd(data, weight, strides, padding, dilation, groups, out_dtype=None, name=None,
-            data_zero_point=None, weight_zero_point=None):
+            data_zero_point=None, weight_zero_point=None, packed: bool = True):
     """The N-d convolution compute (NC[D]HW / OI[D]HW); returns the output tensor.
 
     With zero points (ConvInteger) the products are (x - x_zp) * (w - w_zp) and padding holds x_zp.
+    packed=False keeps the direct form (a reduction over input channels and kernel taps, no weight
+    repacking): what a GPU schedule tiles (ops/gpu/conv.py).
     """
     nd = data.ndim - 2
     base, layout = _ND_NAME[nd]
@@ -143,7 +146,7 @@ def conv_nd(data, weight, strides, padding, dilation, groups, out_dtype=None, na
     sp = U.SPATIAL_NAMES[nd]
     names = ["n", "oc"] + [f"o{s}" for s in sp]
     plain = data_zero_point is None and weight_zero_point is None and not integer
-    width = _pack_width(O, acc) if plain and groups == 1 else None
+    width = _pack_width(O, acc) if plain and groups == 1 and packed else None
     if width:
         return _conv_packed(src, weight, shape, strides, dilation, width, acc, odt, name, names)
     if plain and Cg == 1 and math.prod(K) <= 64:
@@ -274,10 +277,11 @@ def _register_conv(nd):
         return [TensorType(conv_out_shape(_name, data, weight, attrs, nd), odt)]
 
     @op.def_compute
-    def _compute(tensors, attrs):
+    def _compute(tensors, attrs, target=None):
         data, weight = tensors
+        gpu = target is not None and Target(target).kind in ("cuda", "opencl")
         return [conv_nd(data, weight, attrs["strides"], attrs["padding"], attrs["dilation"], attrs["groups"],
-                        attrs["out_dtype"])]
+                        attrs["out_dtype"], packed=not gpu)]
 
     op.def_schedule(schedule_conv)
     return op

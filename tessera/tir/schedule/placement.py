@@ -734,13 +734,18 @@ def _plan_reverse_inline(idx, realize):
             raise ScheduleError(f"{prim}: block {name!r} loads {buf.name!r} at different indices")
     ivars = [iv.var for iv in block.iter_vars]
     seen = {}
+    ana = shape_var_analyzer(idx.func)
     for d, i in enumerate(first.indices):
+        if isinstance(i, IntImm) and i.value == 0 and ana.can_prove_equal(buf.shape[d], 1):
+            continue        # a unit dimension read at 0 (a batch of one)
         if not isinstance(i, Var) or i not in ivars or i in seen:
             raise ScheduleError(f"{prim}: block {name!r} loads {buf.name!r}[{', '.join(x.script() for x in first.indices)}]; "
-                                f"each index must be a distinct iteration variable of the block")
+                                f"each index must be a distinct iteration variable of the block (or 0 in a "
+                                f"dimension of extent 1)")
         seen[i] = d
-    ana = shape_var_analyzer(idx.func)
     for iv in block.iter_vars:
+        if iv.var not in seen and ana.can_prove_equal(iv.dom.extent, 1):
+            continue        # one value (its domain's start): the store at it is the producer's at the unit index
         if iv.var not in seen:
             raise ScheduleError(f"{prim}: iteration variable {iv.var.name!r} of block {name!r} does not index "
                                 f"{buf.name!r}; the producer's instances cannot determine the consumer's")
@@ -760,8 +765,9 @@ def reverse_compute_inline(self, block):
     store, buf, prod, pstore, dim_of = _plan_reverse_inline(idx, realize)
     ana = shape_var_analyzer(idx.func)
     pblock = prod.block
-    # consumer iteration variable v_d -> the producer's index in dimension d
+    # consumer iteration variable v_d -> the producer's index in dimension d (one of extent 1: its start)
     vmap = {v: pstore.indices[d] for v, d in dim_of.items()}
+    vmap.update({iv.var: iv.dom.min for iv in realize.block.iter_vars if iv.var not in dim_of})
 
     class _Sub(Mutator):
         def visit_BufferLoad(self, n):

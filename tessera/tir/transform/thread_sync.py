@@ -12,13 +12,16 @@ the shared-tile GEMM's `copy; sync; compute; sync` inside its k loop.
 
 Every thread of a work-group must reach a barrier, so one goes only where control flow is the
 same for all of them: not under a condition or inside a loop whose bounds depend on a threadIdx
-variable. A hazard that would need a barrier there is refused by name.
+variable. A hazard that would need a barrier there is refused by name, except under a condition
+that pins every enclosing thread index to one value (`if (tx == 0)`: the last step of a
+cross-thread reduction writing the row's result): one thread runs that, in its own order.
 """
 from __future__ import annotations
 
 from ...errors import BuildError
 from ...ir import (AttrStmt, BufferLoad, BufferStore, Call, Evaluate, For, IfThenElse, LetStmt, PrimFunc, SeqStmt,
-                   StringImm, collect_vars)
+                   StringImm, Var, collect_vars)
+from ...ir import expr as E
 from ...ir.functor import Visitor
 from .split_host_device import KERNEL, SHARED_SCOPES, thread_tag
 
@@ -106,6 +109,22 @@ class _Planner:
     def __init__(self, fname, kernel):
         self.fname, self.kernel = fname, kernel
         self.thread_vars = set()
+        self.thread_loops = []     # the threadIdx-bound loop variables around the statement planned now
+        self.single = 0            # > 0: under a condition only one thread of the work-group passes
+
+    def one_thread(self, cond) -> bool:
+        """Whether cond holds for one thread only: equalities of every enclosing threadIdx variable
+        with a constant, joined by `and`."""
+        pinned, todo = set(), [cond]
+        while todo:
+            c = todo.pop()
+            if type(c) is E.And:
+                todo += [c.a, c.b]
+            elif type(c) is E.EQ:
+                for v, k in ((c.a, c.b), (c.b, c.a)):
+                    if type(v) is Var and type(k) is E.IntImm:
+                        pinned.add(v)
+        return bool(self.thread_loops) and all(v in pinned for v in self.thread_loops)
 
     def depends(self, *exprs) -> bool:
         return any(set(collect_vars(e)) & self.thread_vars for e in exprs)
@@ -125,7 +144,12 @@ class _Planner:
         if t is IfThenElse:
             cond = _acc(s.condition)
             inner = uniform and not self.depends(s.condition)
-            then, h1, t1, y1 = self.plan(s.then_case, inner)
+            single = self.one_thread(s.condition)
+            self.single += single
+            try:
+                then, h1, t1, y1 = self.plan(s.then_case, inner)
+            finally:
+                self.single -= single
             if s.else_case is not None:
                 other, h2, t2, y2 = self.plan(s.else_case, inner)
             else:
@@ -150,7 +174,7 @@ class _Planner:
         out, head, pending, synced = [], None, EMPTY, False
         for x in s.seq:
             new, h, tl, y = self.plan(x, uniform)
-            bad = _conflict(pending, h)
+            bad = _conflict(pending, h) if not self.single else None
             if bad:
                 if not uniform:
                     self.refuse(bad, "under a thread-dependent condition or loop")
@@ -176,10 +200,17 @@ class _Planner:
         if (tag is not None and tag.startswith("threadIdx")) or varying:
             self.thread_vars.add(s.loop_var)
         inner = uniform and not varying
-        body, h, tl, y = self.plan(s.body, inner)
+        bound = tag is not None and tag.startswith("threadIdx")
+        if bound:
+            self.thread_loops.append(s.loop_var)
+        try:
+            body, h, tl, y = self.plan(s.body, inner)
+        finally:
+            if bound:
+                self.thread_loops.pop()
         if tag is None:   # a serial loop: its next iteration follows the end of its body
             carried = _conflict(tl, h) if y else _conflict(_union(h, tl), _union(h, tl))
-            if carried:
+            if carried and not self.single:
                 if not inner:
                     self.refuse(carried, f"in consecutive iterations of loop {s.loop_var.name!r}, whose bounds "
                                          f"depend on the thread")
