@@ -12,6 +12,9 @@ conversion and compilation that is not given one, environment variables:
     TESSERA_MAX_CONSTANT_BYTES   bytes of one constant made while converting (ConstantOfShape, a
                                  folded value); larger values are not folded when compiling
                                                                                     default 1 GiB
+    TESSERA_MAX_ROI_ALIGN_SAMPLES  bilinear samples RoiAlign may take per ROI and channel (output bins
+                                 x the sampling grid of a bin: a huge ROI with sampling_ratio 0, or a
+                                 huge sampling_ratio, asks for an unbounded grid)   default 16777216
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from .errors import TesseraError
 
 _ENV = {"max_unrolled_nodes": "TESSERA_MAX_UNROLLED_NODES",
         "max_loop_iterations": "TESSERA_MAX_LOOP_ITERATIONS",
-        "max_constant_bytes": "TESSERA_MAX_CONSTANT_BYTES"}
+        "max_constant_bytes": "TESSERA_MAX_CONSTANT_BYTES",
+        "max_roi_align_samples": "TESSERA_MAX_ROI_ALIGN_SAMPLES"}
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class Limits:
     max_unrolled_nodes: int = 65536
     max_loop_iterations: int = 1024
     max_constant_bytes: int = 1 << 30
+    max_roi_align_samples: int = 1 << 24
 
     def __post_init__(self):
         for f in fields(self):

@@ -15,6 +15,8 @@ makes integer linear/cubic results meaningless and is not imitated).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import te
 from ..errors import ShapeError, TesseraError
 from ..ir import TensorType
@@ -376,7 +378,9 @@ def _roi_compute(tensors, attrs):
         def grid(ext, out, most, axis):
             msg = (f"image.roi_align: ROI {{3}} needs a sampling grid of {{0}} {axis} per output bin "
                    f"(sampling_ratio 0), more than max_grid ({gh_max}, {gw_max}) allows")
-            return lambda r: check_range(te.ceil(ext[r] / c(out)), c(float("-inf")), c(most + 1), msg, r)
+            # ceil(...) <= most, as [-inf, the next value after most): most + 1 may round to most
+            above = float(np.nextafter(np.dtype(str(f)).type(most), np.inf))
+            return lambda r: check_range(te.ceil(ext[r] / c(out)), c(float("-inf")), c(above), msg, r)
 
         grid_h = te.compute((nrois,), grid(rh, oh, gh_max, "rows"), name="grid_h")
         grid_w = te.compute((nrois,), grid(rw, ow, gw_max, "columns"), name="grid_w")

@@ -81,6 +81,15 @@ def _col2im(ctx):
                   strides=tuple(ctx.attr("strides") or (1,) * r))
 
 
+def _grid_bound(extents, out) -> tuple:
+    """(the most samples along one axis of a bin for these ROI extents, ceil(extent / out); the loops'
+    bound: one more where a ratio is within rounding of an integer, since the kernel computes it in
+    float32, maybe with fused multiply-adds, and may round up there (the extra row is masked))."""
+    r = np.asarray(extents, np.float64) / out
+    near = np.abs(r - np.round(r)) <= 1e-5 * np.maximum(1.0, np.abs(r))
+    return max(1, int(np.ceil(r).max(initial=1))), max(1, int((np.ceil(r) + near).max(initial=1)))
+
+
 @converter("RoiAlign", since=10)
 def _roi_align(ctx):
     x, rois, idx = ctx.input(0), ctx.input(1), ctx.input(2)
@@ -96,14 +105,26 @@ def _roi_align(ctx):
     if ratio == 0:
         # an adaptive grid: its size comes from the ROIs, so they must be known to bound the loops
         boxes = np.asarray(ctx.const_input(1), np.float64)
+        bad = np.flatnonzero(~np.isfinite(boxes).all(axis=1))
+        if bad.size:
+            ctx.unsupported(f"sampling_ratio 0 (a grid adapted to each ROI) needs finite ROIs; ROI {int(bad[0])} "
+                            f"is {boxes[bad[0]].tolist()}")
         off = 0.5 if ct == "half_pixel" else 0.0
         b = boxes * scale - off
         hgt, wid = b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]
         if ct != "half_pixel":
             hgt, wid = np.maximum(hgt, 1.0), np.maximum(wid, 1.0)
-        gh = int(np.ceil(hgt / oh).max(initial=1))
-        gw = int(np.ceil(wid / ow).max(initial=1))
-        grid = (max(gh, 1), max(gw, 1))
+        (gh, loop_h), (gw, loop_w) = _grid_bound(hgt, oh), _grid_bound(wid, ow)
+        grid = (loop_h, loop_w)
+        what = f"ROIs up to {gh} x {gw} samples per output bin (sampling_ratio 0)"
+    else:
+        gh = gw = ratio
+        what = f"sampling_ratio {ratio}"
+    samples = oh * ow * gh * gw
+    limit = ctx.limits.max_roi_align_samples
+    if samples > limit:
+        ctx.unsupported(f"{what} makes {samples:,} samples per ROI and channel ({oh} x {ow} bins), more than the "
+                        f"limit of {limit:,} ({ctx.limits.where('max_roi_align_samples')})")
     if str(idx.type.dtype) not in ("int32", "int64"):
         idx = ctx.op("cast", idx, dtype="int64")
     return ctx.op("image.roi_align", x, rois, idx, output_size=(oh, ow), spatial_scale=scale, sampling_ratio=ratio,
