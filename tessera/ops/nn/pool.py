@@ -3,10 +3,11 @@ nn.lp_pool (N-d), nn.max_pool_with_indices (ONNX MaxPool's Indices output), nn.g
 nn.global_max_pool.
 
 A window starts at out * stride - pad_begin; taps outside the input are skipped (max, lp) or
-count as zero (avg). A float max pool skips NaN as ONNX Runtime does (C's fmax: NaN only where every
-tap is NaN; ONNX Runtime's float32 kernel also keeps a NaN met as the last tap of its scan). ceil_mode rounds the output extent up but drops a last window that would
+count as zero (avg). ceil_mode rounds the output extent up but drops a last window that would
 start in the end padding (as ONNX Runtime and PyTorch). avg_pool divides by the taps inside the
-input (count_include_pad=False) or inside the padded input (True).
+input (count_include_pad=False) or inside the padded input (True). A float max pool skips NaN (C's
+fmax: NaN only where every tap is NaN), as ONNX Runtime's pools do where a NaN is the first tap they
+scan (theirs, x86 MAXPS in scan order, let a later NaN tap drop the taps scanned before it).
 
 Layouts: the `layout` attribute is the data layout, NC[D]HW by default; the 2-d pools and the
 global pools also take the blocked layout NCHW{x}c (N, C/x, H, W, x) that graph/passes/alter_layout
