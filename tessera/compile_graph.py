@@ -77,6 +77,8 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
     target = Target(target)
     g = bind_params(graph, params)
     g = optimize(g, opt_level, target, disabled_passes)
+    options = dict(target=target, opt_level=opt_level, disabled_passes=tuple(disabled_passes), executor=executor,
+                   database=database)
     if executor == "auto":
         executor = "aot" if target.is_cpu and static_problem(g) is None else "graph"
     schedules = None if database is False else ApplyHistoryBest(database, builtin=True)
@@ -88,7 +90,28 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
             _LOG.info("tessera.compile(%s): %s", g.name, exe.tuning)
     else:
         exe.tuning = "no tuning records used (database=False)"
+    if getattr(params, "defaults", ()):
+        _take_defaults(exe, graph, params, options)
     return exe
+
+
+def _take_defaults(exe, graph: Graph, params, options: dict) -> None:
+    """Let `exe` take the inputs whose params are defaults (graph.deferred.Params: an ONNX initializer
+    that is also a graph input): they stay folded in, and a run that gives one runs on a variant
+    compiled with them as inputs, made on first use (ONNX semantics, as ONNX Runtime's overridable
+    initializers)."""
+    public = dict(zip([v.name for v in graph.inputs], graph.input_names))
+    public.update((n, n) for n in graph.input_names)
+    exe.defaults = {public[n]: _read_only(params[n]) for n in params.defaults}
+    rest = {n: a for n, a in params.items() if n not in params.defaults}
+    exe.overriding = lambda: compile(graph, rest, **options)
+
+
+def _read_only(a) -> np.ndarray:
+    """A read-only view of a (the defaults a run fills in must stay what was folded in)."""
+    v = np.asarray(a).view()
+    v.flags.writeable = False
+    return v
 
 
 def _check_options(opt_level, executor, disabled_passes) -> None:

@@ -5,7 +5,13 @@
 
 Initializers become `params` (graph inputs bound by name, as in TVM; `tessera.compile` binds
 them); the remaining graph inputs are the runtime inputs, with ONNX's symbolic dimensions
-(`dim_param`) kept as symbolic dimensions. Each node goes through the converter registered for
+(`dim_param`) kept as symbolic dimensions (one symbol per name, however it sanitizes). An initializer
+that is also a graph input (IR version >= 4) is that input's default: `params` (a
+graph.deferred.Params) names it in `defaults`, and the compiled model takes the input too
+(exe.defaults), as ONNX Runtime's overridable initializers. A model is refused when it defines a
+tensor name twice or imports an opset newer than the installed onnx knows; external data is read
+only from the model file's folder or a `base_dir` the caller names; tessera.limits bounds what
+unrolling loops and making constants may cost. Each node goes through the converter registered for
 its op type and opset (`tessera/frontend/onnx_ops`), which sees it through `OnnxContext`.
 Converters that need an input's value (a shape, axes) get it from `const_input`: initializers,
 Constant nodes, and subgraphs computed only from those (evaluated with tessera's own kernels).
@@ -35,7 +41,7 @@ from ..limits import Limits, resolve as resolve_limits, size_text
 from ..graph.ir import Graph, Node, TensorType, Value
 from .onnx_ops import ConvertContext, find_converter
 from .onnx_ops.sequence import EmptyOptional, SequenceValue, kind_of
-from ..graph.deferred import DeferredGraph, OptionalType, SequenceType, flat_name
+from ..graph.deferred import DeferredGraph, OptionalType, Params, SequenceType, flat_name
 from ..ir.dtype import numpy_dtype
 from ..ir.dtype import dtype_of_numpy
 from ..graph.transform import topo_nodes
@@ -482,18 +488,79 @@ class _Converter:
             self.opsets[""] = int(opset)
         if "" not in self.opsets:
             self.opsets[""] = onnx.defs.onnx_opset_version()
+        for dom, latest in (("", onnx.defs.onnx_opset_version()), ("ai.onnx.ml", onnx.defs.onnx_ml_opset_version())):
+            v = self.opsets.get(dom)
+            if v is not None and not 1 <= v <= latest:
+                # a newer opset may change what an op means: converting it by an older definition is a guess
+                domain = "default ONNX" if not dom else repr(dom)
+                raise TesseraError(f"from_onnx: the model uses opset {v} of the {domain} domain; the installed onnx "
+                                   f"{onnx.__version__} knows opsets up to {latest}"
+                                   + (" (a newer onnx package may know it)" if v > latest else ""))
         self.functions = {(f.domain, f.name) for f in model.functions}
         self.shape_dict = dict(shape_dict or {})
         self.const_inputs = dict(const_inputs or {})
         self._inferred = None
+        # initializers that are also graph inputs: from IR version 4 on, defaults a run may override
+        inits = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
+        self.overridable = {vi.name for vi in model.graph.input if vi.name in inits and vi.name not in
+                            self.const_inputs} if model.ir_version >= 4 else set()
+        self._symbols: dict = {}          # dim_param (or shape_dict name) or (input, axis) -> its symbol
+        self.definer: dict[str, str] = {}     # ONNX name -> what defines it (for duplicate definitions)
 
     # ------------------------------------------------------------------ names
+    def dim_symbol(self, key) -> str:
+        """The symbol of a dim_param or shape_dict name (a str: one name, one symbol), or of an unnamed
+        dimension (key (input name, axis): a symbol of its own). Names that sanitize alike ('a-b', 'a_b')
+        get distinct symbols."""
+        sym = self._symbols.get(key)
+        if sym is None:
+            base = sym = _symbol(key if isinstance(key, str) else f"{key[0]}_d{key[1]}")
+            taken = set(self._symbols.values())
+            k = 0
+            while sym in taken:
+                k += 1
+                sym = f"{base}_{k}"
+            self._symbols[key] = sym
+        return sym
+
+    def define(self, name: str, what: str, outer=None) -> None:
+        """Record that `what` defines ONNX name `name`; refused when something defines it already, in
+        this graph or, for a subgraph, among the names its enclosing graphs define before it (`outer`:
+        (their names in scope, what defines each)): an ONNX graph is in SSA form."""
+        first = self.definer.get(name)
+        if first is None and outer is not None and name in outer[0]:
+            first = outer[1].get(name, "an enclosing graph")
+        if first is not None:
+            raise TesseraError(f"from_onnx: tensor {name!r} is defined twice: by {first} and by {what} (an ONNX "
+                               f"graph defines each name once)")
+        self.definer[name] = what
+
+    def _define_graph(self, g, where: str = "", outer=None) -> None:
+        """Record the definitions of graph g (its inputs and initializers, an input given by an
+        initializer being one definition, and its nodes' outputs), refusing a name defined twice. A
+        subgraph's inputs may shadow names of the enclosing graphs (`outer`), its nodes may not (as
+        onnx's checker and onnxruntime hold)."""
+        inputs = {vi.name for vi in g.input}
+        for vi in g.input:
+            self.define(vi.name, f"a graph input{where}")
+        for t in list(g.initializer) + [t.values for t in g.sparse_initializer]:
+            if t.name in inputs:
+                inputs.discard(t.name)         # the input's default value (ONNX IR >= 4)
+                continue
+            self.define(t.name, f"an initializer{where}", outer)
+        for i, node in enumerate(g.node):
+            what = f"node {node.name or f'{node.op_type}_{i}'!r} ({node.op_type}){where}"
+            for out in node.output:
+                if out:
+                    self.define(out, what, outer)
+
     def node_hint(self, hint: str) -> str:
         return sanitize_name(hint)
 
     # ------------------------------------------------------------------ inputs
     def _read_inputs(self):
         g = self.graph_proto
+        self._define_graph(g)
         init_names = set()
         for t in g.initializer:
             init_names.add(t.name)
@@ -509,8 +576,8 @@ class _Converter:
         if unknown:
             raise TesseraError(f"from_onnx: const_inputs names {unknown}, which are not inputs of the model")
         for vi in graph_inputs:
-            if vi.name in init_names:
-                continue
+            if vi.name in init_names and vi.name not in self.const_inputs:
+                continue        # its initializer is its value (a default: self.overridable)
             if not vi.type.HasField("tensor_type") and self._structured_input(vi):
                 continue
             if vi.name in self.const_inputs:
@@ -530,6 +597,8 @@ class _Converter:
             self._bind(vi.name, self._runtime_input(vi.name, t, vi.name))
         inits = [(t.name, t) for t in g.initializer] + [(t.values.name, t) for t in g.sparse_initializer]
         for name, t in inits:
+            if name in self.const_inputs:
+                continue        # an input whose default the caller froze to another value
             try:
                 arr = tensor_to_array(t, f"initializer {name!r}", self.base_dir)
             except DTypeError as e:
@@ -613,7 +682,8 @@ class _Converter:
         if not tt.HasField("shape"):
             return dtype, None
         return dtype, TensorType([d.dim_value if d.HasField("dim_value") else
-                                  _symbol(d.dim_param or f"{name}_elem_d{k}") for k, d in enumerate(tt.shape.dim)],
+                                  self.dim_symbol(d.dim_param or (f"{name}_elem", k))
+                                  for k, d in enumerate(tt.shape.dim)],
                                  dtype)
 
     def _frozen_structure(self, name, value, t):
@@ -666,9 +736,9 @@ class _Converter:
         shape = []
         for d, s in enumerate(spec):
             if s is None or (isinstance(s, (int, np.integer)) and s < 0):
-                shape.append(_symbol(f"{name}_d{d}"))
+                shape.append(self.dim_symbol((name, d)))
             elif isinstance(s, str):
-                shape.append(_symbol(s))
+                shape.append(self.dim_symbol(s))
             else:
                 shape.append(int(s))
         return shape
@@ -725,9 +795,9 @@ class _Converter:
                     raise ShapeError(f"{where}: dimension {d} is {dim.dim_value}")
                 shape.append(int(dim.dim_value))
             elif dim.HasField("dim_param") and dim.dim_param:
-                shape.append(_symbol(dim.dim_param))
+                shape.append(self.dim_symbol(dim.dim_param))
             else:
-                shape.append(_symbol(f"{vi.name}_d{d}"))
+                shape.append(self.dim_symbol((vi.name, d)))
         return TensorType(shape, dtype)
 
     def _bind(self, onnx_name: str, v):
@@ -978,7 +1048,9 @@ class _Converter:
         """Convert GraphProto g inline (see OnnxContext.subgraph); names it defines stay local."""
         if len(inputs) != len(g.input):
             raise ctx._error(f"subgraph {g.name!r} takes {len(g.input)} inputs, given {len(inputs)}")
-        saved = self.env
+        saved, saved_definer = self.env, self.definer
+        self.definer = {}
+        self._define_graph(g, f" of subgraph {g.name!r} (in node {ctx.node_name!r})", (saved, saved_definer))
         self.env = dict(saved)
         self._depth += 1
         try:
@@ -995,7 +1067,7 @@ class _Converter:
                 self.convert_node(node, i, prefix)
             return [self.lookup(o.name, ctx) for o in g.output]     # tensors, sequences, optionals
         finally:
-            self.env = saved
+            self.env, self.definer = saved, saved_definer
             self._depth -= 1
 
     def convert_node(self, node, index: int, prefix: str = ""):
@@ -1154,7 +1226,7 @@ class _Converter:
                 nv = v if final[v] == v.name else Value(final[v], v.type)
                 vmap[v] = nv
                 consts[nv] = arr
-        params, param_inputs, param_public = {}, [], []
+        params, param_inputs, param_public, defaults = {}, [], [], []
         for v in self.param_values:
             if v in used:
                 nv = Value(final[v], v.type)
@@ -1162,6 +1234,8 @@ class _Converter:
                 param_inputs.append(nv)
                 param_public.append(self.onnx_name.get(v, nv.name))
                 params[nv.name] = self.params[v]
+                if self.onnx_name.get(v) in self.overridable:
+                    defaults.append(nv.name)
         new_nodes = []
         for n in nodes:
             ins = [vmap[v] for v in n.inputs]
@@ -1177,7 +1251,7 @@ class _Converter:
         input_names = [self.input_of_value.get(v, v.name) for v in b.inputs] + param_public
         graph = Graph(list(b.inputs) + param_inputs, [vmap[v] for v in outs], new_nodes, consts, b.name,
                       input_names, output_names)
-        return graph, params
+        return graph, Params(params, defaults)
 
 
 class _Blocked(TesseraError):
@@ -1370,6 +1444,7 @@ def check_model(model, shape_dict=None, const_inputs=None, opset=None, base_dir=
     Nodes whose inputs come from an unconvertible node are skipped (not reported twice). A model
     input tessera cannot take (a map, a string tensor) is reported as op 'graph input'; nodes that
     read a sequence input whose length shape_dict does not give are not checked (a run decides it).
+    base_dir and limits as from_onnx's.
     """
     base_dir = _base_dir(base_dir)
     m = load_model(model, base_dir)

@@ -246,5 +246,20 @@ class DeferredGraph:
                 f"{list(self.value_inputs)}>")
 
 
-__all__ = ["DeferredGraph", "OptionalType", "SequenceType", "check_input", "flat_name", "flatten", "regroup",
+class Params(dict):
+    """A model's params ({graph input name: array}, what tessera.compile binds) that knows which of
+    them are defaults: `defaults` names the params whose inputs a run may also give (ONNX: an
+    initializer that is also a graph input, IR version >= 4, whose value is the input's default).
+    tessera.compile binds them all (the defaults folded in) and its executor takes those inputs too
+    (exe.defaults). A plain dict made from it ({**params}) forgets which are defaults."""
+
+    def __init__(self, params=(), defaults=()):
+        super().__init__(params)
+        self.defaults = tuple(defaults)
+        unknown = [n for n in self.defaults if n not in self]
+        if unknown:
+            raise TesseraError(f"Params: defaults {unknown} are not among the params")
+
+
+__all__ = ["DeferredGraph", "OptionalType", "Params", "SequenceType", "check_input", "flat_name", "flatten", "regroup",
            "structure_of", "value_key"]

@@ -4,6 +4,7 @@ runtime/aot_executor.py: the whole model in one C call): the interface users see
     exe(x) / exe(x, y) / exe(x=..., y=...)     one output -> an array, several -> a tuple
     exe.run({"input": x})                      a list of numpy arrays, in output order
     exe.input_names / exe.output_names         the model's public names
+    exe.defaults                               inputs a run may also give, and their values when it does not
     exe.inputs / exe.outputs                   their TensorSpecs (dtype, shape with symbols)
     exe.profile(...), exe.export_library(path)
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 
 from ..errors import ShapeError, TesseraError
 from ..target import Target
@@ -44,6 +46,10 @@ class Executor:
         self.opt_level = None
         self.exporter = None           # set by the graph compiler: (exe, path, prefix) -> path
         self.library_path = None       # set when loaded from a library
+        self.defaults: dict = {}       # set by tessera.compile: {input name: value} of inputs a run may give
+        self.overriding = None         # set with them: () -> the executor compiled with them as inputs
+        self._overriding = None
+        self._overriding_lock = threading.Lock()
 
     # ------------------------------------------------------------------ description
     @property
@@ -131,12 +137,27 @@ class Executor:
 
     def run(self, inputs=None, **kwargs) -> list:
         """Run on a dict {input name: array}; a list of numpy arrays in the graph's output order."""
-        return self._run(self._from_dict(named_inputs(inputs, kwargs)))
+        given = named_inputs(inputs, kwargs)
+        if self.defaults and not self.defaults.keys().isdisjoint(given):
+            return self._run_overriding(given)
+        return self._run(self._from_dict(given))
 
     def __call__(self, *args, **kwargs):
         """exe(x) / exe(x, y) / exe(x=..., y=...): one output -> an array, several -> a tuple."""
-        outs = self._run(self._normalize_inputs(args, kwargs))
+        if self.defaults and not self.defaults.keys().isdisjoint(kwargs):
+            outs = self._run_overriding(gather_inputs(self.name, self.input_names, args, kwargs))
+        else:
+            outs = self._run(self._normalize_inputs(args, kwargs))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run_overriding(self, given: dict) -> list:
+        """A run that gives inputs held here as defaults (exe.defaults: folded in as constants): on the
+        executor compiled with them as inputs (made on first use), the defaults of those not given
+        filled in."""
+        with self._overriding_lock:
+            if self._overriding is None:
+                self._overriding = self.overriding()
+        return self._overriding.run({**{n: a for n, a in self.defaults.items() if n not in given}, **given})
 
     # ------------------------------------------------------------------ export
     def export_library(self, path, prefix: str | None = None) -> str:

@@ -133,7 +133,8 @@ def nested_loops(outer, inner):
         [helper.make_node("Add", ["y", "one"], ["y2"]), helper.make_node("Identity", ["c"], ["c2"])], "ib",
         [vi("j", TP.INT64, [])] + scalar_io + [vi("y", shape=[1])], [vi("c2", TP.BOOL, []), vi("y2", shape=[1])])
     outer_body = helper.make_graph(
-        [helper.make_node("Loop", ["M", "", "x"], ["x2"], body=inner_body), helper.make_node("Identity", ["c"], ["c2"])],
+        [helper.make_node("Loop", ["M", "", "x"], ["x2"], body=inner_body),
+         helper.make_node("Identity", ["c"], ["c2"])],
         "ob", [vi("i", TP.INT64, [])] + scalar_io + [vi("x", shape=[1])], [vi("c2", TP.BOOL, []), vi("x2", shape=[1])])
     return model([helper.make_node("Loop", ["N", "", "x0"], ["y"], body=outer_body, name="outer")],
                  [vi("x0", shape=[1])], [vi("y", shape=[1])],
@@ -180,7 +181,8 @@ def test_constant_of_shape_beyond_the_constant_limit_is_refused_before_it_is_mad
 
     m = constant_of_shape(1 << 30)          # 4 GiB of float32
     assert len(m.SerializeToString()) < 170
-    with pytest.raises(tessera.UnsupportedOpError, match=r"'big'.*\[1073741824\] float32: 4\.0 GiB.*max_constant_bytes"):
+    with pytest.raises(tessera.UnsupportedOpError,
+                       match=r"'big'.*\[1073741824\] float32: 4\.0 GiB.*max_constant_bytes"):
         from_onnx(m)
     small = constant_of_shape(256)          # 1 KiB
     with pytest.raises(tessera.UnsupportedOpError, match=r"1\.0 KiB \(1,024 bytes\), more than the 1023 B"):
@@ -229,3 +231,136 @@ def test_compiling_does_not_fold_values_beyond_the_constant_limit(monkeypatch):
         exe = tessera.compile(graph, params, opt_level=1, executor="graph")
         assert any(n.op == "broadcast_to" for n in exe.graph.nodes) != folded
         np.testing.assert_array_equal(exe.run({"x": x})[0], want)
+
+
+# ---------------------------------------------------------------------------------------------
+# malformed models: names defined twice, unknown opsets; dim_params that sanitize alike
+# ---------------------------------------------------------------------------------------------
+def test_a_tensor_defined_twice_is_refused_naming_both_definitions():
+    x = [vi("x", shape=[4])]
+    twice = model([helper.make_node("Relu", ["x"], ["t"], name="first"),
+                   helper.make_node("Neg", ["x"], ["t"], name="second"), helper.make_node("Abs", ["t"], ["y"])],
+                  x, [vi("y", shape=[4])])
+    with pytest.raises(tessera.TesseraError, match=r"'t' is defined twice.*'first' \(Relu\).*'second' \(Neg\)"):
+        from_onnx(twice)
+    over_input = model([helper.make_node("Relu", ["x"], ["x"], name="first"), helper.make_node("Abs", ["x"], ["y"])],
+                       x, [vi("y", shape=[4])])
+    with pytest.raises(tessera.TesseraError, match=r"'x' is defined twice.*graph input.*'first'"):
+        from_onnx(over_input)
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    over_init = model([helper.make_node("Relu", ["x"], ["w"], name="first"),
+                       helper.make_node("Add", ["x", "w"], ["y"])], x, [vi("y", shape=[4])], [w])
+    with pytest.raises(tessera.TesseraError, match=r"'w' is defined twice.*initializer.*'first'"):
+        from_onnx(over_init)
+    two_inits = model([helper.make_node("Add", ["x", "w"], ["y"])], x, [vi("y", shape=[4])], [w, w])
+    with pytest.raises(tessera.TesseraError, match=r"'w' is defined twice.*initializer.*initializer"):
+        from_onnx(two_inits)
+    for m in (twice, over_input, over_init):
+        with pytest.raises(Exception, match="(?i)duplicate definition"):
+            ort_run(m, {"x": np.ones(4, np.float32)})
+
+
+def test_a_subgraph_may_shadow_outer_names_by_its_inputs_not_by_its_nodes():
+    then = helper.make_graph([helper.make_node("Neg", ["x"], ["t"], name="inner")], "then", [], [vi("t", shape=[4])])
+    other = helper.make_graph([helper.make_node("Abs", ["x"], ["u"])], "else", [], [vi("u", shape=[4])])
+    m = model([helper.make_node("Relu", ["x"], ["t"], name="outer"),
+               helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [vi("x", shape=[4]), vi("c", TP.BOOL, [])], [vi("y", shape=[4]), vi("t", shape=[4])])
+    with pytest.raises(tessera.TesseraError, match=r"'t' is defined twice.*'outer' \(Relu\).*inner"):
+        from_onnx(m, const_inputs={"c": np.array(True)})
+    # a Loop body whose input is named like the outer input: allowed (as onnx's checker and onnxruntime do)
+    body = helper.make_graph([helper.make_node("Add", ["x", "x"], ["x2"]), helper.make_node("Identity", ["c"], ["c2"])],
+                             "b", [vi("i", TP.INT64, []), vi("c", TP.BOOL, []), vi("x", shape=[1])],
+                             [vi("c2", TP.BOOL, []), vi("x2", shape=[1])])
+    loop = model([helper.make_node("Loop", ["N", "", "x"], ["y"], body=body)], [vi("x", shape=[1])],
+                 [vi("y", shape=[1])], [numpy_helper.from_array(np.array(3, np.int64), "N")])
+    x = np.full(1, 1.5, np.float32)
+    np.testing.assert_array_equal(run(loop, {"x": x})[0], ort_run(loop, {"x": x})[0])
+
+
+def test_an_opset_newer_than_onnx_knows_is_refused():
+    import onnx
+
+    known = onnx.defs.onnx_opset_version()
+    m = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", shape=[4])], [vi("y", shape=[4])], opset=99999)
+    with pytest.raises(tessera.TesseraError, match=rf"opset 99999.*knows opsets up to {known}"):
+        from_onnx(m)
+    with pytest.raises(Exception):
+        ort_run(m, {"x": np.ones(4, np.float32)})
+    ok = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", shape=[4])], [vi("y", shape=[4])], opset=known)
+    with pytest.raises(tessera.TesseraError, match=rf"opset {known + 1}"):
+        from_onnx(ok, opset=known + 1)
+    ml = model([helper.make_node("Abs", ["x"], ["y"])], [vi("x", shape=[4])], [vi("y", shape=[4])])
+    ml.opset_import.append(helper.make_opsetid("ai.onnx.ml", 1000))
+    with pytest.raises(tessera.TesseraError, match=r"opset 1000 of the 'ai.onnx.ml' domain"):
+        from_onnx(ml)
+    x = RNG.standard_normal(4).astype(np.float32)
+    np.testing.assert_array_equal(run(ok, {"x": x})[0], np.abs(x))
+
+
+def test_dim_params_that_sanitize_alike_stay_distinct():
+    m = model([helper.make_node("Relu", ["a"], ["ya"]), helper.make_node("Neg", ["b"], ["yb"])],
+              [vi("a", shape=["a-b"]), vi("b", shape=["a_b"])], [vi("ya", shape=["a-b"]), vi("yb", shape=["a_b"])])
+    feeds = {"a": RNG.standard_normal(2).astype(np.float32), "b": RNG.standard_normal(3).astype(np.float32)}
+    for got, want in zip(run(m, feeds), ort_run(m, feeds)):
+        np.testing.assert_array_equal(got, want)
+    # one dim_param is one symbol: the graph knows a and b agree
+    same = model([helper.make_node("Add", ["a", "b"], ["y"])], [vi("a", shape=["n"]), vi("b", shape=["n"])],
+                 [vi("y", shape=["n"])])
+    graph, _ = from_onnx(same)
+    assert graph.inputs[0].type.shape == graph.inputs[1].type.shape
+    # an unnamed dimension is a symbol of its own, whatever the dim_params are called
+    free = model([helper.make_node("Relu", ["a"], ["ya"]), helper.make_node("Neg", ["b"], ["yb"])],
+                 [vi("a", shape=[None]), vi("b", shape=["a_d0"])], [vi("ya", shape=[None]), vi("yb", shape=["a_d0"])])
+    for got, want in zip(run(free, feeds), ort_run(free, feeds)):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# an initializer that is also a graph input: its value is a default a run may override
+# ---------------------------------------------------------------------------------------------
+def close(got, want):
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)       # x * W + b: fused or not
+
+
+def overridable(ir_version):
+    w = numpy_helper.from_array(np.arange(4, dtype=np.float32), "W")
+    return model([helper.make_node("Mul", ["x", "W"], ["t"]), helper.make_node("Add", ["t", "b"], ["y"])],
+                 [vi("x", shape=[4]), vi("W", shape=[4])], [vi("y", shape=[4])],
+                 [w, numpy_helper.from_array(np.ones(4, np.float32), "b")], ir_version=ir_version)
+
+
+@pytest.mark.parametrize("executor", ["aot", "graph"])
+def test_an_initializer_that_is_also_a_graph_input_can_be_fed(executor):
+    m = overridable(8)
+    graph, params = from_onnx(m)
+    exe = tessera.compile(graph, params, executor=executor)
+    x, w = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_overridable_initializers()] == ["W"] and exe.input_names == ["x"]
+    assert list(exe.defaults) == ["W"]
+    close(exe.run({"x": x})[0], sess.run(None, {"x": x})[0])
+    close(exe.run({"x": x, "W": w})[0], sess.run(None, {"x": x, "W": w})[0])
+    close(exe(x, W=w), sess.run(None, {"x": x, "W": w})[0])
+    close(exe(x), sess.run(None, {"x": x})[0])      # the default again
+    with pytest.raises(tessera.TesseraError, match="'W'"):
+        exe.run({"x": x, "W": np.ones(5, np.float32)})
+
+
+def test_an_initializer_listed_as_input_before_ir_version_4_stays_a_constant():
+    m = overridable(3)
+    exe = tessera.compile(*from_onnx(m))
+    x = RNG.standard_normal(4).astype(np.float32)
+    close(exe.run({"x": x})[0], ort_run(m, {"x": x})[0])
+    for run_it in (lambda: exe.run({"x": x, "W": x}), lambda: ort_run(m, {"x": x, "W": x})):
+        with pytest.raises(Exception, match="W"):
+            run_it()
+
+
+def test_const_inputs_freezes_an_overridable_initializer():
+    m = overridable(8)
+    x, w = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    graph, params = from_onnx(m, const_inputs={"W": w})
+    exe = tessera.compile(graph, params)
+    assert exe.defaults == {} and exe.input_names == ["x"]
+    close(exe.run({"x": x})[0], ort_run(m, {"x": x, "W": w})[0])
