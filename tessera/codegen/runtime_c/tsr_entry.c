@@ -180,14 +180,21 @@ typedef struct {
 } tsr_cpu_feature_t;
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #define TSR_BASELINE __attribute__((target("arch=x86-64")))
+TSR_BASELINE static void tsr_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
+  __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(subleaf));
+}
+
 TSR_BASELINE static int tsr_cpu_has(const tsr_cpu_feature_t* f) {
-  uint32_t r[4] = {0, 0, 0, 0};
-  if (!__get_cpuid_count(f->leaf, f->subleaf, &r[0], &r[1], &r[2], &r[3]) || !((r[f->reg] >> f->bit) & 1)) return 0;
+  uint32_t r[4];
+  tsr_cpuid(f->leaf & 0x80000000u, 0, r);              /* the highest leaf of the range */
+  if (r[0] < f->leaf) return 0;
+  tsr_cpuid(f->leaf, f->subleaf, r);
+  if (!((r[f->reg] >> f->bit) & 1)) return 0;
   if (f->xcr0 == 0) return 1;
-  uint32_t a, b, c, d, lo, hi;
-  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return 0;   /* OSXSAVE: XGETBV is there */
+  tsr_cpuid(1, 0, r);
+  if (!((r[2] >> 27) & 1)) return 0;                    /* OSXSAVE: the OS manages the registers' state */
+  uint32_t lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   return ((((uint64_t)hi << 32) | lo) & f->xcr0) == f->xcr0;
 }
