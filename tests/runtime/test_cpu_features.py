@@ -95,7 +95,7 @@ def test_the_c_create_function_refuses_a_cpu_without_a_needed_feature(foreign_mo
     lib.tessera_model_error.argtypes = [ctypes.c_void_p]
     assert lib.tessera_model_create() is None
     message = lib.tessera_model_error(None).decode()
-    assert f"needs CPU features this CPU lacks:" in message and feat in message.split("lacks:")[1]
+    assert "needs CPU features this CPU lacks:" in message and feat in message.split("lacks:")[1]
     err = ctypes.create_string_buffer(512)
     x, y = np.ones((2, 8), np.float32), np.zeros((2, 8), np.float32)
     ins = (ctypes.c_void_p * 1)(x.ctypes.data)
