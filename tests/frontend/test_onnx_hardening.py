@@ -101,6 +101,10 @@ def test_external_data_resolves_against_the_named_base_dir(tmp_path, monkeypatch
     for source in (m.SerializeToString(), m):
         np.testing.assert_array_equal(run(source, {"x": x}, base_dir=folder)[0], want)
     np.testing.assert_array_equal(run(str(folder / "m.onnx"), {"x": x})[0], want)   # a path: its own folder
+    elsewhere = tmp_path / "data"
+    elsewhere.mkdir()
+    (elsewhere / "w.bin").write_bytes((W * 2).tobytes())
+    np.testing.assert_array_equal(run(str(folder / "m.onnx"), {"x": x}, base_dir=elsewhere)[0], x + W * 2)
 
 
 def test_external_data_outside_the_base_dir_is_refused(tmp_path):
