@@ -400,7 +400,8 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "  int32_t cpu = tsr_cpu_check(m->err, (int32_t)sizeof m->err);",
         "  if (cpu) return cpu;",
         "  if (secs == NULL) {",
-        f"    snprintf(m->err, sizeof m->err, \"{prefix}_run_profiled: secs is NULL; it needs {n_nodes + 1} doubles\");",
+        f"    tsr_baseline_snprintf(m->err, sizeof m->err, \"{prefix}_run_profiled: secs is NULL; it needs {n_nodes + 1} "
+        f"doubles\");",
         "    return 1;",
         "  }",
         "  return tsr_aot_run(m->arena, inputs, outputs, m->err, (int32_t)sizeof m->err, secs);",
@@ -413,7 +414,8 @@ def _entry_source(compiled, prefix, plan, protos, w_offsets) -> str:
         "                     int32_t repeat, int32_t min_repeat_ms, double* results) {",
         "  if (m == NULL) return 1;",
         "  if (number < 1 || repeat < 1 || results == NULL) {",
-        f"    snprintf(m->err, sizeof m->err, \"{prefix}_time: number and repeat must be >= 1 and results not NULL\");",
+        f"    tsr_baseline_snprintf(m->err, sizeof m->err, \"{prefix}_time: number and repeat must be >= 1 and results "
+        f"not NULL\");",
         "    return 5;",
         "  }",
         "  int32_t s;",

@@ -181,6 +181,9 @@ typedef struct {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TSR_BASELINE __attribute__((target("arch=x86-64")))
+/* libc's snprintf by its own symbol: under _FORTIFY_SOURCE (some distributions' gcc default) the name
+ * snprintf is an always_inline wrapper, which gcc cannot inline into a function of another target */
+extern int tsr_baseline_snprintf(char* buf, size_t n, const char* fmt, ...) __asm__("snprintf");
 TSR_BASELINE static void tsr_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
   __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3]) : "a"(leaf), "c"(subleaf));
 }
@@ -200,6 +203,7 @@ TSR_BASELINE static int tsr_cpu_has(const tsr_cpu_feature_t* f) {
 }
 #else
 #define TSR_BASELINE
+#define tsr_baseline_snprintf snprintf
 static int tsr_cpu_has(const tsr_cpu_feature_t* f) { (void)f; return 1; }
 #endif
 
@@ -212,14 +216,14 @@ TSR_BASELINE static int32_t tsr_cpu_missing(const tsr_cpu_feature_t* need, int32
   for (int32_t i = 0; i < n; ++i) {
     if (tsr_cpu_has(&need[i])) continue;
     if (err != NULL && err_len > 0) {
-      if (missing == 0) len = (size_t)snprintf(err, (size_t)err_len, "this library needs CPU features this CPU lacks:");
+      if (missing == 0) len = (size_t)tsr_baseline_snprintf(err, (size_t)err_len, "this library needs CPU features this CPU lacks:");
       if (len < (size_t)err_len)
-        len += (size_t)snprintf(err + len, (size_t)err_len - len, "%s %s", missing ? "," : "", need[i].name);
+        len += (size_t)tsr_baseline_snprintf(err + len, (size_t)err_len - len, "%s %s", missing ? "," : "", need[i].name);
     }
     ++missing;
   }
   if (missing && err != NULL && len < (size_t)err_len)
-    snprintf(err + len, (size_t)err_len - len, " (built for target '%s'); rebuild it for this CPU", target);
+    tsr_baseline_snprintf(err + len, (size_t)err_len - len, " (built for target '%s'); rebuild it for this CPU", target);
   return missing != 0;
 }
 
