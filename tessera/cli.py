@@ -5,6 +5,7 @@
     tessera demo --vdla                            an int8 conv layer on the VDLA accelerator: its
                                                    instruction stream and simulated cycles
     tessera compile model.onnx -o model.so         ONNX -> one deployable library (+ its C header model.h)
+    tessera compile model.pt2 -o model.so          ... or a program saved by torch.export.save
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
@@ -38,6 +39,7 @@ from .autotune.scheduler import pretrain_from
 from .autotune.tune import graph_timing, weights_outgrow_cache
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
+from .frontend.torch import from_exported_program, load_program
 from .graph import DeferredGraph
 from .graph.compiler import static_problem
 from .ir.names import fresh_name
@@ -225,9 +227,28 @@ def _is_onnx(path: str) -> bool:
     return path.lower().endswith(".onnx")
 
 
+def _is_program(path: str) -> bool:
+    """A program saved by torch.export.save."""
+    return path.lower().endswith(".pt2")
+
+
+def _load_program_executable(path, args):
+    if getattr(args, "shape", None):
+        raise TesseraError(f"--shape applies to ONNX models; {path}'s shapes are the exported program's "
+                           f"(torch.export.Dim gives symbolic ones)")
+    graph, params = from_exported_program(load_program(path))
+    db = getattr(args, "db", None)
+    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
+    if db is not None:
+        print(f"tuning: {exe.tuning}")
+    return exe
+
+
 def _load_any(path, args):
     if _is_model(path):
         return _load_onnx_executable(path, args)
+    if _is_program(path):
+        return _load_program_executable(path, args)
     if not os.path.isfile(path):
         raise TesseraError(f"no such file: {path}")
     if getattr(args, "db", None) is not None:
@@ -328,12 +349,14 @@ def _random_inputs(exe, symbol_value=1):
 
 
 def _compile(args) -> int:
-    if not _is_model(args.model):
-        raise TesseraError(f"tessera compile takes an ONNX model (.onnx) or a built-in model name, got {args.model}")
-    if _is_onnx(args.model) and not os.path.isfile(args.model):
+    if not _is_model(args.model) and not _is_program(args.model):
+        raise TesseraError(f"tessera compile takes an ONNX model (.onnx), a program saved by torch.export.save "
+                           f"(.pt2) or a built-in model name, got {args.model}")
+    if (_is_onnx(args.model) or _is_program(args.model)) and not os.path.isfile(args.model):
         raise TesseraError(f"no such file: {args.model}")
     t0 = time.perf_counter()
-    exe = _load_onnx_executable(args.model, args)
+    exe = _load_program_executable(args.model, args) if _is_program(args.model) else \
+        _load_onnx_executable(args.model, args)
     t1 = time.perf_counter()
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     path = exe.export_library(out)

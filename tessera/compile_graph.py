@@ -14,6 +14,7 @@ import numpy as np
 
 from .autotune.apply_history import ApplyHistoryBest
 from .errors import TesseraError, resource_errors
+from .frontend.torch import from_exported_program, is_exported_program
 from .graph.aot import build_aot
 from .graph.compiler import compile_graph, graph_executor, static_problem
 from .graph.const_eval import bind_params
@@ -50,6 +51,9 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
     (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
 
+    graph may also be a torch.export ExportedProgram: it is converted first
+    (tessera.frontend.from_exported_program, its weights bound as constants).
+
     database: tuning records (autotune.tune_graph's; a path, an autotune.Database or a list of them):
     each kernel with a record for this target (its workload, the target's CPU level and thread count)
     is built with the fastest record's schedule, the rest with the default schedules. Records
@@ -57,6 +61,12 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     even those. `exe.tuning` says which kernels are tuned (one line; also logged at INFO on the
     "tessera" logger), and `exe.profile()` marks their nodes.
     """
+    if is_exported_program(graph):
+        if params:
+            raise TesseraError("tessera.compile of a torch.export program: the program holds its own weights; "
+                               "params binds the inputs of a Graph (from_exported_program(ep, keep_params_as_input="
+                               "True) gives one)")
+        graph, params = from_exported_program(graph)
     with resource_errors(f"tessera.compile of graph {getattr(graph, 'name', '?')!r}"):
         return _compile(graph, params, target, opt_level, disabled_passes, executor, database)
 
@@ -71,8 +81,9 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
                                                         disabled_passes=tuple(disabled_passes), executor=executor,
                                                         database=database))
     if not isinstance(graph, Graph):
-        raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder or "
-                           f"tessera.frontend.from_onnx), got {type(graph).__name__}")
+        raise TesseraError(f"tessera.compile takes a tessera.graph.Graph (from graph.Builder, "
+                           f"tessera.frontend.from_onnx or from_exported_program) or a torch.export program, got "
+                           f"{type(graph).__name__}")
     _check_options(opt_level, executor, disabled_passes)
     target = Target(target)
     g = bind_params(graph, params)

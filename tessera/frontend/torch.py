@@ -43,7 +43,7 @@ from ..graph.ir import Graph, Value
 from ..ir.dtype import DataType
 from ..ir.names import fresh_name, identifier
 from .torch_ops import TorchContext, TorchTensor, find_converter
-from .torch_ops.sizes import factors, size_expr, size_key
+from .torch_ops.sizes import factors, size_expr, size_expr_of, size_key
 
 # ATen ops torch's core table decomposes that tessera converts whole (one op instead of many)
 KEPT_WHOLE = ("aten.linear.default", "aten.matmul.default", "aten.scaled_dot_product_attention.default")
@@ -146,10 +146,12 @@ def tensor_array(t) -> np.ndarray:
 # the converter context
 # ---------------------------------------------------------------------------------------------
 class _Failed:
-    """The entry of a node that was not converted (its consumers are skipped, not reported)."""
+    """The entry of a node that was not converted (its consumers are skipped, not reported), or of
+    an input tessera cannot type (`reason`: its consumers are reported, with it)."""
 
-    def __init__(self, node_name: str):
+    def __init__(self, node_name: str, reason: str | None = None):
         self.node_name = node_name
+        self.reason = reason
 
 
 class _Context(TorchContext):
@@ -202,7 +204,7 @@ class _Context(TorchContext):
         meta = _meta_of(self._raw(name))
         if meta is None:
             raise self._error(f"argument {name!r} carries no shape (no meta['val'] on its node)")
-        return tuple(size_expr(d) for d in meta.shape)
+        return tuple(self._imp.size(d) for d in meta.shape)
 
     def arg_dtype(self, name: str):
         """The tessera dtype of tensor argument `name` (None for a Python number)."""
@@ -231,7 +233,7 @@ class _Context(TorchContext):
 
     def out_sizes(self, k: int = 0) -> tuple:
         """The shape of output k as torch gives it: ints and sympy expressions."""
-        return tuple(size_expr(d) for d in self.out_meta(k).shape)
+        return tuple(self._imp.size(d) for d in self.out_meta(k).shape)
 
     def out_shape(self, k: int = 0) -> tuple:
         return tuple(self.dim(d, f"output {k}") for d in self.out_sizes(k))
@@ -338,7 +340,8 @@ class Missing:
 class _Importer:
     """Converts the nodes of one FX graph onto a graph.Builder."""
 
-    def __init__(self, name: str, converters=None):
+    def __init__(self, name: str, converters=None, sizes=None):
+        self.sizes = {str(k): int(v) for k, v in (sizes or {}).items()}   # symbol -> value, to specialize
         self.builder = Builder(identifier(name, "main"))
         self.env: dict = {}            # fx node -> TorchTensor | size | tuple | _Failed
         self.consts: dict = {}         # Value -> array, for const_value
@@ -349,6 +352,20 @@ class _Importer:
         self.stand_ins: list = []      # inputs standing in for their outputs
         self.input_names: list = []    # public names of the builder's inputs, in order
         self._node_names: set = set()
+
+    def size(self, x):
+        """A torch size as an int or a sympy expression (size_expr), with the symbols this conversion
+        specializes to (`sizes`) put in."""
+        e = size_expr(x)
+        if self.sizes and hasattr(e, "free_symbols") and not isinstance(e, (bool, int, float)):
+            e = size_expr_of(e.subs({s: self.sizes[str(s)] for s in e.free_symbols if str(s) in self.sizes}))
+        return e
+
+    def value_of(self, val):
+        """A node's non-tensor meta value (sizes, lists of them) as ints and sympy expressions."""
+        if isinstance(val, (list, tuple)):
+            return type(val)(self.value_of(v) for v in val)
+        return self.size(val)
 
     # names ------------------------------------------------------------------------------
     def node_name(self, hint: str) -> str:
@@ -372,9 +389,9 @@ class _Importer:
         dtype = tessera_dtype(meta.dtype, where)
         shape = []
         for k, d in enumerate(meta.shape):
-            fs = factors(size_expr(d))
+            fs = factors(self.size(d))
             if fs is None or len(fs) != 1:
-                raise TesseraError(f"{where}: dimension {k} is {size_expr(d)}, a size derived from others; tessera's "
+                raise TesseraError(f"{where}: dimension {k} is {self.size(d)}, a size derived from others; tessera's "
                                    f"inputs take ints and single symbolic dimensions (torch.export.Dim)")
             shape.append(fs[0])
             if isinstance(fs[0], str):
@@ -397,13 +414,13 @@ class _Importer:
         if hasattr(raw, "op") and hasattr(raw, "meta"):
             e = self.env.get(raw)
             if isinstance(e, _Failed):
-                raise _Skip(e.node_name)
+                raise _Skip(e.node_name, e.reason)
             if raw not in self.env:
                 raise TesseraError(f"node {raw.name!r} is read before it is converted")
             return e
         if isinstance(raw, (list, tuple)):
             return type(raw)(self.resolve(a) for a in raw)
-        return size_expr(raw)
+        return self.size(raw)
 
     def used(self, node, k: int) -> bool:
         for u in node.users:
@@ -435,7 +452,7 @@ class _Importer:
             try:
                 seq = self.resolve(node.args[0])
             except _Skip as s:
-                self.env[node] = _Failed(s.node_name)
+                self.env[node] = _Failed(s.node_name, s.reason)
                 return
             item = seq[node.args[1]]
             if item is None:
@@ -445,7 +462,7 @@ class _Importer:
             return
         if not _holds_tensor(val) and name not in self.converters:
             # arithmetic on sizes (sym_size, operator.mul, ...): torch's own value of it
-            self.env[node] = _size_value(val)
+            self.env[node] = self.value_of(val)
             return
         fn = find_converter(name, self.converters)
         if fn is None:
@@ -456,7 +473,10 @@ class _Importer:
             out = fn(ctx)
             self.env[node] = self._check(ctx, out)
         except _Skip as s:
-            self.env[node] = _Failed(s.node_name)
+            if s.reason is not None:
+                self._fail(node, name, f"it reads {s.node_name!r}: {s.reason}")
+            else:
+                self.env[node] = _Failed(s.node_name)
         except UnsupportedOpError as e:
             self._fail(node, name, _detail(e, name, node.name))
         except (ShapeError, DTypeError) as e:
@@ -474,10 +494,10 @@ class _Importer:
     def _stand_in(self, node, val):
         """A fresh input of the type torch gives `val` (a _Failed marker where tessera has no such type)."""
         if not hasattr(val, "shape"):
-            return _Failed(node.name) if _holds_tensor(val) else _size_value(val)
+            return _Failed(node.name) if _holds_tensor(val) else self.value_of(val)
         dims, parts = [], []
         for d in val.shape:
-            fs = factors(size_expr(d))
+            fs = factors(self.size(d))
             if fs is None or any(isinstance(f, str) and f not in self.bound for f in fs):
                 return _Failed(node.name)
             dims += fs
@@ -516,7 +536,7 @@ class _Importer:
         want_dtype = ctx.dtype(val.dtype)
         if str(t.value.dtype) != want_dtype:
             ctx.unsupported(f"the converter made output {k} {t.value.dtype}, torch makes it {want_dtype}")
-        sizes = [size_expr(d) for d in val.shape]
+        sizes = [self.size(d) for d in val.shape]
         groups = t.groups()
         ok = len(groups) == len(sizes)
         for d, g in zip(sizes, groups) if ok else ():
@@ -564,10 +584,12 @@ class _Importer:
 
 
 class _Skip(Exception):
-    """A node reads a node that was not converted: it is left out too (not reported)."""
+    """A node reads a node that was not converted: it is left out too (reported where the node
+    read is an input that has a `reason`)."""
 
-    def __init__(self, node_name: str):
+    def __init__(self, node_name: str, reason: str | None = None):
         self.node_name = node_name
+        self.reason = reason
 
 
 class _OutputContext(_Context):
@@ -585,12 +607,6 @@ def _holds_tensor(val) -> bool:
     if isinstance(val, (list, tuple)):
         return any(_holds_tensor(v) for v in val)
     return hasattr(val, "shape") and hasattr(val, "dtype")
-
-
-def _size_value(val):
-    if isinstance(val, (list, tuple)):
-        return type(val)(_size_value(v) for v in val)
-    return size_expr(val)
 
 
 def _detail(e: UnsupportedOpError, target: str, node: str) -> str:
@@ -714,3 +730,157 @@ def finish(imp: _Importer, outputs: list, output_names: list) -> Graph:
     if not outputs:
         raise TesseraError(f"graph {b.name!r} has no tensor outputs")
     return Graph(b.inputs, outputs, b.nodes, b.constants, b.name, imp.input_names, output_names)
+
+
+# ---------------------------------------------------------------------------------------------
+# an ATen FX graph (the torch.compile backend's)
+# ---------------------------------------------------------------------------------------------
+@dataclass
+class FxImport:
+    """An ATen FX graph converted (`import_fx_graph`).
+
+    graph: the tessera Graph (None when some nodes were not converted: `failed` names them,
+    `error` lists them); tensor_inputs: the placeholder positions the graph's inputs are, in order;
+    outputs: per output of the FX graph, ("tensor", k) for the graph's output k, ("size", expr) for
+    a size torch computes from the inputs' sizes (a sympy expression), ("value", v) for a constant;
+    bindings: {symbol name: (placeholder position, axis)} giving each symbol from an input's shape."""
+
+    graph: Graph | None
+    failed: list
+    error: UnsupportedOpError | None
+    tensor_inputs: list
+    outputs: list
+    bindings: dict
+
+
+def import_fx_graph(gm, constants=None, converters=None, name: str = "fx_graph", sizes=None) -> FxImport:
+    """Convert an ATen FX GraphModule (placeholders typed by meta['val']: FakeTensors or SymInts)
+    to a tessera Graph. constants: {placeholder position: torch tensor} bound as graph constants
+    (no copy: DLPack) instead of inputs; a SymInt placeholder is a size the graph knows from its
+    inputs' shapes. sizes: {symbol: int} specializes the graph to those values of torch's symbols.
+    Nodes that cannot be converted are listed (`failed`, `error`) instead of raised; so are the
+    nodes reading an input whose shape tessera cannot type (a size such as s0 // 8)."""
+    _torch()
+    constants = constants or {}
+    with resource_errors(f"converting FX graph {name!r}"):
+        imp = _Importer(name, converters, sizes)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        tensor_inputs, bindings = [], {}
+        for i, node in enumerate(placeholders):
+            val = node.meta.get("val")
+            if i in constants:
+                imp.add_const(node, tensor_array(constants[i]), node.name)
+            elif hasattr(val, "shape"):
+                try:
+                    imp.add_input(node, node.name)
+                except TesseraError as e:
+                    imp.env[node] = _Failed(node.name, str(e))
+                    continue
+                tensor_inputs.append(i)
+                for axis, d in enumerate(val.shape):
+                    fs = factors(imp.size(d))
+                    if fs and isinstance(fs[0], str):
+                        bindings.setdefault(fs[0], (i, axis))
+            else:
+                imp.env[node] = imp.size(val)
+        for node in gm.graph.nodes:
+            if node.op == "get_attr":
+                t = _attr(gm, node.target)
+                if hasattr(t, "shape"):
+                    imp.add_const(node, tensor_array(t), node.target)
+                else:
+                    imp.env[node] = t
+        imp.run(gm.graph)
+        results = gm.graph.output_node().args[0]
+        results = list(results) if isinstance(results, (list, tuple)) else [results]
+        outputs, graph_outputs, names = [], [], []
+        failed_out = False
+        for k, r in enumerate(results):
+            if not hasattr(r, "op"):
+                outputs.append(("value", r))
+                continue
+            entry = imp.env.get(r)
+            if isinstance(entry, TorchTensor):
+                try:
+                    graph_outputs.append(imp.output(entry, f"output {k}"))
+                except UnsupportedOpError as e:
+                    imp.missing.setdefault("graph output", Missing("graph output")).nodes.append((r.name, str(e)))
+                    imp.failed_nodes.append(r)
+                    failed_out = True
+                    continue
+                names.append(fresh_name(f"output_{k}", names))
+                outputs.append(("tensor", len(graph_outputs) - 1))
+            elif isinstance(entry, _Failed) or entry is None and r.op == "call_function":
+                failed_out = True
+                outputs.append(("failed", r.name))
+            else:
+                outputs.append(("size", entry))
+        if imp.missing or failed_out:
+            return FxImport(None, [n.name for n in imp.failed_nodes], imp.error(f"FX graph {name!r}"),
+                            tensor_inputs, outputs, bindings)
+        graph = finish(imp, graph_outputs, names) if graph_outputs else None
+        return FxImport(graph, [], None, tensor_inputs, outputs, bindings)
+
+
+def _attr(gm, target: str):
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# saved programs
+# ---------------------------------------------------------------------------------------------
+def load_program(path):
+    """A program saved by torch.export.save (.pt2) as an ExportedProgram, checked first so that
+    nothing in it is unpickled: torch.export.load unpickles weights or constants an archive marks
+    `use_pickle`, custom and opaque objects, sample inputs that its safe loader refuses, and files of
+    the old zip format; an archive holding any of those (or an AOTInductor package) is refused."""
+    import json
+    import os
+    import zipfile
+
+    torch = _torch()
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise TesseraError(f"no such file: {path}")
+    try:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise TesseraError(f"{path} is not a program saved by torch.export.save (not a zip archive: {e})") from None
+    with z:
+        names = z.namelist()
+        roots = {n.split("/", 1)[0] for n in names if n.endswith("/archive_format")}
+        if len(roots) != 1:
+            raise TesseraError(f"{path} is not a torch.export.save archive of this format (no archive_format record); "
+                               f"older formats are read with pickle, which tessera does not do: save it again with "
+                               f"torch {torch.__version__}")
+        (root,) = roots
+        for n in names:
+            rel = n[len(root) + 1:]
+            if rel.startswith("data/aotinductor/"):
+                raise TesseraError(f"{path} is an AOTInductor package, not an exported program")
+            if rel.startswith(("data/weights/", "data/constants/")) and rel.endswith("_config.json"):
+                _check_payloads(path, rel, json.loads(z.read(n)))
+            if rel.startswith("data/sample_inputs/"):
+                import io
+
+                try:
+                    torch.load(io.BytesIO(z.read(n)), weights_only=True)
+                except Exception as e:  # noqa: BLE001 - torch's safe unpickler raises many kinds
+                    raise TesseraError(f"{path}: its sample inputs ({rel}) are not plain tensors ({type(e).__name__}); "
+                                       f"torch.export.load would unpickle them") from None
+    try:
+        return torch.export.load(path)
+    except Exception as e:  # noqa: BLE001
+        raise TesseraError(f"{path}: torch.export.load failed: {type(e).__name__}: {e}") from None
+
+
+def _check_payloads(path: str, rel: str, config: dict) -> None:
+    for fqn, entry in (config.get("config") or {}).items():
+        name = str(entry.get("path_name", ""))
+        if entry.get("use_pickle") or not name.startswith(("weight_", "tensor_")):
+            raise TesseraError(f"{path}: {rel} stores {fqn!r} as {'a pickle' if entry.get('use_pickle') else name!r} "
+                               f"(a tensor subclass or a custom object); tessera reads plain tensors only, since "
+                               f"torch.export.load would unpickle it")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import collections
 import math
 
+import numpy as np
+
 from . import TorchTensor
 from .sizes import factors
 
@@ -184,3 +186,20 @@ def drop_parts(t: TorchTensor, dims) -> tuple | None:
     if t.parts is None:
         return None
     return tuple(p for i, p in enumerate(t.parts) if i not in set(dims))
+
+
+def broadcast(ctx, x, shape):
+    """x broadcast to `shape` (ints and symbol names). A symbol that x's shape lacks comes from an
+    `arange` of that extent (the graph's inputs bind it at run time): a kernel takes its symbolic
+    extents from its inputs, so broadcast_to alone cannot make one."""
+    shape = tuple(shape)
+    missing = [i for i, d in enumerate(shape) if isinstance(d, str) and d not in x.shape]
+    if missing:
+        carrier = None
+        for i in missing:
+            c = ctx.op("arange", extent=shape[i], dtype="int32")
+            c = ctx.op("reshape", c, newshape=tuple(shape[i] if j == i else 1 for j in range(len(shape))))
+            carrier = c if carrier is None else ctx.op("add", carrier, c)
+        carrier = ctx.cast(carrier, str(x.dtype))
+        x = ctx.op("where", ctx.const(np.array(True), "true"), x, carrier)
+    return x if tuple(x.shape) == shape else ctx.op("broadcast_to", x, shape=shape)

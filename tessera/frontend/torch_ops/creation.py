@@ -2,8 +2,7 @@
 
 Static sizes give constants (folded away by tessera.compile). A tensor like another whose sizes are
 symbolic is made from that tensor (`where(true, value, x)`), so its kernel binds the sizes; a new
-tensor of symbolic sizes without a tensor to take them from is refused, except arange(S) (tessera's
-arange op, S bound by the graph's inputs).
+tensor of symbolic sizes takes them from `arange` kernels of those extents (`_layout.broadcast`).
 """
 from __future__ import annotations
 
@@ -11,6 +10,7 @@ import numpy as np
 
 from ...ir.dtype import DataType
 from . import TorchTensor, converter
+from ._layout import broadcast, out_factors
 from .sizes import factors
 
 
@@ -23,9 +23,11 @@ def _static_shape(ctx, k: int = 0):
 def _filled(ctx, value):
     shape = _static_shape(ctx)
     dt = ctx.out_dtype()
-    if shape is None:
-        ctx.unsupported(f"a new tensor of symbolic shape {ctx.out_sizes()} (no input tensor gives its sizes)")
-    return ctx.const(np.full(shape, value, DataType(dt).numpy()), "fill")
+    if shape is not None:
+        return ctx.const(np.full(shape, value, DataType(dt).numpy()), "fill")
+    want = out_factors(ctx)
+    v = broadcast(ctx, ctx.scalar(value, dt), tuple(f for w in want for f in w))
+    return TorchTensor(v, tuple(len(w) for w in want))
 
 
 @converter("aten.full.default")
@@ -59,8 +61,7 @@ def _like(ctx, value):
         return _filled(ctx, value)
     t = ctx.tensor("self")
     dt = ctx.out_dtype()
-    x = ctx.cast(t.value, dt)
-    y = ctx.op("where", ctx.const(np.array(True), "true"), ctx.scalar(value, dt), x)
+    y = ctx.op("where", ctx.const(np.array(True), "true"), ctx.scalar(value, dt), ctx.cast(t.value, dt))
     return TorchTensor(y, t.parts)
 
 

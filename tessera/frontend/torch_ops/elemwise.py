@@ -115,11 +115,6 @@ def _rsub(ctx):
     return _map(ctx, lambda a, b: ctx.op("subtract", b, _scaled(ctx, a, alpha)), ["self", "other"])
 
 
-@converter("aten.mul.Tensor", "aten.mul.Scalar")
-def _mul(ctx):
-    return _map(ctx, lambda a, b: ctx.op("multiply", a, b), ["self", "other"])
-
-
 @converter("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
 def _div(ctx):
     mode = ctx.arg("rounding_mode") if ctx.has_arg("rounding_mode") else None
@@ -135,14 +130,20 @@ def _div(ctx):
     return _map(ctx, lambda a, b: ctx.op(mode, ctx.op("divide", a, b)), ["self", "other"])
 
 
-@converter("aten.remainder.Tensor", "aten.remainder.Scalar")
-def _remainder(ctx):
-    return _map(ctx, lambda a, b: ctx.op("floor_mod", a, b), ["self", "other"])
+_BINARY = {("aten.mul.Tensor", "aten.mul.Scalar"): "multiply", ("aten.maximum.default",): "maximum",
+           ("aten.minimum.default",): "minimum", ("aten.remainder.Tensor", "aten.remainder.Scalar"): "floor_mod",
+           ("aten.fmod.Tensor", "aten.fmod.Scalar"): "fmod"}
 
 
-@converter("aten.fmod.Tensor", "aten.fmod.Scalar")
-def _fmod(ctx):
-    return _map(ctx, lambda a, b: ctx.op("fmod", a, b), ["self", "other"])
+def _binary(op_name):
+    def conv(ctx):
+        return _map(ctx, lambda a, b: ctx.op(op_name, a, b), ["self", "other"])
+
+    return conv
+
+
+for _targets, _op in _BINARY.items():
+    converter(*_targets)(_binary(_op))
 
 
 @converter("aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")
@@ -157,16 +158,6 @@ def _pow(ctx):
         if e == 0.5 and ctx.out_dtype().startswith(("float", "bfloat")):
             return _map(ctx, lambda x: ctx.op("sqrt", x), ["self"])
     return _map(ctx, lambda a, b: ctx.op("power", a, b), ["self", "exponent"])
-
-
-@converter("aten.maximum.default")
-def _maximum(ctx):
-    return _map(ctx, lambda a, b: ctx.op("maximum", a, b), ["self", "other"])
-
-
-@converter("aten.minimum.default")
-def _minimum(ctx):
-    return _map(ctx, lambda a, b: ctx.op("minimum", a, b), ["self", "other"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 from . import TorchTensor, converter
-from ._layout import axis as value_axis, drop_parts, norm_dim, out_factors, view
+from ._layout import axis as value_axis, broadcast, drop_parts, norm_dim, out_factors, view
 from .sizes import factors
 
 
@@ -79,9 +79,7 @@ def _expand(ctx):
     x = t.value
     if tuple(shape) != tuple(x.shape):
         x = ctx.op("reshape", x, newshape=tuple(shape))
-    if tuple(target) != tuple(x.shape):
-        x = ctx.op("broadcast_to", x, shape=tuple(target))
-    return TorchTensor(x, tuple(len(w) for w in want))
+    return TorchTensor(broadcast(ctx, x, target), tuple(len(w) for w in want))
 
 
 @converter("aten.cat.default")

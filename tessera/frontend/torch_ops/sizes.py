@@ -12,15 +12,21 @@ def size_expr(x):
     expression of torch's symbols."""
     node = getattr(x, "node", None)
     if node is not None and hasattr(node, "expr"):
-        e = node.expr
-        if getattr(e, "is_number", False):
-            if e.is_Integer:
-                return int(e)
-            if getattr(e, "is_Boolean", False) or e in (True, False):
-                return bool(e)
-            return float(e)
-        return e
+        return size_expr_of(node.expr)
     return x
+
+
+def size_expr_of(e):
+    """A sympy expression as an int / float / bool where it is a number, else itself."""
+    if getattr(e, "is_number", False):
+        if e.is_Integer:
+            return int(e)
+        if getattr(e, "is_Boolean", False) or e in (True, False):
+            return bool(e)
+        return float(e)
+    if getattr(e, "is_Boolean", False) and e in (True, False):
+        return bool(e)
+    return e
 
 
 def factors(expr):
