@@ -15,7 +15,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("te", "tir", "arith", "codegen", "runtime", "graph", "ops", "frontend", "zoo", "autotune", "backend",
-                "accel"):
+                "accel", "language"):
         return importlib.import_module(f".{name}", __name__)
     if name == "nd":
         return importlib.import_module(".runtime.nd", __name__)
@@ -23,6 +23,10 @@ def __getattr__(name):
         from .target import Target
 
         return Target
+    if name in ("jit", "Config"):   # the tile language's decorator and autotuning config (tessera.language)
+        from . import language
+
+        return getattr(language, name)
     if name == "compile":
         from .compile_graph import compile
 

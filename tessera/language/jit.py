@@ -1,0 +1,374 @@
+"""`@tessera.jit`: a kernel written on blocks, compiled per distinct set of constexprs, launched as
+`kernel[grid](args..., BLOCK=128)`.
+
+A launch binds the arguments: arrays (numpy, tessera NDArrays, CPU torch tensors through DLPack,
+OpenCL DeviceArrays) become pointer parameters, Python ints and floats runtime scalars (an int equal
+to 1 is specialized to the constant, as Triton does, so a unit stride makes accesses contiguous),
+`tl.constexpr` parameters and `None` are bound into the trace. The specialization key is those
+signatures and values, the target and num_warps; each key is traced, optimized, lowered and built
+once per process (the backend's kernel cache keeps the compiled library on disk across processes).
+The grid is a tuple or a function of the arguments by name (`lambda meta: (cdiv(n, meta["BLOCK"]),)`).
+
+On the C target the grid is a runtime argument of one compiled function. A GPU kernel's launch shape
+is fixed when it is built: the grid there is rounded up to a power of two per axis (a bucket) and
+each work-group walks the programs of its column grid-stride, so a kernel is built once per bucket
+(and per argument shape: GPU modules take static shapes).
+
+`TESSERA_INTERPRET=1` (or `interpret=True` on a launch) runs the kernel on numpy instead
+(interpreter.py), program by program, without a compiler.
+"""
+from __future__ import annotations
+
+import inspect as _inspect
+import numbers
+import os
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TesseraError
+from ..target import Target
+from . import core, ir
+from .core import constexpr
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "target", "interpret", "num_ctas", "enable_fp_fusion", "maxnreg",
+                  "debug")
+
+
+def _is_constexpr(annotation) -> bool:
+    if annotation is constexpr or (isinstance(annotation, type) and issubclass(annotation, constexpr)):
+        return True
+    return isinstance(annotation, str) and annotation.split(".")[-1] == "constexpr"
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What `kernel.inspect(...)` returns: the tile IR as traced and after the passes, the loop
+    program (the lowered tir.PrimFunc's text) and the generated source."""
+
+    traced: str
+    tile_ir: str
+    primfunc: object
+    loop_program: str
+    source: str
+    axis_info: dict
+
+    def __str__(self):
+        return "\n\n".join([self.tile_ir, self.loop_program, self.source])
+
+
+class _Compiled:
+    __slots__ = ("module", "func", "primfunc", "target", "params", "gpu_grid", "traced")
+
+    def __init__(self, module, func, primfunc, target, params, gpu_grid, traced):
+        self.module, self.func, self.primfunc, self.target = module, func, primfunc, target
+        self.params, self.gpu_grid, self.traced = params, gpu_grid, traced
+
+
+class JITFunction:
+    """A @tessera.jit kernel (see the module docstring)."""
+
+    def __init__(self, fn, *, target=None, do_not_specialize=(), interpret=None, debug=None):
+        if not callable(fn):
+            raise TesseraError(f"@jit applies to a function, got {fn!r}")
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+        self.signature = _inspect.signature(fn)
+        self.arg_names = list(self.signature.parameters)
+        self.constexpr_names = {n for n, p in self.signature.parameters.items() if _is_constexpr(p.annotation)}
+        self.do_not_specialize = set(do_not_specialize)
+        self.default_target = target
+        self.interpret = interpret
+        self._make = None
+        self._lock = threading.Lock()
+        self.cache: dict = {}
+
+    def __repr__(self):
+        return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
+
+    # the rewritten Python function ---------------------------------------------------------
+    def rewritten(self):
+        if self._make is None:
+            from .frontend import rewrite
+
+            self._make = rewrite(self.fn)
+        return self._make
+
+    def __call__(self, *args, **kwargs):
+        """Calling a @jit function from inside a kernel inlines it (a helper); outside, launch with kernel[grid]."""
+        b = getattr(core._state, "builder", None)
+        if b is None:
+            raise TesseraError(f"{self.__name__} is a @tessera.jit kernel: launch it as {self.__name__}[grid](...)")
+        return self.rewritten()(b.for_loop)(*args, **kwargs)
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+
+    # binding ------------------------------------------------------------------------------
+    def bind(self, args, kwargs):
+        """(bound arguments by name, launch options) of a call."""
+        opts = {k: kwargs.pop(k) for k in list(kwargs) if k in LAUNCH_OPTIONS and k not in self.arg_names}
+        try:
+            ba = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TesseraError(f"kernel {self.__name__}: {e} (parameters: {', '.join(self.arg_names)})") from None
+        ba.apply_defaults()
+        return dict(ba.arguments), opts
+
+    def specialize(self, bound: dict, target: Target, gpu: bool):
+        """(the trace's params: [(name, (kind, what))], constexprs, runtime values in param order,
+        the key's part of the arguments)."""
+        params, consts, values, key = [], {}, [], []
+        for name in self.arg_names:
+            v = bound[name]
+            if name in self.constexpr_names:
+                v = v.value if isinstance(v, constexpr) else v
+                consts[name] = v
+                key.append((name, "c", _hashable(v, name, self.__name__)))
+                continue
+            if v is None or isinstance(v, constexpr):
+                v = v.value if isinstance(v, constexpr) else v
+                consts[name] = v
+                key.append((name, "c", _hashable(v, name, self.__name__)))
+                continue
+            if isinstance(v, (bool, np.bool_)):
+                params.append((name, ("const", bool(v))))
+                key.append((name, "b", bool(v)))
+                continue
+            if isinstance(v, numbers.Integral):
+                iv = int(v)
+                if iv == 1 and name not in self.do_not_specialize:
+                    params.append((name, ("const", 1)))
+                    key.append((name, "one"))
+                    continue
+                if isinstance(v, np.integer):
+                    dt = ir.dtype_of(np.dtype(type(v)).name)
+                else:
+                    dt = ir.int32 if -2**31 <= iv < 2**31 else ir.int64
+                    if not -2**63 <= iv < 2**63:
+                        raise TesseraError(f"kernel {self.__name__}: argument {name}={iv} does not fit in int64")
+                params.append((name, ("scalar", dt)))
+                values.append(iv)
+                key.append((name, "s", dt.ir))
+                continue
+            if isinstance(v, numbers.Real):
+                dt = ir.dtype_of(np.dtype(type(v)).name) if isinstance(v, np.floating) else ir.float32
+                params.append((name, ("scalar", dt)))
+                values.append(float(v))
+                key.append((name, "s", dt.ir))
+                continue
+            arr = _as_array(v, name, self.__name__, target)
+            dt = ir.dtype_of(str(arr.dtype if not hasattr(arr, "np_dtype") else arr.dtype))
+            params.append((name, ("ptr", dt)))
+            values.append(arr)
+            key.append((name, "p", dt.ir) + ((_size(arr),) if gpu else ()))
+        return params, consts, values, tuple(key)
+
+    # compile and launch -----------------------------------------------------------------
+    def target_of(self, opts, values) -> Target:
+        t = opts.get("target") or self.default_target
+        if t is None:
+            from ..runtime.ndarray import NDArray
+
+            for v in values:
+                if not isinstance(v, (np.ndarray, NDArray)) and getattr(v, "device", None) == "opencl":
+                    t = "opencl"
+                    break
+            else:
+                t = os.environ.get("TESSERA_TILE_TARGET", "c")
+        return Target(t)
+
+    def compile(self, bound, opts, grid=None):
+        target = self.target_of(opts, bound.values())
+        gpu = target.kind in ("opencl", "cuda")
+        params, consts, values, key = self.specialize(bound, target, gpu)
+        num_warps = int(opts.get("num_warps") or 4)
+        bucket = _grid_bucket(grid) if gpu else None
+        full_key = (str(target), key, num_warps, bucket)
+        with self._lock:
+            hit = self.cache.get(full_key)
+        if hit is not None:
+            return hit, values
+        from . import passes
+        from .trace import trace
+
+        traced = trace(self.rewritten(), self.__name__, params, consts)
+        func = passes.optimize(traced)
+        if gpu:
+            from .lower_gpu import lower_gpu
+
+            primfunc = lower_gpu(func, target, bucket, num_warps, {n: _shape_of(v) for (n, (k, _)), v in
+                                                                    zip([p for p in params if p[1][0] != "const"],
+                                                                        values) if k == "ptr"})
+        else:
+            from .lower import lower_cpu
+
+            primfunc = lower_cpu(func, target)
+        from ..backend import build
+
+        art = build(primfunc, target)
+        compiled = _Compiled(art.module, func, primfunc, target, params, bucket, traced)
+        with self._lock:
+            self.cache[full_key] = compiled
+        return compiled, values
+
+    def run(self, *args, grid, **kwargs):
+        bound, opts = self.bind(args, kwargs)
+        g = _grid(grid, bound, self.__name__)
+        interp = opts.get("interpret", self.interpret)
+        if interp is None:
+            interp = os.environ.get("TESSERA_INTERPRET", "0") not in ("", "0")
+        if interp:
+            from .interpreter import interpret
+
+            return interpret(self, bound, g)
+        if 0 in g:
+            return None
+        compiled, values = self.compile(bound, opts, g)
+        call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
+        compiled.module(*call, *g)
+        return None
+
+    def inspect(self, *args, grid=(1,), **kwargs) -> Inspection:
+        """The tile IR (traced and optimized), the loop program and the source of the kernel
+        specialized for these arguments (arrays may be numpy arrays of the right dtype)."""
+        from . import passes
+        from ..backend import get_backend
+
+        bound, opts = self.bind(args, kwargs)
+        g = _grid(grid, bound, self.__name__)
+        compiled, _ = self.compile(bound, opts, g)
+        lowered = get_backend(compiled.target).lower(compiled.primfunc, compiled.target)
+        info = passes.axis_info(compiled.func)
+        return Inspection(ir.script(compiled.traced), ir.script(compiled.func), compiled.primfunc,
+                          lowered.script(), compiled.module.get_source(), info)
+
+
+def jit(fn=None, *, target=None, do_not_specialize=(), interpret=None, debug=None, **_):
+    """Decorate a kernel: `@tessera.jit` or `@tessera.jit(target="c -num-threads=2")`."""
+    if fn is None:
+        return lambda f: JITFunction(f, target=target, do_not_specialize=do_not_specialize, interpret=interpret)
+    return JITFunction(fn, target=target, do_not_specialize=do_not_specialize, interpret=interpret)
+
+
+# ---------------------------------------------------------------------------------------------
+# arguments
+# ---------------------------------------------------------------------------------------------
+def _hashable(v, name, kernel):
+    try:
+        hash(v)
+    except TypeError:
+        raise TesseraError(f"kernel {kernel}: constexpr {name}={v!r} is not hashable (constexprs key the "
+                           f"compiled kernels)") from None
+    if isinstance(v, ir.DType):
+        return ("dtype", v.ir)
+    return (type(v).__name__, v)
+
+
+def _as_array(v, name, kernel, target):
+    """An argument as something a compiled module takes: a numpy array (NDArrays, CPU torch tensors
+    and other DLPack producers are viewed without copying) or an OpenCL DeviceArray."""
+    from ..runtime.ndarray import NDArray
+
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, NDArray):
+        return v.numpy()
+    if getattr(v, "device", None) == "opencl" and hasattr(v, "buffer"):
+        return v
+    if hasattr(v, "__dlpack__"):
+        dev = getattr(v, "device", None)
+        if dev is not None and getattr(dev, "type", "cpu") != "cpu":
+            raise TesseraError(f"kernel {kernel}: argument {name} is on device {dev}; tessera's tile kernels take "
+                               f"CPU tensors (and OpenCL device arrays)")
+        try:
+            return np.from_dlpack(v)
+        except (TypeError, BufferError, RuntimeError) as e:
+            if "bfloat16" in str(getattr(v, "dtype", "")):
+                import ml_dtypes
+                import torch
+
+                return np.from_dlpack(v.view(torch.int16)).view(ml_dtypes.bfloat16)
+            raise TesseraError(f"kernel {kernel}: argument {name} could not be viewed through DLPack: {e}") from None
+    raise TesseraError(f"kernel {kernel}: argument {name} is a {type(v).__name__}; a kernel takes arrays (numpy, "
+                       f"tessera NDArray, CPU torch tensors, OpenCL device arrays), Python ints and floats, and "
+                       f"constexprs")
+
+
+def _size(arr) -> int:
+    return int(np.prod(arr.shape, dtype=np.int64)) if not isinstance(arr, np.ndarray) else _span(arr)
+
+
+def _shape_of(arr):
+    return (_size(arr),)
+
+
+def _span(a: np.ndarray) -> int:
+    """Elements from a's first element to its last one in memory (its pointer's reach)."""
+    if a.size == 0:
+        return 0
+    if any(s < 0 for s in a.strides):
+        raise TesseraError("a kernel argument with negative strides (a reversed view) is not supported; pass "
+                           "np.ascontiguousarray(x)")
+    item = a.itemsize
+    for s in a.strides:
+        if s % item:
+            raise TesseraError(f"a kernel argument's strides {a.strides} are not multiples of its element size")
+    return 1 + sum((d - 1) * (s // item) for d, s in zip(a.shape, a.strides))
+
+
+def _flat(a):
+    """The 1-d view a kernel's pointer parameter addresses (elements from the first one on)."""
+    if not isinstance(a, np.ndarray):
+        return _flat_device(a)
+    if a.flags.c_contiguous:
+        return a.reshape(-1)
+    n = _span(a)
+    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+
+
+def _flat_device(a):
+    from ..runtime.opencl import DeviceArray
+
+    if a.ndim == 1:
+        return a
+    out = DeviceArray.__new__(DeviceArray)
+    for slot in DeviceArray.__slots__:
+        if slot != "__weakref__":
+            object.__setattr__(out, slot, getattr(a, slot))
+    out.shape = (a.size,)
+    return out
+
+
+def _grid(grid, bound, kernel) -> tuple:
+    g = grid(bound) if callable(grid) else grid
+    if isinstance(g, numbers.Integral):
+        g = (g,)
+    try:
+        g = tuple(int(x.value if isinstance(x, constexpr) else x) for x in g)
+    except TypeError:
+        raise TesseraError(f"kernel {kernel}: the grid must be a tuple of ints (or a function of the arguments "
+                           f"returning one), got {g!r}") from None
+    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
+        raise TesseraError(f"kernel {kernel}: the grid must have 1 to 3 non-negative extents, got {g}")
+    if any(x >= 2**31 for x in g):
+        raise TesseraError(f"kernel {kernel}: grid {g} has an extent of 2^31 or more")
+    return g + (1,) * (3 - len(g))
+
+
+def _grid_bucket(g) -> tuple:
+    """Launch extents of a GPU build: each axis rounded up to a power of two, capped."""
+    caps = (1 << 16, 1 << 12, 1 << 8)
+    out = []
+    for x, cap in zip(g, caps):
+        b = 1
+        while b < x and b < cap:
+            b *= 2
+        out.append(b)
+    return tuple(out)
+
+
+__all__ = ["JITFunction", "jit", "Inspection"]
