@@ -32,6 +32,11 @@ def test_layers():
     _check("layers")
 
 
+def test_tir_layers():
+    """Inside tir: schedule | transform > tensor_intrin > analysis: lowering never imports the scheduler."""
+    _check("tir-layers")
+
+
 def test_runtime_independent_of_graph_ops_frontend():
     _check("runtime-independent")
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import TesseraError
 from ..ir import PrimFunc
 from ..tir.schedule import Schedule, Trace
-from ..tir.schedule.analysis import compute_locations
+from ..tir.schedule.locations import compute_locations
 from ..tir.schedule.handles import RV
 from ..tir.schedule.sampling import prime_factors
 from .rules.base import ANN_PARALLEL, ANN_UNROLL

@@ -21,7 +21,7 @@ from ..errors import ScheduleError
 from ..ir import expr as E
 from ..arith import simplify
 from ..ir import collect_vars, substitute
-from ..tir.schedule.region import accesses
+from ..tir.analysis import accesses
 from ..tir.schedule.state import child_realizes
 
 # a block annotation of an op's compute that is already in rfactor_lanes' form (softmax along a

@@ -249,7 +249,7 @@ def test_compute_inline_refuses_a_buffer_a_tensorized_block_reads_by_address():
     sch = schedule_gemm(func, mr=4, nr=16, kc=32, mc=8, target="c -mcpu=haswell")
     with pytest.raises(ScheduleError, match="address"):
         sch.compute_inline(sch.get_block("B_pack"))
-    assert -2 not in [d for d, _ in tir.schedule.analysis.compute_locations(
+    assert -2 not in [d for d, _ in tir.schedule.locations.compute_locations(
         sch.state.index("main"), sch.state.index("main").blocks["B_pack"])]
 
 

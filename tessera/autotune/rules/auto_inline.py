@@ -10,12 +10,8 @@ reduction is fused by MultiLevelTiling instead.
 from __future__ import annotations
 
 from ...errors import ScheduleError
-from ...tir.schedule.analysis import (
-    can_compute_inline,
-    complete_or_reduction,
-    consumers,
-    producers,
-)
+from ...tir.schedule.analysis import complete_or_reduction, consumers, producers
+from ...tir.schedule.locations import can_compute_inline
 from .base import (
     ScheduleRule,
     has_branch,

@@ -15,7 +15,7 @@ from ...ir.functor import collect_vars
 from ...runtime import opencl as cl_rt
 from ...target import Target
 from ...tir.schedule.analysis import loop_iter_type
-from ...tir.schedule.region import accesses
+from ...tir.analysis import accesses
 
 # annotations a rule leaves for the postprocessors (MetaSchedule's keys)
 ANN_PARALLEL = "meta_schedule.parallel"            # root block: the most iterations fused into one parallel loop

@@ -20,52 +20,16 @@ from ...errors import ScheduleError
 from ...ir import (Block, BlockRealize, BufferLoad, BufferStore, For, ForKind, IntImm, IterVar, Max,
                    Min, Mutator, Range, SeqStmt, Var, Visitor, const, seq, structural_equal)
 from ...ir.buffer import BufferRegion
-from ...ir.expr import LE, LT, Add, And, Mul, Sub
-from .analysis import uses_vars
+from ...ir.expr import LE, LT, And
+from ..analysis import NotAffine, linear_form, uses_vars
 from .handles import BlockRV, LoopRV
 from .region import fresh_block_name
 from .schedule import primitive
 from .state import child_realizes
 
 # ---------------------------------------------------------------------------------------------
-# small helpers: substitution that simplifies indices, affine forms
+# small helpers: substitution that simplifies indices
 # ---------------------------------------------------------------------------------------------
-
-
-class NotAffine(Exception):
-    """An index that is not affine in the variables asked about (linear_form)."""
-
-
-def linear_form(e, vs):
-    """(coefficients {var: int}, rest) with e == sum(coef * var) + rest, where rest uses none of
-    the variables vs; raises NotAffine when e is not affine in them."""
-    if not uses_vars(e, vs):
-        return {}, e
-    t = type(e)
-    if t is Var and e in vs:
-        return {e: 1}, None
-    if t is Add or t is Sub:
-        ca, ra = linear_form(e.a, vs)
-        cb, rb = linear_form(e.b, vs)
-        sign = 1 if t is Add else -1
-        out = dict(ca)
-        for v, c in cb.items():
-            out[v] = out.get(v, 0) + sign * c
-        out = {v: c for v, c in out.items() if c != 0}
-        if rb is None:
-            rest = ra
-        elif ra is None:
-            rest = rb if t is Add else const(0, rb.dtype) - rb
-        else:
-            rest = ra + rb if t is Add else ra - rb
-        return out, rest
-    if t is Mul:
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if type(y) is IntImm:
-                cx, rx = linear_form(x, vs)
-                return {v: c * y.value for v, c in cx.items() if c * y.value != 0}, \
-                    (None if rx is None else rx * y)
-    raise NotAffine
 
 
 class IndexSubst(Mutator):

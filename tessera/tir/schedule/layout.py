@@ -55,16 +55,14 @@ from ...ir import (
     substitute,
 )
 from ...ir.functor import substitute as subst
+from ..analysis import edit, relax_range, shape_var_analyzer
 from .region import (
     BufferReplacer,
     dedup_regions,
-    edit,
     loops_in,
     point_region,
-    relax_range,
     removal_root,
 )
-from .rewrite import shape_var_analyzer
 from .schedule import Schedule, primitive
 from .state import FuncIndex
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ...errors import ScheduleError
 from ...ir import For, ForKind, IntImm, IterVar, SeqStmt, Var, cast, const
-from .analysis import check_parallelizable, loop_bindings, uses_vars
+from ..analysis import uses_vars
+from .analysis import check_parallelizable, loop_bindings
 from .handles import LoopRV
 from .rewrite import LoopRewriter
 from .schedule import primitive

@@ -18,12 +18,12 @@ from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferStore, For, Fo
                    Var, const, max_expr, min_expr)
 from ...ir.buffer import SCOPES
 from ...ir.node import frozen_map
+from ..analysis import edit, shape_var_analyzer
 from .analysis import lowest_common_sref, consumers, scope_children
 from .handles import BlockRV
-from .region import (BufferReplacer, analyzer_for, block_box, buffer_names, edit,
+from .region import (BufferReplacer, analyzer_for, block_box, buffer_names,
                      fresh_block_name, insert_into, item_position, point_region)
 from .schedule import primitive
-from .rewrite import shape_var_analyzer
 from .state import child_realizes
 
 

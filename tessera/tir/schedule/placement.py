@@ -44,13 +44,12 @@ from ...ir import (
     substitute,
 )
 from ...ir.functor import Mutator, post_order_visit
+from ..analysis import edit, shape_var_analyzer, uses_var, uses_vars
 from .analysis import (
     complete_or_reduction,
     consumers,
     is_output_block,
     producers,
-    uses_var,
-    uses_vars,
 )
 from .region import (
     analyzer_for,
@@ -58,7 +57,6 @@ from .region import (
     body_items,
     ceildiv,
     dedup_regions,
-    edit,
     insert_into,
     is_one,
     item_position,
@@ -69,7 +67,6 @@ from .region import (
     union_bounds,
 )
 from .handles import INLINE_MARK, ROOT_MARK
-from .rewrite import shape_var_analyzer
 from .schedule import primitive
 from .state import child_realizes, realizes_under
 

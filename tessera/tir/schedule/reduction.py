@@ -16,10 +16,10 @@ from ...ir.names import fresh_name
 from ...ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferStore, FloatImm, ForKind,
                    IntImm, IterVar, Max, Min, Mul, Range, Select, Var, collect_vars, const, seq,
                    structural_equal, substitute)
+from ..analysis import accesses, edit
 from .analysis import complete_or_reduction
 from .handles import BlockRV
-from .region import (accesses, analyzer_for, buffer_names, dedup_regions, edit, fresh_block_name,
-                     point_region)
+from .region import analyzer_for, buffer_names, dedup_regions, fresh_block_name, point_region
 from .schedule import primitive
 from .state import child_realizes
 from ...ir import IfThenElse, all_of

@@ -1,11 +1,8 @@
-"""Buffer regions for the placement, memory and reduction primitives (and the lowering passes).
+"""Buffer regions for the placement, memory and reduction primitives.
 
-- `relax(expr, loops, ana)`: the inclusive (lo, hi) an index expression takes while the given loops
-  run, as expressions of the variables outside them (TVM's EvalSet over a loop path). Monotone
-  parts (affine sums, floordiv by a constant, min/max) are evaluated at the ends of the ranges, so
-  split/fuse indices relax exactly; anything else is bounded structurally, or not at all (None).
-- `block_box(realize, buffer, loops, ana, writes)`: the box of a buffer a block instance touches,
-  relaxed over `loops` (the loops between a target loop and the block).
+- `region_bounds` / `block_box(realize, buffer, loops, ana, writes)`: the box of a buffer a block
+  instance touches, relaxed over `loops` (the loops between a target loop and the block) with
+  tir.analysis.relax_range.
 - `solve_linear(expr, ivars, ana)`: expr as a * v + b for one iteration variable v.
 - block surgery: the subtree to remove with a block (`removal_root`), insertion into a loop body,
   fresh names.
@@ -13,130 +10,12 @@
 from __future__ import annotations
 
 from ...arith import Analyzer
-from ...ir import (Add, Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Cast,
-                   FloorDiv, FloorMod, For, IntImm, Max, Min, Mul, Range, Select, SeqStmt, Sub, const,
-                   max_expr, min_expr, seq, substitute)
+from ...ir import (BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, For, IntImm, Range,
+                   SeqStmt, const, max_expr, min_expr, seq, structural_equal, substitute)
 from ...ir.functor import Mutator, Visitor
 from ...ir.names import fresh_name
-from .analysis import uses_var, uses_vars
+from ..analysis import relax_range, shape_var_analyzer, uses_var, uses_vars
 from .state import child_realizes
-from ...ir import structural_equal
-from .rewrite import shape_var_analyzer
-from ...ir import (Allocate, AssertStmt, AttrStmt, IfThenElse, LetStmt)
-from ...ir.stmt import NOP
-from ...ir.stmt import NOP as _NOP
-
-
-# ---------------------------------------------------------------------------------------------
-# relaxing index expressions over loops
-# ---------------------------------------------------------------------------------------------
-def _comb(a, b):
-    if a is None or b is None:
-        return None
-    if a == 0:
-        return b
-    if b == 0 or a == b:
-        return a
-    return None
-
-
-def _monotone(e, x):
-    """+1 / -1 when e is non-decreasing / non-increasing in x, 0 when it does not use x, else None."""
-    if e is x:
-        return 1
-    if not uses_var(e, x):
-        return 0
-    t = type(e)
-    if t is Add or t is Min or t is Max:
-        return _comb(_monotone(e.a, x), _monotone(e.b, x))
-    if t is Sub:
-        b = _monotone(e.b, x)
-        return _comb(_monotone(e.a, x), None if b is None else -b)
-    if t is Mul:
-        for c, other in ((e.b, e.a), (e.a, e.b)):
-            if type(c) is IntImm:
-                m = _monotone(other, x)
-                if m is None:
-                    return None
-                return 0 if c.value == 0 else (m if c.value > 0 else -m)
-        return None
-    if t is FloorDiv and type(e.b) is IntImm and e.b.value > 0:
-        return _monotone(e.a, x)
-    if t is Cast and e.dtype.is_integer() and e.value.dtype.is_integer() and e.dtype.bits >= e.value.dtype.bits:
-        return _monotone(e.value, x)
-    return None
-
-
-def _relax1(e, x, lo, hi, ana):
-    """(lo, hi) of e while x runs over [lo, hi] (inclusive), or None when it cannot be bounded."""
-    m = _monotone(e, x)
-    if m == 0:
-        return e, e
-    if m is not None:
-        a, b = substitute(e, {x: lo}), substitute(e, {x: hi})
-        return (a, b) if m > 0 else (b, a)
-    t = type(e)
-    if t is Add or t is Sub:
-        ra, rb = _relax1(e.a, x, lo, hi, ana), _relax1(e.b, x, lo, hi, ana)
-        if ra is None or rb is None:
-            return None
-        if t is Add:
-            return ra[0] + rb[0], ra[1] + rb[1]
-        return ra[0] - rb[1], ra[1] - rb[0]
-    if t is Mul:
-        for c, other in ((e.b, e.a), (e.a, e.b)):
-            if type(c) is IntImm:
-                r = _relax1(other, x, lo, hi, ana)
-                if r is None:
-                    return None
-                return (r[0] * c, r[1] * c) if c.value >= 0 else (r[1] * c, r[0] * c)
-        return None
-    if t is FloorDiv and type(e.b) is IntImm and e.b.value > 0:
-        r = _relax1(e.a, x, lo, hi, ana)
-        return None if r is None else (r[0] // e.b, r[1] // e.b)
-    if t is FloorMod and type(e.b) is IntImm and e.b.value > 0:
-        r = _relax1(e.a, x, lo, hi, ana)
-        c = e.b
-        if r is not None and ana.can_prove_equal(r[0] // c, r[1] // c):
-            return r[0] % c, r[1] % c
-        return const(0, e.dtype), const(c.value - 1, e.dtype)
-    if t is Min or t is Max:
-        ra, rb = _relax1(e.a, x, lo, hi, ana), _relax1(e.b, x, lo, hi, ana)
-        if ra is None or rb is None:
-            return None
-        f = min_expr if t is Min else max_expr
-        return f(ra[0], rb[0]), f(ra[1], rb[1])
-    if t is Select:
-        ra, rb = _relax1(e.true_value, x, lo, hi, ana), _relax1(e.false_value, x, lo, hi, ana)
-        if ra is None or rb is None:
-            return None
-        return min_expr(ra[0], rb[0]), max_expr(ra[1], rb[1])
-    if t is Cast and e.dtype.is_integer() and e.value.dtype.is_integer() and e.dtype.bits >= e.value.dtype.bits:
-        r = _relax1(e.value, x, lo, hi, ana)
-        return None if r is None else (Cast(e.dtype, r[0]), Cast(e.dtype, r[1]))
-    return None
-
-
-def relax_range(lo, hi, loops, ana):
-    """Relax the inclusive pair (lo, hi) over loops [(var, min, extent)], outermost first: the
-    loops are eliminated innermost first, so a loop's range may use the loops outside it."""
-    for var, vmin, ext in reversed(loops):
-        if lo is not None and uses_var(lo, var):
-            vmax = ana.simplify(vmin + ext - 1)
-            r = _relax1(lo, var, vmin, vmax, ana)
-            lo = None if r is None else ana.simplify(r[0])
-        if hi is not None and uses_var(hi, var):
-            vmax = ana.simplify(vmin + ext - 1)
-            r = _relax1(hi, var, vmin, vmax, ana)
-            hi = None if r is None else ana.simplify(r[1])
-    return lo, hi
-
-
-def relax(expr, loops, ana):
-    """(lo, hi) of an index expression over the loops [(var, min, extent)]; a side is None when
-    it cannot be bounded."""
-    e = ana.simplify(expr)
-    return relax_range(e, e, loops, ana)
 
 
 def loop_triples(loops) -> list:
@@ -369,29 +248,6 @@ def point_region(buffer: Buffer, indices) -> BufferRegion:
     return BufferRegion(buffer, tuple(Range.from_min_extent(i, const(1, i.dtype)) for i in indices))
 
 
-def accesses(stmt, buffer=None) -> list:
-    """(kind, buffer, indices) of every load ("read") and store ("write") in stmt, in order, not
-    entering nested blocks' bodies twice (a block's init is visited)."""
-    out = []
-
-    class _V(Visitor):
-        def visit_BufferLoad(self, n):
-            for i in n.indices:
-                self.visit(i)
-            if buffer is None or n.buffer is buffer:
-                out.append(("read", n.buffer, n.indices))
-
-        def visit_BufferStore(self, n):
-            self.visit(n.value)
-            for i in n.indices:
-                self.visit(i)
-            if buffer is None or n.buffer is buffer:
-                out.append(("write", n.buffer, n.indices))
-
-    _V().visit(stmt)
-    return out
-
-
 def dedup_regions(regions) -> tuple:
     """Regions without structural duplicates, in order of first appearance."""
 
@@ -418,48 +274,7 @@ def is_one(e) -> bool:
     return type(e) is IntImm and e.value == 1
 
 
-# ---------------------------------------------------------------------------------------------
-# several edits of one function at once
-# ---------------------------------------------------------------------------------------------
-def edit(stmt, edits: dict):
-    """stmt with edits applied bottom-up: edits maps id(original statement) to a function taking
-    that statement rebuilt with its own edited children and returning its replacement (None
-    deletes it). Only statements are entered (expressions are left alone)."""
-
-    def go(s):
-        t = type(s)
-        new = s
-        if t is SeqStmt:
-            items = [go(x) for x in s.seq]
-            if any(a is not b for a, b in zip(items, s.seq)):
-                new = seq(*[x for x in items if x is not None])
-        elif t is For or t is LetStmt or t is Allocate or t is AttrStmt or t is AssertStmt:
-            body = go(s.body)
-            if body is not s.body:
-                new = s.replace(body=body if body is not None else NOP)
-        elif t is BlockRealize:
-            blk = go(s.block)
-            if blk is not s.block:
-                new = s.replace(block=blk)
-        elif t is Block:
-            body = go(s.body)
-            init = go(s.init) if s.init is not None else None
-            if body is not s.body or init is not s.init:
-                new = s.replace(body=body if body is not None else NOP, init=init)
-        elif t is IfThenElse:
-            then = go(s.then_case)
-            other = go(s.else_case) if s.else_case is not None else None
-            if then is not s.then_case or other is not s.else_case:
-                new = IfThenElse(s.condition, then if then is not None else NOP, other)
-        fn = edits.get(id(s))
-        return fn(new) if fn is not None else new
-
-    out = go(stmt)
-
-    return out if out is not None else _NOP
-
-
-__all__ = ["edit", "relax", "relax_range", "region_bounds", "union_bounds", "block_box", "bindings",
+__all__ = ["region_bounds", "union_bounds", "block_box", "bindings",
            "solve_linear", "ceildiv", "removal_root", "loops_in", "body_items", "item_position",
            "insert_into", "fresh_block_name", "buffer_names", "BufferReplacer",
-           "point_region", "accesses", "dedup_regions", "analyzer_for", "loop_triples", "is_one"]
+           "point_region", "dedup_regions", "analyzer_for", "loop_triples", "is_one"]

@@ -11,11 +11,10 @@ is and-ed onto the blocks directly under `stmt` (TVM's BlockPredicateAppender).
 """
 from __future__ import annotations
 
-from ...arith import Analyzer
-from ...ir import (Allocate, AssertStmt, AttrStmt, BlockRealize, Buffer, BufferStore, Evaluate, For,
-                   IfThenElse, IntImm, LetStmt, PrimExpr, Range, SeqStmt, Var, seq)
+from ...ir import (Allocate, AssertStmt, AttrStmt, BlockRealize, BufferStore, Evaluate, For, IfThenElse, IntImm,
+                   LetStmt, PrimExpr, Range, SeqStmt, seq)
 from ...ir.functor import Mutator
-from .analysis import uses_vars
+from ..analysis import shape_var_analyzer, uses_vars
 
 
 class _Subst(Mutator):
@@ -31,19 +30,6 @@ class _Subst(Mutator):
 
 def _is_true(e) -> bool:
     return type(e) is IntImm and e.dtype.is_bool() and e.value == 1
-
-
-def shape_var_analyzer(func) -> Analyzer:
-    """An Analyzer knowing that the symbolic extents in the function's buffer shapes are >= 0."""
-    ana = Analyzer()
-    seen = set()
-    for p in func.params:
-        if isinstance(p, Buffer):
-            for s in p.shape:
-                if isinstance(s, Var) and s not in seen and s.dtype.is_int():
-                    seen.add(s)
-                    ana.tighten(s, (0, float("inf")))
-    return ana
 
 
 class LoopRewriter:
@@ -133,4 +119,4 @@ class LoopRewriter:
         return s
 
 
-__all__ = ["LoopRewriter", "shape_var_analyzer"]
+__all__ = ["LoopRewriter"]

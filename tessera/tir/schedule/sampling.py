@@ -21,7 +21,7 @@ import numpy as np
 
 from ...errors import ScheduleError
 from ...ir import IntImm
-from .analysis import compute_locations, location_is_legal
+from .locations import compute_locations, location_is_legal
 from .handles import ROOT_MARK, ExprRV, LocationMark, LoopRV
 from .schedule import primitive
 

@@ -40,7 +40,8 @@ names), every For has its own Var, surviving loops keep their Var and blocks the
 what keeps handles valid). Blocks are isolated: a non-opaque block's body refers to loop variables
 only through its iteration variables. Reusable helpers: state.py (index navigation, child blocks),
 rewrite.py (substituting loop variables with simplified bindings), analysis.py (dependences, iter
-types, compute-at locations).
+types), locations.py (compute-at locations), region.py (block regions), and tir/analysis (index
+bounds, affine forms, statement edits, shared with the lowering passes).
 """
 from __future__ import annotations
 

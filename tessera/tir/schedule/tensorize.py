@@ -36,7 +36,7 @@ from ...ir import (
 from ...ir.node import Node
 from ..tensor_intrin import TensorIntrin
 from ..tensor_intrin.intrin import pattern_of
-from .analysis import uses_vars
+from ..analysis import uses_vars
 from .blockize import IndexSubst, bind_range
 from .schedule import primitive
 

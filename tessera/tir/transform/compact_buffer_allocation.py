@@ -1,7 +1,7 @@
 """compact_buffer_allocation: shrink each allocated buffer to the region its uses touch.
 
 Runs after plan_buffer_allocation and lower_blocks. For every `Allocate(buf, body)` the indices
-of all accesses in body are relaxed over the loops inside body (tir.schedule.region.relax) into a
+of all accesses in body are relaxed over the loops inside body (tir.analysis.relax) into a
 box whose corner may depend on the loops outside the allocation: a cache computed under a tile
 loop becomes a tile-sized array indexed relative to the tile's corner (TVM's
 CompactBufferAllocation). A dimension whose extent is not a constant smaller than before (after
@@ -36,8 +36,7 @@ from ...ir import (
     min_expr,
 )
 from ...ir.functor import Mutator, Visitor
-from ..schedule.region import relax_range
-from ..schedule.rewrite import shape_var_analyzer
+from ..analysis import relax_range, shape_var_analyzer
 from .lower_blocks import ACCESS_REGION
 
 DIM_ALIGN = "buffer_dim_align"

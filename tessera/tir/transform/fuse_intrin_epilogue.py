@@ -25,16 +25,14 @@ from ...arith import can_prove_equal, simplify
 from ...ir import AttrStmt, Evaluate, For, Mutator, SeqStmt, StringImm
 from ...ir import expr as E
 from ...ir.stmt import BufferStore
-from ..schedule.analysis import uses_vars
-from ..schedule.blockize import NotAffine, linear_form
-from ..schedule.region import accesses
+from ..analysis import NotAffine, accesses, linear_form, uses_vars
 from ..tensor_intrin import TensorIntrin
 from ..tensor_intrin.epilogue import Access, Epilogue
 
 
 def _affine(e, loop_vars):
-    """({loop var: int coefficient}, rest) with e == sum(coef * var) + rest (blockize's linear_form, rest
-    0 where it has none); NotAffine where e is not affine in the loop variables."""
+    """({loop var: int coefficient}, rest) with e == sum(coef * var) + rest (linear_form's, rest 0
+    where it has none); NotAffine where e is not affine in the loop variables."""
     coef, rest = linear_form(e, loop_vars)
     return coef, rest if rest is not None else E.IntImm(e.dtype, 0)
 

@@ -28,7 +28,7 @@ from ...ir import (
     const,
 )
 from ...ir.functor import Visitor
-from ..schedule.region import edit
+from ..analysis import edit
 
 DIM_ALIGN = "buffer_dim_align"
 

@@ -13,7 +13,7 @@ from tessera import te, tir
 from tessera.errors import ScheduleError
 from tessera.ir import Block, BlockRealize, BufferStore, For, Range, Var, structural_equal
 from tessera.tir.schedule import INLINE_MARK, ROOT_MARK, Trace
-from tessera.tir.schedule.analysis import compute_locations
+from tessera.tir.schedule.locations import compute_locations
 
 from schedule_helpers import assert_struct_equal, nest, rand, realize_of, run_built, schedule, with_body
 

@@ -119,7 +119,7 @@ def _chain_gemm():
 
 
 def test_compute_location_candidates():
-    from tessera.tir.schedule.analysis import compute_locations
+    from tessera.tir.schedule.locations import compute_locations
 
     sch = schedule(_chain_gemm())
     idx = sch.state.index("main")
@@ -133,7 +133,7 @@ def test_compute_location_candidates():
 
 
 def test_compute_location_of_a_reduction_producer():
-    from tessera.tir.schedule.analysis import compute_locations
+    from tessera.tir.schedule.locations import compute_locations
 
     A = te.placeholder((8, 4), name="A")
     k = te.reduce_axis((0, 4), name="k")
@@ -172,7 +172,7 @@ def test_sample_compute_location_draws_and_replays():
 
 
 def test_compute_location_when_consumer_is_reordered_and_split():
-    from tessera.tir.schedule.analysis import compute_locations
+    from tessera.tir.schedule.locations import compute_locations
 
     sch = schedule(_chain_gemm())
     i, j, k = sch.get_loops(sch.get_block("C"))

@@ -19,9 +19,10 @@ that divides 56 columns, 14 accumulators but one broadcast per FMA, measured slo
 """
 from __future__ import annotations
 
-from .... import te, tir
+from .... import te
 from ....errors import ScheduleError
-from ... import Schedule
+from ....ir import const
+from ..schedule import Schedule
 from ...tensor_intrin import x86
 
 
@@ -37,7 +38,7 @@ def conv2d_program(N: int, C: int, H: int, W: int, OC: int, KH: int, KW: int, pa
     dp = te.compute((N, Hp, Wp, C), lambda n, h, w, c: te.if_then_else(
         te.all(h >= pad, h < H + pad, w >= pad, w < W + pad),
         data[n, c, te.max(te.min(h - pad, H - 1), 0), te.max(te.min(w - pad, W - 1), 0)],
-        tir.const(0.0, dtype)), name="data_pad")
+        const(0.0, dtype)), name="data_pad")
     wp = te.compute((OC // ocb, KH, KW, C, ocb), lambda o, kh, kw, c, oi: weight[o * ocb + oi, c, kh, kw],
                     name="weight_pack")
     kh = te.reduce_axis((0, KH), name="kh")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from .... import te
 from ....errors import ScheduleError
-from ... import Schedule
+from ..schedule import Schedule
 from ...tensor_intrin import x86
 
 
