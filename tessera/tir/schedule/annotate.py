@@ -13,7 +13,7 @@ from ...errors import ScheduleError
 from ...ir import BlockRealize, FloatImm, IntImm, StringImm, const
 from ...ir.node import EMPTY_MAP, frozen_map
 from .handles import ExprRV
-from .schedule import primitive
+from .instruction import instruction_kind
 
 
 def _ir_value(self, v, where):
@@ -42,7 +42,7 @@ def _target(self, block_or_loop, prim):
     return fname, node, f"loop {node.loop_var.name!r}"
 
 
-@primitive("Annotate", inputs=("block_or_loop", "ann_val"))
+@instruction_kind("Annotate", inputs=("block_or_loop", "ann_val"))
 def annotate(self, block_or_loop, ann_key, ann_val):
     """Set annotation ann_key = ann_val on a block or a loop (replacing an existing value)."""
     if not isinstance(ann_key, str) or not ann_key:
@@ -55,7 +55,7 @@ def annotate(self, block_or_loop, ann_key, ann_val):
     return None
 
 
-@primitive("Unannotate", inputs=("block_or_loop",))
+@instruction_kind("Unannotate", inputs=("block_or_loop",))
 def unannotate(self, block_or_loop, ann_key):
     """Remove annotation ann_key from a block or a loop."""
     if not isinstance(ann_key, str):

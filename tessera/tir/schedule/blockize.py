@@ -23,8 +23,8 @@ from ...ir.buffer import BufferRegion
 from ...ir.expr import LE, LT, And
 from ..analysis import NotAffine, linear_form, uses_vars
 from .handles import BlockRV, LoopRV
+from .instruction import instruction_kind
 from .region import fresh_block_name
-from .schedule import primitive
 from .state import child_realizes
 
 # ---------------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def _divide(binding, iv, inner_vars, outer_loop_vars, extents, rw: Analyzer, bna
     return rw.simplify(rest // c), inner, c
 
 
-@primitive("Blockize", inputs=("target",), outputs="one", output_type=BlockRV)
+@instruction_kind("Blockize", inputs=("target",), outputs="one", output_type=BlockRV)
 def blockize(self, target, preserve_unit_iters=True):
     """Make the subtree under a loop (or a list of consecutive sibling blocks) one new block and
     return it (see the module docstring). preserve_unit_iters=False also drops the outer block's

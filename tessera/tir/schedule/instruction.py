@@ -4,11 +4,13 @@ An `InstructionKind` describes a primitive once (TVM's InstructionKind/InstTrait
 traces ("Split"), the Schedule method that applies it, which arguments are inputs (may hold
 handles) and which are attributes (plain values), how many outputs it has, whether it is pure
 (no effect on the IR: lookups and sampling, which Trace.simplified may drop) and whether it takes
-a sampling `decision`. Kinds are created by the `primitive` decorator (see schedule.py), which also
-makes the Schedule method; this module only holds the data and the printing of one instruction.
+a sampling `decision`. A primitive family's function becomes a kind with the `instruction_kind`
+decorator; the Schedule method of the same name (schedule.py) applies it as one traced instruction.
+This module holds the data, the registry and the printing of one instruction.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -104,6 +106,34 @@ class Instruction:
         return f"Instruction({self.kind.name}, inputs={list(self.inputs)!r}, attrs={list(self.attrs)!r})"
 
 
+def instruction_kind(kind_name: str, *, inputs=(), outputs="none", output_type=None, pure=False,
+                     sampling=False):
+    """Register a function (self: Schedule, ...) as the implementation of instruction kind `kind_name`
+    (fn.instruction_kind); returns fn. See schedule.py's docstring for the contract."""
+
+    def deco(fn):
+        sig = inspect.signature(fn)
+        params = list(sig.parameters.values())[1:]
+        varargs = [p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL]
+        ins = tuple(varargs) if varargs else tuple(inputs)
+        names = [p.name for p in params]
+        for n in ins:
+            if n not in names:
+                raise TesseraError(f"primitive {kind_name}: input {n!r} is not a parameter of {fn.__name__}")
+        if sampling and "decision" not in names:
+            raise TesseraError(f"primitive {kind_name}: a sampling primitive takes decision=None")
+        attrs = tuple(n for n in names if n not in ins and n != "decision")
+        if kind_name in INSTRUCTION_KINDS:
+            raise TesseraError(f"instruction kind {kind_name!r} is registered twice")
+        kind = InstructionKind(kind_name, fn.__name__, ins, bool(varargs), attrs, outputs, output_type,
+                               pure, sampling, [n for n in names if n != "decision"])
+        INSTRUCTION_KINDS[kind_name] = kind
+        fn.instruction_kind = kind
+        return fn
+
+    return deco
+
+
 def py_value(x, names) -> str:
     """Python source of an argument: handles by name, literals as Python literals."""
     if isinstance(x, RV):
@@ -153,4 +183,5 @@ def normalize_arg(x, where: str):
                        f"use handles, ints, floats, strings, bools, None or lists of them")
 
 
-__all__ = ["InstructionKind", "Instruction", "INSTRUCTION_KINDS", "py_value", "normalize_arg", "RV_TYPES"]
+__all__ = ["InstructionKind", "Instruction", "INSTRUCTION_KINDS", "instruction_kind", "py_value", "normalize_arg",
+           "RV_TYPES"]

@@ -56,6 +56,7 @@ from ...ir import (
 )
 from ...ir.functor import substitute as subst
 from ..analysis import edit, relax_range, shape_var_analyzer
+from .instruction import instruction_kind
 from .region import (
     BufferReplacer,
     dedup_regions,
@@ -63,7 +64,6 @@ from .region import (
     point_region,
     removal_root,
 )
-from .schedule import Schedule, primitive
 from .state import FuncIndex
 
 _PARSED: dict = {}  # (text, index dtype) -> IndexMap: traces replay the same maps many times
@@ -388,7 +388,7 @@ def _eval(e, env, n):
     raise ScheduleError(f"index map: {e.script()} is not index arithmetic")
 
 
-@primitive("TransformLayout", inputs=("block",))
+@instruction_kind("TransformLayout", inputs=("block",))
 def transform_layout(self, block, buffer, index_map, pad_value=None, assume_injective_transform=False):
     """Give a buffer the layout index_map(*indices) and rewrite every access to it (see the module
     docstring). buffer: ("read", i) / ("write", i) of the block, or the buffer's name."""
@@ -524,11 +524,9 @@ def _plan_padding(self, fname, idx, buf, new_buf, m, pad_value, prim):
     return wname, stmt, old_loops
 
 
-_traced_transform_layout = Schedule.transform_layout
-
-
-def _transform_layout(self, block, buffer, index_map, pad_value=None, assume_injective_transform=False):
-    """Give a buffer the layout index_map(*indices) and rewrite every access to it.
+def recorded_arguments(self, block, buffer, index_map, pad_value=None, assume_injective_transform=False):
+    """The arguments of sch.transform_layout as its trace records them (Schedule.transform_layout's
+    `prepare`): a callable or IndexMap index_map as its text, a Buffer as its name.
 
     block: a block that accesses the buffer; buffer: ("read", i) / ("write", i) of that block, the
     buffer's name, or the Buffer; index_map: a function of the indices, an IndexMap or its text.
@@ -543,10 +541,7 @@ def _transform_layout(self, block, buffer, index_map, pad_value=None, assume_inj
     elif not isinstance(buffer, (str, tuple, list)):
         _, _, realize = self._block(block, "transform_layout")
         buffer = _resolve_buffer(realize.block, buffer, "transform_layout").name
-    return _traced_transform_layout(self, block, buffer, index_map, pad_value, assume_injective_transform)
+    return block, buffer, index_map, pad_value, assume_injective_transform
 
 
-_transform_layout.instruction_kind = _traced_transform_layout.instruction_kind
-Schedule.transform_layout = _transform_layout
-
-__all__ = ["IndexMap", "transform_layout"]
+__all__ = ["IndexMap", "transform_layout", "recorded_arguments"]

@@ -11,11 +11,11 @@ from ...errors import ScheduleError
 from ...ir import BlockRealize
 from .analysis import consumers, producers
 from .handles import BlockRV, LoopRV
-from .schedule import primitive
+from .instruction import instruction_kind
 from .state import child_realizes
 
 
-@primitive("GetBlock", outputs="one", output_type=BlockRV, pure=True)
+@instruction_kind("GetBlock", outputs="one", output_type=BlockRV, pure=True)
 def get_block(self, name, func_name="main"):
     """The block called `name` in function `func_name` (the default "main" also finds the only
     function of a module whose function has another name)."""
@@ -37,14 +37,14 @@ def get_block(self, name, func_name="main"):
     return self._new_block_rv(func_name, name)
 
 
-@primitive("GetLoops", inputs=("block",), outputs="list", output_type=LoopRV, pure=True)
+@instruction_kind("GetLoops", inputs=("block",), outputs="list", output_type=LoopRV, pure=True)
 def get_loops(self, block):
     """The loops around the block inside its scope, outermost first."""
     fname, idx, realize = self._block(block, "get_loops")
     return [self._new_loop_rv(fname, lp.loop_var) for lp in idx.loops_above(realize)]
 
 
-@primitive("GetChildBlocks", inputs=("block_or_loop",), outputs="list", output_type=BlockRV, pure=True)
+@instruction_kind("GetChildBlocks", inputs=("block_or_loop",), outputs="list", output_type=BlockRV, pure=True)
 def get_child_blocks(self, block_or_loop):
     """The blocks directly under a block or a loop (not those nested in them), in order."""
     fname, idx, node = self._block_or_loop(block_or_loop, "get_child_blocks")
@@ -52,14 +52,14 @@ def get_child_blocks(self, block_or_loop):
     return [self._new_block_rv(fname, r.block.name_hint) for r in child_realizes(body)]
 
 
-@primitive("GetProducers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
+@instruction_kind("GetProducers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
 def get_producers(self, block):
     """The blocks of the same scope this block depends on (they write what it reads or writes)."""
     fname, idx, realize = self._block(block, "get_producers")
     return [self._new_block_rv(fname, r.block.name_hint) for r in producers(idx, realize)]
 
 
-@primitive("GetConsumers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
+@instruction_kind("GetConsumers", inputs=("block",), outputs="list", output_type=BlockRV, pure=True)
 def get_consumers(self, block):
     """The blocks of the same scope that depend on this block (they read or write what it writes)."""
     fname, idx, realize = self._block(block, "get_consumers")

@@ -13,8 +13,8 @@ from ...ir import For, ForKind, IntImm, IterVar, SeqStmt, Var, cast, const
 from ..analysis import uses_vars
 from .analysis import check_parallelizable, loop_bindings
 from .handles import LoopRV
+from .instruction import instruction_kind
 from .rewrite import LoopRewriter
-from .schedule import primitive
 from .state import has_loose_statements, realizes_under
 
 
@@ -38,7 +38,7 @@ def _names(loops) -> str:
 # ---------------------------------------------------------------------------------------------
 # split
 # ---------------------------------------------------------------------------------------------
-@primitive("Split", inputs=("loop", "factors"), outputs="list", output_type=LoopRV)
+@instruction_kind("Split", inputs=("loop", "factors"), outputs="list", output_type=LoopRV)
 def split(self, loop, factors, preserve_unit_iters=True, disable_predication=False):
     """Split a loop into len(factors) nested loops, outermost first.
 
@@ -133,7 +133,7 @@ def _chain_problem(idx, outer: For, inner: For, prim: str):
     return ScheduleError(f"{prim}: loops {oname!r} and {iname!r} are not nested in one another")
 
 
-@primitive("Fuse", outputs="one", output_type=LoopRV)
+@instruction_kind("Fuse", outputs="one", output_type=LoopRV)
 def fuse(self, *loops, preserve_unit_iters=True):
     """Fuse consecutive perfectly nested loops (outermost first) into one loop `a_b_fused`."""
     prim = "fuse"
@@ -198,7 +198,7 @@ def _plus_min(lo, e):
 # ---------------------------------------------------------------------------------------------
 # reorder
 # ---------------------------------------------------------------------------------------------
-@primitive("Reorder", outputs="none")
+@instruction_kind("Reorder", outputs="none")
 def reorder(self, *ordered_loops):
     """Reorder loops of one perfect nest: the given loops take the places they occupy, in the
     given order (loops of the nest that are not given stay where they are)."""
@@ -263,19 +263,19 @@ def _set_kind(self, loop, prim, kind, what, check, thread_binding=None):
     return None
 
 
-@primitive("Parallel", inputs=("loop",))
+@instruction_kind("Parallel", inputs=("loop",))
 def parallel(self, loop):
     """Run the loop's iterations in parallel threads (`#pragma omp parallel for` in C)."""
     return _set_kind(self, loop, "parallel", ForKind.PARALLEL, "parallelized", True)
 
 
-@primitive("Vectorize", inputs=("loop",))
+@instruction_kind("Vectorize", inputs=("loop",))
 def vectorize(self, loop):
     """Vectorize the loop (vector code when its extent is constant, else `#pragma omp simd`)."""
     return _set_kind(self, loop, "vectorize", ForKind.VECTORIZED, "vectorized", True)
 
 
-@primitive("Unroll", inputs=("loop",))
+@instruction_kind("Unroll", inputs=("loop",))
 def unroll(self, loop):
     """Unroll the loop (copied out when its extent is constant and <= 64, else `#pragma GCC unroll`)."""
     return _set_kind(self, loop, "unroll", ForKind.UNROLLED, "unrolled", False)
@@ -294,7 +294,7 @@ def thread_iter_var(tag: str) -> IterVar:
     return iv
 
 
-@primitive("Bind", inputs=("loop",))
+@instruction_kind("Bind", inputs=("loop",))
 def bind(self, loop, thread_axis):
     """Bind the loop to a GPU thread axis: blockIdx.x/y/z, threadIdx.x/y/z, vthread(.x/y/z).
 

@@ -21,9 +21,9 @@ from ...ir.node import frozen_map
 from ..analysis import edit, shape_var_analyzer
 from .analysis import lowest_common_sref, consumers, scope_children
 from .handles import BlockRV
+from .instruction import instruction_kind
 from .region import (BufferReplacer, analyzer_for, block_box, buffer_names,
                      fresh_block_name, insert_into, item_position, point_region)
-from .schedule import primitive
 from .state import child_realizes
 
 
@@ -173,7 +173,7 @@ def _resolve_consumers(self, prim, fname, consumer_blocks, buf, candidates):
     return out
 
 
-@primitive("CacheRead", inputs=("block", "consumer_blocks"), outputs="one", output_type=BlockRV)
+@instruction_kind("CacheRead", inputs=("block", "consumer_blocks"), outputs="one", output_type=BlockRV)
 def cache_read(self, block, read_buffer_index, storage_scope, consumer_blocks=None):
     """A block `<buffer>_<scope>` copying the buffer that `block` reads (its read_buffer_index-th
     read region) into a new buffer of the given scope; the consumers (all readers, or only
@@ -231,7 +231,7 @@ def _top_level(idx, scope, r):
         p = s
 
 
-@primitive("CacheWrite", inputs=("block", "consumer_blocks"), outputs="one", output_type=BlockRV)
+@instruction_kind("CacheWrite", inputs=("block", "consumer_blocks"), outputs="one", output_type=BlockRV)
 def cache_write(self, block, write_buffer_index, storage_scope, consumer_blocks=None):
     """Make `block` write a new buffer `<buffer>_<scope>` and add a block of that name copying it
     back to the buffer right after it; consumer_blocks (optional) read the cache directly.
@@ -284,7 +284,7 @@ def _allocated_buffer(self, prim, block, buffer_index):
     return fname, idx, realize, buf
 
 
-@primitive("SetScope", inputs=("block",))
+@instruction_kind("SetScope", inputs=("block",))
 def set_scope(self, block, buffer_index, storage_scope):
     """Set the storage scope of the buffer the block writes (its buffer_index-th write region)."""
     prim = "set_scope"
@@ -302,7 +302,7 @@ def set_scope(self, block, buffer_index, storage_scope):
 DIM_ALIGN = "buffer_dim_align"
 
 
-@primitive("StorageAlign", inputs=("block",))
+@instruction_kind("StorageAlign", inputs=("block",))
 def storage_align(self, block, buffer_index, axis, factor, offset):
     """Pad the strides of the buffer the block writes so that stride[axis] = k * factor + offset
     (applied when the buffer is lowered; recorded as the block annotation "buffer_dim_align")."""

@@ -15,7 +15,7 @@ compute_inline substitutes an injective producer `B[v0, v1, ...] = f(v)` into ev
 reverse_compute_inline folds a consumer `C[g(v)] = h(B[v0, v1, ...])` into the store of B's only
 producer. Both remove the inlined block, its emptied loops and the intermediate buffer.
 `compute_at_problem` / `compute_inline_problem` run the same checks without changing anything
-(analysis.can_compute_at / can_compute_inline use them, so sample_compute_location proposes only
+(locations.can_compute_at / can_compute_inline use them, so sample_compute_location proposes only
 locations these primitives accept).
 """
 from __future__ import annotations
@@ -51,6 +51,7 @@ from .analysis import (
     is_output_block,
     producers,
 )
+from .instruction import instruction_kind
 from .region import (
     analyzer_for,
     block_box,
@@ -67,7 +68,6 @@ from .region import (
     union_bounds,
 )
 from .handles import INLINE_MARK, ROOT_MARK
-from .schedule import primitive
 from .state import child_realizes, realizes_under
 
 
@@ -448,7 +448,7 @@ def _apply_at(self, fname, plan, prim, name):
         self._retire_loop(fname, var, f"it was removed when {prim} moved block {name!r}")
 
 
-@primitive("ComputeAt", inputs=("block", "loop"))
+@instruction_kind("ComputeAt", inputs=("block", "loop"))
 def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
     """Move a producer block under a loop of its consumers, computing there the region they need
     in one iteration of the loop (see the module docstring). As in TVM, `loop` may also be a
@@ -466,7 +466,7 @@ def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
     return None
 
 
-@primitive("ReverseComputeAt", inputs=("block", "loop"))
+@instruction_kind("ReverseComputeAt", inputs=("block", "loop"))
 def reverse_compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
     """Move a consumer block under a loop of its producers, computing there what it can from what
     they wrote in one iteration of the loop (epilogue fusion)."""
@@ -636,7 +636,7 @@ def _inline_into(block, buf, ivars, value, prod_reads, ana):
     return block.replace(body=body, init=init, reads=dedup_regions(reads))
 
 
-@primitive("ComputeInline", inputs=("block",))
+@instruction_kind("ComputeInline", inputs=("block",))
 def compute_inline(self, block):
     """Inline an injective producer into its consumers: every load of the buffer it writes becomes
     its value expression (the block, its emptied loops and the buffer disappear)."""
@@ -754,7 +754,7 @@ def _plan_reverse_inline(idx, realize):
     return store, buf, prod, pstore, seen
 
 
-@primitive("ReverseComputeInline", inputs=("block",))
+@instruction_kind("ReverseComputeInline", inputs=("block",))
 def reverse_compute_inline(self, block):
     """Fold an injective consumer into the store of its only producer (the consumer, its emptied
     loops and the intermediate buffer disappear)."""

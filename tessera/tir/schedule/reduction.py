@@ -19,8 +19,8 @@ from ...ir import (Add, And, Block, BlockRealize, Buffer, BufferLoad, BufferStor
 from ..analysis import accesses, edit
 from .analysis import complete_or_reduction
 from .handles import BlockRV
+from .instruction import instruction_kind
 from .region import analyzer_for, buffer_names, dedup_regions, fresh_block_name, point_region
-from .schedule import primitive
 from .state import child_realizes
 from ...ir import IfThenElse, all_of
 from ...te.intrin import max_value, min_value
@@ -51,7 +51,7 @@ def _reads_of(stmt):
 # ---------------------------------------------------------------------------------------------
 # decompose_reduction
 # ---------------------------------------------------------------------------------------------
-@primitive("DecomposeReduction", inputs=("block", "loop"), outputs="one", output_type=BlockRV)
+@instruction_kind("DecomposeReduction", inputs=("block", "loop"), outputs="one", output_type=BlockRV)
 def decompose_reduction(self, block, loop):
     """Split a reduction block into an init block placed before `loop` and an update block
     (`<name>_update`); returns the init block (`<name>_init`)."""
@@ -204,7 +204,7 @@ def _uses_buffer(e, buf) -> bool:
     return any(b is buf for _, b, _ in accesses(e))
 
 
-@primitive("RFactor", inputs=("loop",), outputs="one", output_type=BlockRV)
+@instruction_kind("RFactor", inputs=("loop",), outputs="one", output_type=BlockRV)
 def rfactor(self, loop, factor_axis):
     """Factor the reduction over `loop` into a partial-reduction block `<name>_rf` writing
     `<buffer>_rf` (the loop's axis inserted at factor_axis) and a write-back block; returns the

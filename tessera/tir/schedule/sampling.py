@@ -21,9 +21,9 @@ import numpy as np
 
 from ...errors import ScheduleError
 from ...ir import IntImm
+from .instruction import instruction_kind
 from .locations import compute_locations, location_is_legal
 from .handles import ROOT_MARK, ExprRV, LocationMark, LoopRV
-from .schedule import primitive
 
 
 def prime_factors(n: int) -> list:
@@ -66,8 +66,8 @@ def _is_int(x) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-@primitive("SamplePerfectTile", inputs=("loop",), outputs="list", output_type=ExprRV, pure=True,
-           sampling=True)
+@instruction_kind("SamplePerfectTile", inputs=("loop",), outputs="list", output_type=ExprRV, pure=True,
+                  sampling=True)
 def sample_perfect_tile(self, loop, n, max_innermost_factor=16, decision=None):
     """n ExprRVs whose product is the loop's extent (see the module docstring)."""
     prim = "sample_perfect_tile"
@@ -96,7 +96,7 @@ def sample_perfect_tile(self, loop, n, max_innermost_factor=16, decision=None):
     return [self._new_expr_rv(v) for v in decision], list(decision)
 
 
-@primitive("SampleCategorical", outputs="one", output_type=ExprRV, pure=True, sampling=True)
+@instruction_kind("SampleCategorical", outputs="one", output_type=ExprRV, pure=True, sampling=True)
 def sample_categorical(self, candidates, probs, decision=None):
     """One of the integer candidates, drawn with the given probabilities."""
     prim = "sample_categorical"
@@ -128,8 +128,8 @@ def sample_categorical(self, candidates, probs, decision=None):
     return self._new_expr_rv(int(candidates[i])), i
 
 
-@primitive("SampleComputeLocation", inputs=("block",), outputs="one", output_type=LoopRV, pure=True,
-           sampling=True)
+@instruction_kind("SampleComputeLocation", inputs=("block",), outputs="one", output_type=LoopRV, pure=True,
+                  sampling=True)
 def sample_compute_location(self, block, decision=None):
     """A location where the block can be computed: a loop, or the root (-1) / inline (-2) mark.
 

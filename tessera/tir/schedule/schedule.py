@@ -7,13 +7,16 @@
 
 Adding a family of primitives (one file per family, e.g. `placement.py`)
 -------------------------------------------------------------------------
-Write each primitive as a function of (self: Schedule, ...) decorated with `primitive`; import the
-file from `tessera/tir/schedule/__init__.py`. The decorator adds the Schedule method, registers the
-trace instruction kind and does the bookkeeping every primitive needs: the call is recorded in
-`sch.trace` (inputs, attrs, outputs, decision) only when it succeeds, and a primitive that raises
-leaves the IR, the handles, the trace and the random state exactly as they were.
+Write each primitive as a function of (self: Schedule, ...) in the family's file, decorated with
+`instruction_kind` (instruction.py: it registers the trace instruction kind), and write its method
+out in the Schedule class below: the same name and signature, a one-line docstring, decorated with
+`_traced(family.function)`, which applies the function as one traced instruction and does the
+bookkeeping every primitive needs: the call is recorded in `sch.trace` (inputs, attrs, outputs,
+decision) only when it succeeds, and a primitive that raises leaves the IR, the handles, the trace
+and the random state exactly as they were. (`primitive` does both at once for a primitive added
+from outside the class, as a test does.)
 
-    @primitive("ComputeAt", inputs=("block", "loop"), outputs="none")
+    @instruction_kind("ComputeAt", inputs=("block", "loop"), outputs="none")     # placement.py
     def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
         fname, idx, realize = self._block(block, "compute_at")     # resolve handles
         _, _, loop_node = self._loop(loop, "compute_at", func=fname)
@@ -22,6 +25,10 @@ leaves the IR, the handles, the trace and the random state exactly as they were.
         self._retire_loop(fname, var, "was ... by compute_at")       # handles of removed loops
         return None                                                  # or new handles:
         # self._new_loop_rv(fname, var) / self._new_block_rv(fname, name) / self._new_expr_rv(int)
+
+    @_traced(_placement.compute_at)                                   # in class Schedule
+    def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
+        '''Move a producer block under a loop of its consumers, computing there the region they need.'''
 
 Resolving handles: `self._block(rv, prim)`, `self._loop(rv, prim)`, `self._block_or_loop(rv, prim)`
 return (function name, FuncIndex, BlockRealize or For) and raise a ScheduleError naming the
@@ -52,10 +59,21 @@ import numpy as np
 
 from ...errors import ScheduleError, TesseraError
 from ...ir import IRModule, PrimFunc
+from . import annotate as _annotate
+from . import blockize as _blockize
+from . import layout as _layout
+from . import lookup as _lookup
+from . import loops as _loops
+from . import memory as _memory
+from . import placement as _placement
+from . import reduction as _reduction
+from . import sampling as _sampling
+from . import tensorize as _tensorize
 from .handles import INLINE_MARK, ROOT_MARK, RV, BlockRV, ExprRV, LocationMark, LoopRV
-from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind, normalize_arg
+from .instruction import Instruction, instruction_kind, normalize_arg
 from .state import ScheduleState, verify_func
 from .trace import Trace
+from .trace import enter_postproc as _enter_postproc
 
 _DEBUG_MASKS = {"none": 0, "all": -1}
 
@@ -92,6 +110,34 @@ def _parse_debug_mask(mask) -> bool:
     if isinstance(mask, bool) or not isinstance(mask, int):
         raise TesseraError(f"debug_mask must be 'none', 'all' or an int, got {mask!r}")
     return mask != 0
+
+
+def _traced(impl, prepare=None):
+    """Make the decorated Schedule method apply `impl` (a primitive family's function, registered with
+    instruction_kind) as one traced instruction of its kind; the method gives the name, signature and
+    docstring, checked against impl's. prepare(sch, *args, **kwargs), when given, returns the
+    positional arguments the trace records (transform_layout's index map as text)."""
+    kind = impl.instruction_kind
+    sig = inspect.signature(impl)
+
+    def deco(method):
+        def shape(f):
+            return [(p.name, p.kind, p.default) for p in inspect.signature(f).parameters.values()]
+
+        if method.__name__ != kind.method or shape(method) != shape(impl):
+            raise TesseraError(f"Schedule.{method.__name__}{inspect.signature(method)} does not match its "
+                               f"primitive {impl.__module__}.{kind.method}{sig}")
+
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            if prepare is not None:
+                args, kwargs = prepare(self, *args, **kwargs), {}
+            return self._apply(kind, impl, sig, args, kwargs)
+
+        call.instruction_kind = kind
+        return call
+
+    return deco
 
 
 class Schedule:
@@ -329,6 +375,141 @@ class Schedule:
         self._trace.append(Instruction(kind, inputs, attrs, outputs), decision)
         return out
 
+    # the primitives: each a traced call of its family's function (the decorator names it) --------
+    # lookup.py
+    @_traced(_lookup.get_block)
+    def get_block(self, name, func_name="main"):
+        """The BlockRV of the block called `name` in function `func_name`."""
+
+    @_traced(_lookup.get_loops)
+    def get_loops(self, block):
+        """The LoopRVs of the loops around the block inside its scope, outermost first."""
+
+    @_traced(_lookup.get_child_blocks)
+    def get_child_blocks(self, block_or_loop):
+        """The BlockRVs of the blocks directly under a block or a loop, in order."""
+
+    @_traced(_lookup.get_producers)
+    def get_producers(self, block):
+        """The BlockRVs of the blocks of the same scope this block depends on."""
+
+    @_traced(_lookup.get_consumers)
+    def get_consumers(self, block):
+        """The BlockRVs of the blocks of the same scope that depend on this block."""
+
+    # loops.py
+    @_traced(_loops.split)
+    def split(self, loop, factors, preserve_unit_iters=True, disable_predication=False):
+        """Split a loop into len(factors) nested loops, outermost first (one factor may be None)."""
+
+    @_traced(_loops.fuse)
+    def fuse(self, *loops, preserve_unit_iters=True):
+        """Fuse consecutive perfectly nested loops (outermost first) into one loop."""
+
+    @_traced(_loops.reorder)
+    def reorder(self, *ordered_loops):
+        """Reorder loops of one perfect nest: the given loops take the places they occupy, in order."""
+
+    @_traced(_loops.parallel)
+    def parallel(self, loop):
+        """Run the loop's iterations in parallel threads."""
+
+    @_traced(_loops.vectorize)
+    def vectorize(self, loop):
+        """Vectorize the loop."""
+
+    @_traced(_loops.unroll)
+    def unroll(self, loop):
+        """Unroll the loop."""
+
+    @_traced(_loops.bind)
+    def bind(self, loop, thread_axis):
+        """Bind the loop to a GPU thread axis (blockIdx.x, threadIdx.y, vthread, ...)."""
+
+    # annotate.py
+    @_traced(_annotate.annotate)
+    def annotate(self, block_or_loop, ann_key, ann_val):
+        """Set annotation ann_key = ann_val on a block or a loop."""
+
+    @_traced(_annotate.unannotate)
+    def unannotate(self, block_or_loop, ann_key):
+        """Remove annotation ann_key from a block or a loop."""
+
+    # sampling.py
+    @_traced(_sampling.sample_perfect_tile)
+    def sample_perfect_tile(self, loop, n, max_innermost_factor=16, decision=None):
+        """n ExprRVs whose product is the loop's extent."""
+
+    @_traced(_sampling.sample_categorical)
+    def sample_categorical(self, candidates, probs, decision=None):
+        """An ExprRV of one of the integer candidates, drawn with the given probabilities."""
+
+    @_traced(_sampling.sample_compute_location)
+    def sample_compute_location(self, block, decision=None):
+        """A LoopRV where the block can be computed: a loop, or the ROOT_MARK / INLINE_MARK location."""
+
+    # placement.py
+    @_traced(_placement.compute_at)
+    def compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
+        """Move a producer block under a loop of its consumers, computing there the region they need."""
+
+    @_traced(_placement.reverse_compute_at)
+    def reverse_compute_at(self, block, loop, preserve_unit_loops=False, index=-1):
+        """Move a consumer block under a loop of its producers (epilogue fusion)."""
+
+    @_traced(_placement.compute_inline)
+    def compute_inline(self, block):
+        """Inline an injective producer block into its consumers."""
+
+    @_traced(_placement.reverse_compute_inline)
+    def reverse_compute_inline(self, block):
+        """Fold an injective consumer block into the store of its only producer."""
+
+    # memory.py
+    @_traced(_memory.cache_read)
+    def cache_read(self, block, read_buffer_index, storage_scope, consumer_blocks=None):
+        """A block copying a buffer the block reads into a new buffer of the given scope."""
+
+    @_traced(_memory.cache_write)
+    def cache_write(self, block, write_buffer_index, storage_scope, consumer_blocks=None):
+        """Make the block write a new buffer of the given scope, and a block copying it back."""
+
+    @_traced(_memory.set_scope)
+    def set_scope(self, block, buffer_index, storage_scope):
+        """Set the storage scope of a buffer the block writes."""
+
+    @_traced(_memory.storage_align)
+    def storage_align(self, block, buffer_index, axis, factor, offset):
+        """Pad the strides of a buffer the block writes: stride[axis] = k * factor + offset."""
+
+    # reduction.py
+    @_traced(_reduction.decompose_reduction)
+    def decompose_reduction(self, block, loop):
+        """Split a reduction block into an init block placed before `loop` and an update block."""
+
+    @_traced(_reduction.rfactor)
+    def rfactor(self, loop, factor_axis):
+        """Factor the reduction over `loop` into a partial-reduction block and a write-back block."""
+
+    # layout.py
+    @_traced(_layout.transform_layout, prepare=_layout.recorded_arguments)
+    def transform_layout(self, block, buffer, index_map, pad_value=None, assume_injective_transform=False):
+        """Give a buffer the layout index_map(*indices) and rewrite every access to it."""
+
+    # blockize.py, tensorize.py
+    @_traced(_blockize.blockize)
+    def blockize(self, target, preserve_unit_iters=True):
+        """Make the subtree under a loop (or consecutive sibling blocks) one new block; returns it."""
+
+    @_traced(_tensorize.tensorize)
+    def tensorize(self, block_or_loop, tensor_intrin, preserve_unit_iters=True):
+        """Replace the block (or the loop nest under the loop) by the registered tensor intrinsic."""
+
+    # trace.py
+    @_traced(_enter_postproc)
+    def enter_postproc(self) -> None:
+        """Mark where post-processing starts (Trace(remove_postproc=True) stops here)."""
+
 
 def _what(x) -> str:
     if isinstance(x, RV):
@@ -338,45 +519,20 @@ def _what(x) -> str:
 
 def primitive(kind_name: str, *, inputs=(), outputs="none", output_type=None, pure=False,
               sampling=False):
-    """Make a function (self: Schedule, ...) a traced Schedule method and an instruction kind.
-
-    See the module docstring for the contract. Returns the method."""
+    """Add a traced primitive to Schedule from outside the class (tessera's own are written out in it):
+    `instruction_kind` for the function, and a Schedule method of its name applying it. Returns the
+    method."""
 
     def deco(fn):
-        sig = inspect.signature(fn)
-        params = list(sig.parameters.values())[1:]
-        varargs = [p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL]
-        ins = tuple(varargs) if varargs else tuple(inputs)
-        names = [p.name for p in params]
-        for n in ins:
-            if n not in names:
-                raise TesseraError(f"primitive {kind_name}: input {n!r} is not a parameter of {fn.__name__}")
-        if sampling and "decision" not in names:
-            raise TesseraError(f"primitive {kind_name}: a sampling primitive takes decision=None")
-        attrs = tuple(n for n in names if n not in ins and n != "decision")
-        if kind_name in INSTRUCTION_KINDS:
-            raise TesseraError(f"instruction kind {kind_name!r} is registered twice")
         if fn.__name__ in Schedule.__dict__:
             raise TesseraError(f"Schedule.{fn.__name__} already exists")
-        kind = InstructionKind(kind_name, fn.__name__, ins, bool(varargs), attrs, outputs, output_type,
-                               pure, sampling, [n for n in names if n != "decision"])
-        INSTRUCTION_KINDS[kind_name] = kind
-
-        @functools.wraps(fn)
-        def method(self, *args, **kwargs):
-            return self._apply(kind, fn, sig, args, kwargs)
-
-        method.instruction_kind = kind
+        instruction_kind(kind_name, inputs=inputs, outputs=outputs, output_type=output_type, pure=pure,
+                         sampling=sampling)(fn)
+        method = _traced(fn)(fn)
         setattr(Schedule, fn.__name__, method)
         return method
 
     return deco
-
-
-@primitive("EnterPostproc", pure=False)
-def enter_postproc(self) -> None:
-    """Mark where post-processing starts (Trace(remove_postproc=True) stops here)."""
-    return None
 
 
 __all__ = ["Schedule", "primitive", "BlockRV", "LoopRV", "ExprRV", "ROOT_MARK", "INLINE_MARK"]

@@ -38,7 +38,7 @@ from ..tensor_intrin import TensorIntrin
 from ..tensor_intrin.intrin import pattern_of
 from ..analysis import uses_vars
 from .blockize import IndexSubst, bind_range
-from .schedule import primitive
+from .instruction import instruction_kind
 
 
 class _Mismatch(Exception):
@@ -353,7 +353,7 @@ def _bind_impl(intrin, m: _Matcher, ana: Analyzer, bname: str):
     return pattern_of(impl, "impl", intrin.name), bufmap, vmap
 
 
-@primitive("Tensorize", inputs=("block_or_loop",))
+@instruction_kind("Tensorize", inputs=("block_or_loop",))
 def tensorize(self, block_or_loop, tensor_intrin, preserve_unit_iters=True):
     """Replace the block (or the loop nest under the loop, blockized first) by the registered tensor
     intrinsic `tensor_intrin`; see the module docstring for what must match."""

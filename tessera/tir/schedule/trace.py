@@ -18,7 +18,7 @@ import re
 
 from ...errors import ScheduleError, TesseraError
 from .handles import RV_OF_PREFIX, RV
-from .instruction import INSTRUCTION_KINDS, Instruction
+from .instruction import INSTRUCTION_KINDS, Instruction, instruction_kind
 
 _NAME = re.compile(r"^([blv])(\d+)$")
 
@@ -209,6 +209,12 @@ class Trace:
 # ---------------------------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------------------------
+@instruction_kind("EnterPostproc", pure=False)
+def enter_postproc(self) -> None:
+    """Mark where post-processing starts (Trace(remove_postproc=True) stops here)."""
+    return None
+
+
 def _collect_rvs(x, out):
     if isinstance(x, RV):
         out.add(x)
@@ -343,4 +349,4 @@ def _flatten(x):
         yield x
 
 
-__all__ = ["Trace"]
+__all__ = ["Trace", "enter_postproc"]
