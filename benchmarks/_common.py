@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,12 +22,25 @@ def machine() -> dict:
 
     t = Target("c")
     return {"python": platform.python_version(), "cpu": platform.processor() or platform.machine(),
+            "cpu_model": _cpu_model(), "cores": os.cpu_count(),
             "target": str(t), "vector_bits": t.vector_bits,
             "features": sorted(f for f in t.features if f.startswith(("avx", "fma", "amx")))}
 
 
+def _cpu_model() -> str:
+    """The CPU's marketing name (Linux's /proc/cpuinfo), so a figure says which machine made it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def report(name: str, rows: list[dict], json_path: str | None, extra: dict | None = None) -> None:
-    """Print rows as an aligned table and optionally write {benchmark, machine, rows} as JSON."""
+    """Print rows as an aligned table and optionally write {benchmark, date, command, load average,
+    machine, rows} as JSON (benchmarks/perf_doc.py renders docs/performance.md from it)."""
     if rows:
         cols = list(dict.fromkeys(k for r in rows for k in r))
         cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
@@ -34,9 +49,34 @@ def report(name: str, rows: list[dict], json_path: str | None, extra: dict | Non
         for row in cells:
             print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
     if json_path:
-        out = {"benchmark": name, "machine": machine(), "rows": rows, **(extra or {})}
+        out = {"benchmark": name, "date": time.strftime("%Y-%m-%d", time.gmtime()),
+               "command": " ".join(["python", *sys.argv]), "commit": _commit(), "load_average": _load_average(),
+               "machine": machine(), "rows": rows, **(extra or {})}
         Path(json_path).write_text(json.dumps(out, indent=2))
         print(f"wrote {json_path}", file=sys.stderr)
+
+
+def _commit() -> str | None:
+    """The code's git commit, with "+dirty" when tessera/ has uncommitted changes; None outside git."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode:
+            return None
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "tessera"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def _load_average() -> list | None:
+    """The 1, 5 and 15 minute load averages when the figures were written: others' work skews timings."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def quiesce(window: float = 0.01, limit: float = 0.3) -> None:
