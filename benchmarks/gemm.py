@@ -73,7 +73,7 @@ double fma_peak(int64_t iters, int32_t threads, float* sink) {
 
 def fma_peak_gflops(target, threads: int, rounds: int = 5) -> float:
     """The fp32 FMA peak of `threads` cores: a register-only FMA loop compiled by tessera's driver."""
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
 
     wide = target.has_feature("avx512f")
     lanes = 16 if wide else 8

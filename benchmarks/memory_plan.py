@@ -6,7 +6,7 @@
 
 Each model comes from tessera.zoo (batch 1, seed 0), is optimized by tessera's graph passes at each
 opt level (2 fuses ops, so fewer tensors reach memory) and planned by
-tessera.graph.passes.plan_memory (greedy, 64-byte alignment), then checked by
+tessera.graph.memory_plan (greedy, 64-byte alignment), then checked by
 check_memory_plan. Columns: intermediates (node outputs that are not graph outputs), naive (the
 sum of their sizes: one buffer per tensor), planned (the arena the ahead-of-time module allocates),
 saving (naive / planned), live (the largest set of tensors alive at once: no plan can go below it),
@@ -39,7 +39,7 @@ def plan_rows(name: str, opt_levels, small: bool) -> list:
     from tessera import frontend, zoo
     from tessera.graph.const_eval import bind_params
     from tessera.graph.passes import optimize
-    from tessera.graph.passes.plan_memory import check_memory_plan, plan_memory
+    from tessera.graph.memory_plan import check_memory_plan, plan_memory
 
     opts = SMALL.get(name, {}) if small else {}
     graph, params = frontend.from_onnx(zoo.get_model(name, **opts))

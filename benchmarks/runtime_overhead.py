@@ -43,7 +43,7 @@ def gemm_program(n=1024, tag=""):
 def main():
     args = parser(__doc__).parse_args()
     from tessera.codegen import c as codegen_c
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
     from tessera.runtime.module import Module
     from tessera.target import Target
     from tessera.tir.transform import lower

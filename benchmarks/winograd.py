@@ -79,7 +79,7 @@ def optimize_with(g, target, tile_size, choose=None):
             if tile_size is not None or choose is not None:
                 g = winograd(g, target, tile_size=tile_size, choose=choose)
             continue
-        g = run_pass(p.resolve(), g, target, p.name)
+        g = run_pass(p.fn, g, target, p.name)
     return g
 
 

@@ -41,7 +41,7 @@ from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
 from .frontend.torch import from_exported_program, load_program
 from .graph import DeferredGraph
-from .graph.compiler import static_problem
+from .graph.lowering import static_problem
 from .ir.names import fresh_name
 from .runtime import cache as kernel_cache
 from .runtime.contention import WaitMeter, busy_reason

@@ -15,12 +15,12 @@ import numpy as np
 from .autotune.apply_history import ApplyHistoryBest
 from .errors import TesseraError, resource_errors
 from .frontend.torch import from_exported_program, is_exported_program
-from .graph.aot import build_aot
-from .graph.compiler import compile_graph, graph_executor, static_problem
+from .executor import build_aot, graph_executor
+from .graph.lowering import compile_graph, graph_traces, static_problem
 from .graph.const_eval import bind_params
 from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of, value_key
 from .graph.ir import Graph, TensorType
-from .graph.passes import optimize, passes_for
+from .graph.passes import optimized_graph, passes_for
 from .runtime.inputs import check_input_names, gather_inputs, named_inputs
 from .runtime.plan import TensorSpec
 from .target import Target
@@ -36,7 +36,7 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
 
     executor: "auto" (default): with static shapes (after the optimizations: bound by `params` or the
     frontend's shape_dict), the whole graph is one C entry point over a static memory plan, an
-    AotExecutor (tessera.graph.aot: every kernel in one translation unit, no per-node Python, no
+    AotExecutor (tessera.executor.aot: every kernel in one translation unit, no per-node Python, no
     kernel compiled on its own); with a symbolic dimension, the GraphExecutor. "graph" always the
     GraphExecutor (node by node from Python: symbolic shapes, debugging, each kernel its own library).
     "aot" the AotExecutor, refusing symbolic shapes.
@@ -49,7 +49,7 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     at level 2, 1.2x at 3). disabled_passes: pass names left
     out (TVM's PassContext(disabled_pass=...)), e.g. ["fuse_ops"] for the fusion ablation.
     `exe.graph` is the optimized graph that runs (`exe.graph.script()` prints it); the graph compiler
-    (tessera.graph.compiler) made the kernels and the runtime Plan the executor runs (`exe.plan`).
+    (tessera.graph.lowering) made the kernels and the runtime Plan the executor runs (`exe.plan`).
 
     graph may also be a torch.export ExportedProgram: it is converted first
     (tessera.frontend.from_exported_program, its weights bound as constants).
@@ -86,14 +86,14 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
                            f"{type(graph).__name__}")
     _check_options(opt_level, executor, disabled_passes)
     target = Target(target)
-    g = bind_params(graph, params)
-    g = optimize(g, opt_level, target, disabled_passes)
+    g = optimized_graph(graph, params, target, opt_level, disabled_passes)
     options = dict(target=target, opt_level=opt_level, disabled_passes=tuple(disabled_passes), executor=executor,
                    database=database)
     if executor == "auto":
         executor = "aot" if target.is_cpu and static_problem(g) is None else "graph"
     schedules = None if database is False else ApplyHistoryBest(database, builtin=True)
-    compiled = compile_graph(g, target, build_kernels=executor == "graph", schedules=schedules)
+    traces = graph_traces(g, target, schedules) if schedules is not None else None
+    compiled = compile_graph(g, target, build_kernels=executor == "graph", traces=traces)
     exe = build_aot(compiled, opt_level=opt_level) if executor == "aot" else graph_executor(compiled, opt_level)
     if schedules is not None:
         exe.tuning = schedules.summary(compiled.kernels.values())

@@ -1,7 +1,7 @@
 """The host's C toolchain: which compiler, its version, and the CPU features a -march enables.
 
 Below both `target` (which asks the compiler what a named CPU or a -mattr list means) and
-`runtime.compiler` (which builds with it).
+`runtime.c_compiler` (which builds with it).
 """
 from __future__ import annotations
 

@@ -573,7 +573,7 @@ def test_non_contiguous_array_is_refused(add_lib):
 
 
 def test_compiler_error_is_build_error_with_source_path():
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
 
     with pytest.raises(tessera.BuildError) as info:
         compile_source("int main( { this is not C }\n")

@@ -14,10 +14,9 @@ still measured first (tune_graph), so it stays a candidate there too.
 from __future__ import annotations
 
 from ..errors import TesseraError
-from ..graph.const_eval import bind_params
 from ..graph.ir import FUSED_OP, Graph
 from ..graph.kernels import get_program
-from ..graph.passes import optimize
+from ..graph.passes import optimized_graph
 from ..ops.registry import Knobs, get_op
 from ..target import Target
 from ..tir import Schedule
@@ -136,16 +135,6 @@ class GraphTask(TuneTask):
         return f"<GraphTask {self.name} x{self.weight} ({self.space.kind}) on {self.target}>"
 
 
-def optimized_graph(graph, params=None, target="c", opt_level: int = 3, disabled_passes=()) -> Graph:
-    """The graph tessera.compile would build for these arguments (params bound, passes run)."""
-    if not isinstance(graph, Graph):
-        raise TesseraError(f"extract_tasks takes a tessera.graph.Graph (e.g. from tessera.frontend.from_onnx), got "
-                           f"{type(graph).__name__}; a model whose structure depends on input values "
-                           f"(a DeferredGraph) is tuned per specialization")
-    g = bind_params(graph, params)
-    return optimize(g, opt_level, Target(target), disabled_passes)
-
-
 def extract_tasks(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),
                   optimized: bool = False) -> list:
     """The tuning tasks of graph for target: one per distinct kernel program of the optimized graph
@@ -153,6 +142,10 @@ def extract_tasks(graph, params=None, target="c", opt_level: int = 3, disabled_p
     its weight (how many nodes run it) and FLOPs. Host ops and kernels with symbolic extents (they
     cannot be timed without shapes) are left out. optimized: graph is already the optimized graph."""
     target = Target(target)
+    if not optimized and not isinstance(graph, Graph):
+        raise TesseraError(f"extract_tasks takes a tessera.graph.Graph (e.g. from tessera.frontend.from_onnx), got "
+                           f"{type(graph).__name__}; a model whose structure depends on input values "
+                           f"(a DeferredGraph) is tuned per specialization")
     g = graph if optimized else optimized_graph(graph, params, target, opt_level, disabled_passes)
     tasks: dict = {}
     for n in g.nodes:

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph.aot import build_aot
-from ..graph.compiler import compile_graph, static_problem
+from ..executor import build_aot
+from ..graph.lowering import compile_graph, graph_traces, static_problem
 from .database import TuningRecord
 from .workload import workload_key
 
@@ -246,7 +246,8 @@ def check_in_model(optimized, target, tasks, tuners, database, budget: float, to
     graph, weights = _weights_as_inputs(optimized)
 
     def build(traces):
-        return build_aot(compile_graph(graph, target, build_kernels=False, schedules=_Fixed(traces)))
+        return build_aot(compile_graph(graph, target, build_kernels=False,
+                                       traces=graph_traces(graph, target, _Fixed(traces))))
 
     exes, compile_secs = [], []
     for j in range(ncfg):

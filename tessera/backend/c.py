@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..codegen.c import render_module
 from ..codegen.c_entry import WRITTEN_PARAMS, written_params
-from ..runtime.compiler import compile_source
+from ..runtime.c_compiler import compile_source
 from ..runtime.module import Module
 from ..target import Target
 from ..tir.transform import pipeline

@@ -28,6 +28,7 @@ import re
 
 import numpy as np
 
+from ..abi import c_string
 from ..errors import TesseraError, UnsupportedOpError
 from ..ir import expr as E
 from ..ir import stmt as S
@@ -117,29 +118,6 @@ INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
 
 # byte (a latin-1 character of the UTF-8 text) -> its text inside a C string literal: printable ASCII
 # as itself, but '"', '\\' and '?' ('??/' is a trigraph under -std=c11) escaped; the rest octal
-_C_ESCAPE = {i: f"\\{i:03o}" for i in range(256) if not 32 <= i < 127}
-_C_ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("?"): "\\?", ord("\n"): "\\n"})
-
-
-def c_string(text: str, width: int | None = None, lines: bool = False, sep: str = "\n") -> str:
-    """A C string literal of `text` (its UTF-8 bytes; non-ASCII and control bytes as octal escapes,
-    '?' escaped so no trigraph forms). width: break it into adjacent literals of at most `width`
-    bytes of text each; lines: a new literal after each newline. Pieces are joined by `sep` (a
-    newline; add the indent of the pieces to it)."""
-    raw = str(text).encode("utf-8").decode("latin-1")
-    if width is None and not lines:
-        return '"' + raw.translate(_C_ESCAPE) + '"'
-    pieces = [raw]
-    if lines:
-        parts = raw.split("\n")
-        pieces = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-    if width is not None:
-        if width < 1:
-            raise TesseraError(f"c_string: width must be >= 1, got {width}")
-        pieces = [x[i:i + width] for x in pieces for i in range(0, len(x), width)]
-    return sep.join('"' + x.translate(_C_ESCAPE) + '"' for x in pieces or [""])
-
-
 def c_comment(text) -> str:
     """`text` safe inside a C comment: no `*/` to end it, no `/*` (which -Wcomment warns of)."""
     text = str(text)

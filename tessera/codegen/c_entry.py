@@ -16,10 +16,13 @@ from ..ir import expr as E
 from ..ir.buffer import Buffer
 from ..ir.functor import Visitor, collect_vars
 from ..ir.stmt import Block, BufferStore
-from . import abi
+from .. import abi
 from .c_base import HALF_TYPES, STORAGE_C, VALUE_C, CodeGenCBase, NameTable, c_comment, c_string
 from ..target import CPUID_FEATURES, needed_features
 from .c_files import section, used_sections
+
+# the C side of tessera_tensor_t (runtime_c/tsr_abi.h), pasted into every generated translation unit
+C_HEADER = "\n" + section("tsr_abi.h", "tessera_tensor_t") + "\n"
 
 ENTRY_FILE = "tsr_entry.c"
 # names the entry functions use for their own parameters and locals

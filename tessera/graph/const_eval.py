@@ -17,6 +17,7 @@ from ..runtime.graph_executor import GraphExecutor
 from ..runtime.ndarray import NDArray
 from ..target import Target
 from .ir import Graph, Node, TensorType, Value
+from .lowering import compile_graph
 from .transform import substitute, topo_nodes
 
 
@@ -76,8 +77,6 @@ def evaluate_constants(values, constants: Mapping, target="c") -> list:
 
 def _run_once(graph: Graph, target) -> list:
     """graph (no inputs) compiled and run once: graph -> kernels + plan -> the runtime executor."""
-    from .compiler import compile_graph  # cycle: compiler -> passes -> fold_constant -> const_eval
-
     target = Target(target)
     if target.kind in ("cuda", "opencl"):
         # a GPU target's constants are folded on the host: once, no device needed at compile time

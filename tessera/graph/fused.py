@@ -40,10 +40,9 @@ from ..ir.names import fresh_name, identifier
 from ..ir.stmt import Block, BufferStore
 from ..ops._schedule import vector_lanes
 from ..ops.registry import OpPattern, ScheduleContext, get_op
-from ..te.create_prim_func import topo_ops
+from ..te.create_prim_func import block_name_of, topo_ops
 from ..te.tensor import ComputeOp, PlaceholderOp
 from .ir import Function
-from .kernels import anchor_block_name
 
 
 class FusedKernel:
@@ -143,7 +142,7 @@ class FusedKernel:
                     _try(sch.compute_inline, sch, name)
         epilogue = []
         if kind == "injective":
-            anchor_block = anchor_block_name(func, outs[0])
+            anchor_block = block_name_of(func, outs[0])
         else:
             anchor_block = blocks[id(self._node_outs[ai][0].op)]
             # fold what is left of the epilogue (its output stage) into the anchor's output block

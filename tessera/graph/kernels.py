@@ -23,14 +23,15 @@ from ..arith import simplify
 from ..backend import functions_of, get_backend
 from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..ir import expr as E
-from ..ir.functor import collect_vars, post_order_visit, substitute
+from ..ir.functor import collect_vars, substitute
 from ..ir.names import identifier
-from ..ir.stmt import Block
 from ..ops.gpu import schedule_gpu_default
 from ..ops.registry import ScheduleContext, get_op
 from ..target import Target
+from ..te.create_prim_func import block_name_of
 from ..te.tensor import PlaceholderOp
 from ..tir.schedule import Schedule, Trace
+from .fused import FusedKernel
 from .ir import FUSED_OP, attr_key
 
 
@@ -90,22 +91,22 @@ class Kernel:
 
     def _finish(self, path) -> None:
         """Load the kernel's library from `path` (or, for the BuildError of a scheduled kernel, fall
-        back to the unscheduled kernel with a warning)."""
+        back to the unscheduled kernel: the one fall-back path, unschedule)."""
         backend = get_backend(self.target)
         if isinstance(path, Exception):
             if not self.scheduled:
                 raise path
-            # a scheduled kernel the C compiler refuses: keep the model running, unscheduled
-            warnings.warn(f"{_where(self.op, self.node)}: the scheduled kernel failed to compile ({path}); using "
-                          f"the unscheduled kernel", stacklevel=5)
-            self.unschedule()
+            self.unschedule(f"the scheduled kernel failed to compile ({path})")
             path = backend.compile(self.source)
         module = backend.load(path)
         self._fn = module.get_function(module.entry_name or module.function_names[0])
         self._module = module
 
-    def unschedule(self) -> None:
-        """Replace the scheduled program by the unscheduled one (its lowered program and source too)."""
+    def unschedule(self, why: str) -> None:
+        """The one fall-back of a scheduled kernel the compiler refuses (on its own, or in a model's
+        library): replace its program by the unscheduled one (lowered program and source too), with
+        one warning naming the kernel and why, so that the model keeps running."""
+        warnings.warn(f"{_where(self.op, self.node)}: {why}; using the unscheduled kernel", stacklevel=6)
         self.source, self.lowered = _generate(self.func, self.target, identifier(self.op))
         self.scheduled, self.tuned, self.prim = False, False, self.func
 
@@ -238,17 +239,33 @@ def build_jobs() -> int:
     return n if n > 0 else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def get_kernels(requests, target="c", compile: bool = True, schedules=None) -> list:  # noqa: A002
+def kernel_traces(requests, target, schedules) -> dict:
+    """The one step where tuning records apply: {node name: the trace JSON its kernel is scheduled
+    by} for the kernel requests (op, attrs, input_types, output_types, node) whose program has a
+    record in `schedules` (autotune.ApplyHistoryBest, or anything with `lookup(func, target) ->
+    trace JSON or None`); get_kernels then schedules those kernels by their traces."""
+    target = Target(target)
+    out = {}
+    for op, attrs, in_types, out_types, node in requests:
+        if op != FUSED_OP and get_op(op, node).host is not None:
+            continue
+        trace = schedules.lookup(get_program(op, attrs, in_types, out_types, target, node).func, target)
+        if trace is not None:
+            out[node] = trace
+    return out
+
+
+def get_kernels(requests, target="c", compile: bool = True, traces=None) -> list:  # noqa: A002
     """Kernels for several (op, attrs, input_types, output_types, node) at once: the programs are
     prepared (computed, scheduled, lowered, rendered) one after the other; with `compile` the C
     compiler then builds the ones not built yet, several in parallel (compile_kernels). Without it
     the kernels are prepared only (the ahead-of-time module compiles their lowered programs in one
     translation unit; a kernel still builds itself when its `fn` is first used).
 
-    schedules: where tuned schedules come from (autotune.ApplyHistoryBest, or anything with
-    `lookup(func, target) -> trace JSON or None`): a kernel whose program has a record is scheduled
-    by the record's trace instead of the default schedule (and cached under that trace)."""
+    traces: {node name: trace JSON} (kernel_traces): a node's kernel is scheduled by its trace
+    instead of the default schedule (and cached under that trace)."""
     target = Target(target)
+    traces = traces or {}
     out: list = [None] * len(requests)
     for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
         key = _kernel_key(op, attrs, in_types, out_types, target)
@@ -256,12 +273,9 @@ def get_kernels(requests, target="c", compile: bool = True, schedules=None) -> l
             k = _KERNELS.get(key) or HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
             out[i] = k
             continue
-        trace = None
-        if schedules is not None:
-            prog = get_program(op, attrs, in_types, out_types, target, node)
-            trace = schedules.lookup(prog.func, target)
-            if trace is not None:
-                key = key + (trace_key(trace),)
+        trace = traces.get(node)
+        if trace is not None:
+            key = key + (trace_key(trace),)
         k = _KERNELS.get(key)
         if k is None:
             k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node, trace), target)
@@ -395,7 +409,6 @@ def kernel_program(op_name, attrs, input_types, output_types, target, node) -> K
         fn = dict(attrs)["function"]
         label = fn.name
         where = _where(label, node)
-        from .fused import FusedKernel  # cycle: kernels <-> fused (a fused kernel schedules by its anchor op's kernel)
         fused = FusedKernel(fn, where)
         kernel_name = fused.name
         names = fused.input_names()
@@ -484,7 +497,7 @@ def kernel_program(op_name, attrs, input_types, output_types, target, node) -> K
         what = "the default schedule"
 
         def apply(sch, knobs, where):
-            ctx = ScheduleContext(block=anchor_block_name(func, outs[0]), attrs=attrs, target=target,
+            ctx = ScheduleContext(block=block_name_of(func, outs[0]), attrs=attrs, target=target,
                                   input_types=input_types, output_types=output_types, knobs=knobs)
             opdef.schedule(sch, ctx)
             return sch
@@ -551,20 +564,4 @@ def _input_names(opdef, n: int) -> list:
     return out
 
 
-def anchor_block_name(func, out_tensor) -> str:
-    """Name of the block that writes the op's (first) output."""
-    found = []
-    target_name = None
-    for p in func.params:
-        if getattr(p, "name", None) == out_tensor.name:
-            target_name = p.name
-
-    def visit(n):
-        if isinstance(n, Block) and any(w.buffer.name == target_name for w in n.writes):
-            found.append(n.name_hint)
-
-    post_order_visit(func.body, visit)
-    return found[-1] if found else out_tensor.op.name
-
-
-__all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
+__all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "kernel_traces", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]

@@ -1,4 +1,4 @@
-"""AotExecutor: a compiled model's whole graph in one C call (the library of tessera.graph.aot).
+"""AotExecutor: a compiled model's whole graph in one C call (the library of tessera.executor.library).
 
 The library exports `PREFIX_create/run/error/destroy/time` (its C API, model.h); this class holds
 one model instance (the arena, allocated once by PREFIX_create), checks the inputs against the

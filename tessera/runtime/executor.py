@@ -15,7 +15,7 @@ What only the graph compiler knows is attached by it, never made here (the runti
 nothing from graph, ops or frontend): `graph` (the optimized Graph), `memory_plan` (its
 MemoryPlan), `opt_level`, and `exporter` (writes the library of an executor compiled in this
 process). An executor loaded from a library has none of these; its graph is rebuilt by graph
-code, `tessera.graph.export.load_graph(exe)`.
+code, `tessera.graph.document.load_graph(exe)`.
 """
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class Executor:
         """The optimized Graph this executor runs, when the graph compiler made it in this process."""
         if self._graph is None:
             raise TesseraError(f"{self.kind} executor of {self.name!r} (loaded from {self.library_path}) carries no "
-                               f"Graph; rebuild it with tessera.graph.export.load_graph(exe)")
+                               f"Graph; rebuild it with tessera.graph.document.load_graph(exe)")
         return self._graph
 
     @graph.setter

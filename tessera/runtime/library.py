@@ -1,4 +1,4 @@
-"""Loading a compiled model's library (written by `exe.export_library`, built by tessera.graph.aot):
+"""Loading a compiled model's library (written by `exe.export_library`, built by tessera.executor.library):
 its `tessera_graph` document becomes a Plan (runtime/plan.py), its embedded weights the plan's
 constants (read-only numpy views, no copy), and an executor runs it: the AotExecutor when the
 library has the model entry points (static shapes), else (or with executor="graph") a

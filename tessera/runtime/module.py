@@ -1,6 +1,6 @@
 """Module: a compiled shared library loaded with ctypes, callable like a Python function.
 
-The library follows the ABI of tessera/codegen/abi.py: per function `NAME` an entry
+The library follows the ABI of tessera/abi.py: per function `NAME` an entry
 `tessera_call_NAME` (checks its arguments, runs the kernel) and a timer `tessera_time_NAME`, plus
 the `tessera_metadata` JSON naming the functions and their parameters, and `tessera_source`.
 
@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from ..codegen import abi
+from .. import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
 from ..target import check_cpu_features
@@ -498,7 +498,7 @@ def _check_sanitizer(path: str):
         return
     if needs_asan and not hasattr(ctypes.CDLL(None), "__asan_init"):
         try:
-            from .compiler import asan_runtime  # the compiler driver: only here, running needs none
+            from .c_compiler import asan_runtime  # the compiler driver: only here, running needs none
 
             lib = asan_runtime()
         except TesseraError:

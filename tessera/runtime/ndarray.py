@@ -10,7 +10,7 @@ import ctypes
 
 import numpy as np
 
-from ..codegen.abi import DTYPE_CODE, TesseraTensor
+from ..abi import DTYPE_CODE, TesseraTensor
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, dtype_of_numpy, numpy_dtype
 

@@ -11,7 +11,7 @@ from ..ir.names import fresh_name
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.function import PrimFunc
-from ..ir.functor import Mutator, collect_vars
+from ..ir.functor import Mutator, collect_vars, post_order_visit
 from ..ir.stmt import Block, BlockRealize, BufferStore, For, LetStmt, seq
 from ..ir.structural import structural_equal
 from .tensor import ComputeOp, PlaceholderOp, Tensor
@@ -252,3 +252,19 @@ def create_prim_func(args, name: str = "main") -> PrimFunc:
     nests = [_lower_op(op, block_names.fresh(op.name), buf_of, allowed, reduce_owner) for op in order]
     root = Block((), (), (), "root", seq(*nests), None, allocs)
     return PrimFunc(params, BlockRealize((), True, root), name=name)
+
+
+def block_name_of(func, out_tensor) -> str:
+    """Name of the block of func (made by create_prim_func) that writes out_tensor."""
+    found = []
+    target_name = None
+    for p in func.params:
+        if getattr(p, "name", None) == out_tensor.name:
+            target_name = p.name
+
+    def visit(n):
+        if isinstance(n, Block) and any(w.buffer.name == target_name for w in n.writes):
+            found.append(n.name_hint)
+
+    post_order_visit(func.body, visit)
+    return found[-1] if found else out_tensor.op.name

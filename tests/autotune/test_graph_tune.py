@@ -765,8 +765,8 @@ def test_in_model_configs_take_the_weights_as_inputs_scalars_included():
     a 0-d weight stays 0-d, and the model computes what it computes with them embedded."""
     from tessera.autotune.graph_tasks import optimized_graph
     from tessera.autotune.in_model import _Fixed, _inputs, _weights_as_inputs
-    from tessera.graph.aot import build_aot
-    from tessera.graph.compiler import compile_graph
+    from tessera.executor import build_aot
+    from tessera.graph.lowering import compile_graph
 
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((8, 4)) * 0.3).astype(np.float32)

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tessera.codegen import abi
+from tessera import abi
 from tessera.ir.dtype import dtype_of_numpy
 
 GCC_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11"]

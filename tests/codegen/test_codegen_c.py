@@ -5,7 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from tessera.codegen import abi, generate, generate_module
+from tessera import abi
+from tessera.codegen import generate, generate_module
 from tessera.errors import TesseraError
 from tessera.ir import (Broadcast, Buffer, BufferStore, FloatImm, For, IntImm, PrimFunc, Ramp, SizeVar,
                         Var, seq)

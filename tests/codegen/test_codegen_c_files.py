@@ -18,7 +18,7 @@ from tessera.errors import TesseraError, UnsupportedOpError
 from tessera.ir import (Buffer, BufferLoad, BufferStore, Call, Evaluate, FloatImm, For, IntImm, IterVar,
                         PrimFunc, SeqStmt, Var)
 from tessera.ir.stmt import Allocate
-from tessera.runtime.compiler import compile_source
+from tessera.runtime.c_compiler import compile_source
 from tessera.toolchain import find_compiler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

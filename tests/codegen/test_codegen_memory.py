@@ -6,7 +6,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tessera.codegen import abi, generate
+from tessera import abi
+from tessera.codegen import generate
 from tessera.codegen.c import STACK_BYTES
 from tessera.ir import (Allocate, AssertStmt, AttrStmt, Buffer, BufferStore, Evaluate, FloatImm, For,
                         IfThenElse, IntImm, LetStmt, PrimFunc, StringImm, Var, const, seq)

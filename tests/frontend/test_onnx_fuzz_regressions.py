@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import tessera
-from tessera.runtime.compiler import compile_source
+from tessera.runtime.c_compiler import compile_source
 
 
 def _run_both(model, feeds, target="c"):

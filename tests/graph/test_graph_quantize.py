@@ -83,7 +83,7 @@ def test_qlinear_conv_model_in_shift_form_runs_on_vdla():
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from tessera.frontend.onnx import from_onnx
-    from tessera.graph.passes.partition import partition_for_vdla
+    from tessera.executor import partition_for_vdla
     from tessera.graph.passes.quantize import from_qlinear
 
     rng = np.random.default_rng(0)

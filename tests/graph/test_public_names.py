@@ -20,8 +20,8 @@ import tessera
 from tessera.cli import split_input, main
 from tessera.errors import TesseraError
 from tessera.graph import Builder, Graph
-from tessera.graph.aot import c_names
-from tessera.graph.export import load_graph
+from tessera.codegen.c_aot import c_names
+from tessera.graph.document import load_graph
 from tessera.graph.passes import optimize, run_pass
 from tessera.runtime import AotExecutor, load_module
 from tessera.runtime.library import read_document
@@ -378,7 +378,7 @@ def test_every_opt_level_keeps_the_names(odd, opt_level):
 def test_run_pass_refuses_a_pass_that_drops_the_names(odd):
     _, g, _, _, _ = odd
 
-    def forgetful(graph):
+    def forgetful(graph, ctx):
         return Graph(graph.inputs, graph.outputs, graph.nodes, graph.constants, graph.name)
 
     with pytest.raises(TesseraError, match="graph pass forgetful changed the public names"):

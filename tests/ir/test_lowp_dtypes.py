@@ -6,7 +6,7 @@ import pytest
 from onnx import numpy_helper
 
 import tessera
-from tessera.codegen.abi import DTYPE_CODE
+from tessera.abi import DTYPE_CODE
 from tessera.errors import DTypeError, ShapeError
 from tessera.ir.dtype import DataType, dtype_of_numpy, numpy_dtype
 

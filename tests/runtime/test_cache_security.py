@@ -325,7 +325,7 @@ def no_space(*args, **kwargs):
 
 @pytest.mark.parametrize("what", ["kernel", "weights", "vdla"])
 def test_full_disk_while_writing_the_cache_raises_a_tessera_error(root, monkeypatch, what):
-    from tessera.graph.aot import _weights_file
+    from tessera.executor.library import _weights_file
 
     write = {"kernel": lambda: compile_source(SOURCE),
              "weights": lambda: _weights_file(b"\1" * 4096),

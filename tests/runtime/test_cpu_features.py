@@ -15,10 +15,10 @@ from tessera.codegen.c_entry import includes
 from tessera.codegen.c_files import section
 from tessera.errors import TesseraError
 from tessera.graph import Builder
-from tessera.graph.aot import build_library
-from tessera.graph.compiler import compile_graph
+from tessera.executor import build_library
+from tessera.graph.lowering import compile_graph
 from tessera.runtime import load_module
-from tessera.runtime.compiler import compile_source
+from tessera.runtime.c_compiler import compile_source
 from tessera.runtime.module import Module
 from tessera.target import CPUID_FEATURES, Target, host_features, needed_features
 

@@ -320,7 +320,7 @@ def test_cli_cache_clear(libs, capsys):
 def test_a_reused_weight_blob_counts_as_used(tmp_path, monkeypatch):
     """A model compiled again reuses its weights blob (its library .incbin's it while compiling): the
     blob must look used, or a prune could take it between the reuse and the compile."""
-    from tessera.graph.aot import _weights_file
+    from tessera.executor.library import _weights_file
 
     monkeypatch.setenv("TESSERA_CACHE_DIR", str(tmp_path))
     blob = bytes(range(256)) * 8

@@ -6,8 +6,8 @@ import pytest
 import tessera
 from tessera.errors import ShapeError, TesseraError
 from tessera.graph import Builder
-from tessera.graph.compiler import compile_graph
-from tessera.graph.export import load_graph
+from tessera.graph.lowering import compile_graph
+from tessera.graph.document import load_graph
 from tessera.runtime import GraphExecutor, load_module
 from tessera.runtime.graph_executor import graph_executor_of
 from tessera.runtime.library import embedded_weights, read_document

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from tessera.codegen.abi import C_HEADER
+from tessera.codegen.c_entry import C_HEADER
 from tessera.errors import BuildError, TesseraError
 from tessera.runtime import Module, compile_source
 from tessera.target import Target

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tessera.codegen.abi import C_HEADER
+from tessera.codegen.c_entry import C_HEADER
 from tessera.errors import DTypeError, ShapeError, TesseraError
 from tessera.runtime import Module, compile_source, load_module, nd
-from tessera.runtime.compiler import asan_runtime
+from tessera.runtime.c_compiler import asan_runtime
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -290,7 +290,7 @@ def test_concurrent_calls_from_threads(mod):
 ASAN_SCRIPT = r"""
 import sys, numpy as np
 from tessera.runtime import Module, compile_source
-from tessera.codegen.abi import C_HEADER
+from tessera.codegen.c_entry import C_HEADER
 src = open(sys.argv[1]).read().replace("/*TESSERA_ABI_HEADER*/", C_HEADER)
 m = Module(compile_source(src, "c -sanitize=address"))
 a = np.ones(5, np.float32); c = np.zeros(5, np.float32)

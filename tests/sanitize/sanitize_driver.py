@@ -122,7 +122,7 @@ def _compile_unit(entries, target, hint):
     error lands on the case it belongs to."""
     from tessera.codegen.c import generate_module
     from tessera.errors import TesseraError
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
 
     try:
         path = compile_source(generate_module([e.lowered for e in entries], target), target, name_hint=hint)

@@ -8,7 +8,7 @@ import tessera
 from tessera import te, tir
 from tessera.codegen.c import generate
 from tessera.errors import BuildError, TesseraError, UnsupportedOpError
-from tessera.runtime.compiler import compile_source
+from tessera.runtime.c_compiler import compile_source
 from tessera.target import Target
 from tessera.tir import TensorIntrin
 from tessera.tir.tensor_intrin import x86

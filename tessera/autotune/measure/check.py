@@ -28,7 +28,7 @@ import numpy as np
 from ...errors import TesseraError
 from ...ir import Buffer, BufferStore, IntImm, PrimFunc, post_order_visit
 from ...ir.dtype import numpy_dtype
-from ...runtime.compiler import cache_dir, compile_source
+from ...runtime.c_compiler import cache_dir, compile_source
 
 RTOL = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-3, "float64": 1e-9}
 REF_SCHEME = "tessera-ref-1"   # bump when inputs or the reference recipe change
@@ -192,7 +192,7 @@ FLUSH_TIMER_SRC = r"""
 #define TSR_HAVE_CLFLUSH 1
 #endif
 typedef int32_t (*tsr_entry_fn)(void**, const int32_t*, int32_t, char*, int32_t);
-/* the leading fields of tessera_tensor_t (codegen/abi.py) */
+/* the leading fields of tessera_tensor_t (tessera/abi.py) */
 typedef struct { void* data; const int64_t* shape; const int64_t* strides; int32_t ndim;
                  uint8_t code; uint8_t bits; uint16_t lanes; } tsr_flush_tensor_t;
 

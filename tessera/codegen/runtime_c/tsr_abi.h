@@ -1,4 +1,4 @@
-/* The calling convention's tensor descriptor (tessera/codegen/abi.py: C_HEADER and its ctypes mirror
+/* The calling convention's tensor descriptor (C_HEADER in tessera/codegen/c_entry.py; its ctypes mirror in tessera/abi.py
  * TesseraTensor): pasted into every translation unit tessera generates. */
 #include <stdint.h>
 //@ tessera_tensor_t

@@ -1,9 +1,10 @@
-"""Graph passes: each a function Graph -> Graph, and the pass manager that runs them by opt_level.
+"""Graph passes: each a function `pass(graph, ctx) -> Graph` (ctx: a PassContext carrying the target,
+or a target, or None for the host), and the pass manager that runs them by opt_level.
 
     from tessera.graph import passes
     g2 = passes.optimize(graph, opt_level=3)                  # what tessera.compile runs
     g3 = passes.optimize(graph, opt_level=3, disabled_passes=["fuse_ops"])   # an ablation
-    passes.fuse_ops(passes.fold_constant(graph))              # or one pass at a time
+    passes.fuse_ops(passes.fold_constant(graph, "c"))         # or one pass at a time
 
 The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not disabled):
 
@@ -13,7 +14,7 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 | 1     | simplify_inference        | drops no-ops, batch norm -> scale/shift, folds scale/shift into conv/dense weights |
 | 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
 | 2     | eliminate_common_subexpr  | merges equal computations and equal constants                  |
-| 3     | alter_layout              | blocked conv layouts (when tessera.graph.passes.alter_layout exists) |
+| 3     | alter_layout              | blocked conv layouts                                            |
 | 3     | winograd                  | 3x3 stride-1 convolutions as Winograd transforms + batched GEMM where faster |
 | 3     | pack_matmul_weights       | constant matmul weights packed once in micro-kernel panels (x86) |
 | 1     | dead_code_elimination     | drops what no output needs                                      |
@@ -21,41 +22,31 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ...errors import TesseraError
+from ..const_eval import bind_params
 from ..ir import Graph
+from .alter_layout import alter_layout
+from .context import PassContext
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fold_constant import fold_constant
-from .fuse_ops import fuse_ops, partition
+from .fuse_ops import fuse_ops, fusion_groups
 from .pack_matmul_weights import pack_matmul_weights
 from .simplify_inference import simplify_inference
+from .winograd import winograd
 
 
 @dataclass(frozen=True)
 class PassInfo:
     """One pass of the pipeline: its name (what disabled_passes names), the lowest opt_level that
-    runs it, and the function (it receives `target=` when it takes one)."""
+    runs it, and the function, called as fn(graph, ctx)."""
 
     name: str
     opt_level: int
-    fn: Callable | None
-    module: str | None = None      # an optional pass, loaded from this module when it exists
-
-    def resolve(self) -> Callable | None:
-        if self.fn is not None:
-            return self.fn
-        try:
-            mod = importlib.import_module(self.module)
-        except ModuleNotFoundError as e:
-            if e.name == self.module:
-                return None          # the pass is not part of this tessera (yet)
-            raise
-        return getattr(mod, self.name)
+    fn: Callable
 
 
 PIPELINE = (
@@ -63,8 +54,8 @@ PIPELINE = (
     PassInfo("simplify_inference", 1, simplify_inference),
     PassInfo("fold_constant", 1, fold_constant),
     PassInfo("eliminate_common_subexpr", 2, eliminate_common_subexpr),
-    PassInfo("alter_layout", 3, None, module=f"{__name__}.alter_layout"),
-    PassInfo("winograd", 3, None, module=f"{__name__}.winograd"),
+    PassInfo("alter_layout", 3, alter_layout),
+    PassInfo("winograd", 3, winograd),
     PassInfo("pack_matmul_weights", 3, pack_matmul_weights),
     PassInfo("fold_constant", 3, fold_constant),
     PassInfo("dead_code_elimination", 1, dead_code_elimination),
@@ -95,8 +86,6 @@ def passes_for(opt_level: int, disabled_passes: Iterable[str] = ()) -> list:
     for p in PIPELINE:
         if p.opt_level > opt_level or p.name in disabled:
             continue
-        if p.resolve() is None:
-            continue
         if p.name == "fold_constant" and p.opt_level == 3 and not any(q.name == "alter_layout" for q in out):
             continue             # the second fold only serves alter_layout's pre-packed weights
         out.append(p)
@@ -104,22 +93,29 @@ def passes_for(opt_level: int, disabled_passes: Iterable[str] = ()) -> list:
 
 
 def optimize(graph: Graph, opt_level: int = 3, target="c", disabled_passes: Iterable[str] = ()) -> Graph:
-    """Run the pipeline's passes for `opt_level` (minus `disabled_passes`) on `graph`."""
+    """Run the pipeline's passes for `opt_level` (minus `disabled_passes`) on `graph` for `target`: what
+    tessera.compile and the tuner's task extraction both run (the records' keys depend on it)."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"optimize takes a tessera.graph.Graph, got {type(graph).__name__}")
-    for p in passes_for(opt_level, disabled_passes):
-        fn = p.resolve()
-        graph = run_pass(fn, graph, target, p.name)
+    passes = passes_for(opt_level, disabled_passes)
+    ctx = PassContext(PassContext.of(target).target, opt_level)
+    for p in passes:
+        graph = run_pass(p.fn, graph, ctx, p.name)
     return graph
 
 
-def run_pass(fn, graph: Graph, target, name: str) -> Graph:
-    """Call one pass (with target= when it takes one) and check it returned a Graph."""
-    try:
-        takes_target = "target" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes_target = False
-    out = fn(graph, target=target) if takes_target else fn(graph)
+def optimized_graph(graph: Graph, params=None, target="c", opt_level: int = 3,
+                    disabled_passes: Iterable[str] = ()) -> Graph:
+    """The graph tessera.compile builds and the tuner extracts its tasks from: params bound (const_eval.
+    bind_params), then `optimize`: one pipeline, so that records keyed by the kernels it makes apply."""
+    if not isinstance(graph, Graph):
+        raise TesseraError(f"optimized_graph takes a tessera.graph.Graph, got {type(graph).__name__}")
+    return optimize(bind_params(graph, params), opt_level, target, disabled_passes)
+
+
+def run_pass(fn, graph: Graph, ctx, name: str) -> Graph:
+    """Call one pass as fn(graph, ctx) and check it returned a Graph with the same public names."""
+    out = fn(graph, PassContext.of(ctx))
     if not isinstance(out, Graph):
         raise TesseraError(f"graph pass {name} returned {type(out).__name__}, not a Graph")
     if out.interface != graph.interface:
@@ -129,13 +125,6 @@ def run_pass(fn, graph: Graph, target, name: str) -> Graph:
     return out
 
 
-def __getattr__(name):
-    # passes that are not in the optimization pipeline (plan_memory runs when the ahead-of-time
-    # module is built) load on first use
-    if name in ("plan_memory", "MemoryPlan"):
-        return getattr(importlib.import_module(f"{__name__}.plan_memory"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["optimize", "passes_for", "pass_names", "PassInfo", "PIPELINE", "run_pass", "fold_constant",
-           "simplify_inference", "eliminate_common_subexpr", "dead_code_elimination", "fuse_ops", "partition", "pack_matmul_weights"]
+__all__ = ["optimize", "optimized_graph", "passes_for", "pass_names", "PassContext", "PassInfo", "PIPELINE", "run_pass",
+           "alter_layout", "fold_constant", "simplify_inference", "eliminate_common_subexpr",
+           "dead_code_elimination", "fuse_ops", "fusion_groups", "pack_matmul_weights", "winograd"]

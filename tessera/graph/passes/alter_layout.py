@@ -27,6 +27,7 @@ from ._rewrite import Rewriter, const_derived
 from ...target import Target
 from ...ops.registry import get_op
 from ...ops.registry import OpPattern
+from .context import PassContext
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
@@ -246,9 +247,10 @@ class _Alter:
         return self.rw.finish()
 
 
-def alter_layout(graph: Graph, target="c") -> Graph:
+def alter_layout(graph: Graph, ctx=None) -> Graph:
     """`graph` with its convolutions in blocked layouts for `target` (see the module docstring); a
     graph for a non-CPU target is returned as it is."""
+    target = PassContext.of(ctx).target
     if not isinstance(graph, Graph):
         raise TesseraError(f"alter_layout takes a tessera.graph.Graph, got {type(graph).__name__}")
     lanes = _lanes(target)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..transform import topo_nodes
+from .context import PassContext
 
 
-def dead_code_elimination(graph: Graph) -> Graph:
+def dead_code_elimination(graph: Graph, ctx=None) -> Graph:
     """`graph` without the nodes that reach no output and the constants no node or output reads."""
+    PassContext.of(ctx)   # the one pass signature: this pass needs none of the context
     live = set(topo_nodes(graph.outputs))
     nodes = [n for n in graph.nodes if n in live]
     used = set(graph.outputs)

@@ -13,14 +13,16 @@ import numpy as np
 
 from ..ir import Graph, Node, attr_key
 from .dead_code_elimination import dead_code_elimination
+from .context import PassContext
 
 
 def _const_key(arr: np.ndarray) -> tuple:
     return (str(arr.dtype), arr.shape, hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest())
 
 
-def eliminate_common_subexpr(graph: Graph) -> Graph:
+def eliminate_common_subexpr(graph: Graph, ctx=None) -> Graph:
     """`graph` with duplicate computations (and duplicate constants) merged."""
+    PassContext.of(ctx)   # the one pass signature: this pass needs none of the context
     vmap: dict = {}
     first_const: dict = {}
     for v, arr in graph.constants.items():

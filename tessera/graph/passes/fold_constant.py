@@ -15,6 +15,7 @@ from ..ir import Graph, Value
 from ..transform import substitute
 from ...ir.dtype import DataType, numpy_dtype
 from ...ops.shape import shape_range
+from .context import PassContext
 
 
 def _shape_constants(graph: Graph):
@@ -37,8 +38,9 @@ def _shape_constants(graph: Graph):
     return mapping, arrays
 
 
-def fold_constant(graph: Graph, target="c") -> Graph:
+def fold_constant(graph: Graph, ctx=None) -> Graph:
     """`graph` with every constant-only subgraph replaced by its value (computed for `target`)."""
+    target = PassContext.of(ctx).target
     mapping, arrays = _shape_constants(graph)
     if mapping:
         graph = substitute(graph, mapping, arrays)

@@ -27,6 +27,7 @@ from ...ops.registry import OpPattern, get_op
 from ..ir import FUSED_OP, Function, Graph, Node, Value
 from ...ir.names import fresh_name
 import re
+from .context import PassContext
 
 ELEMWISE, BROADCAST, INJECTIVE = OpPattern.ELEMWISE, OpPattern.BROADCAST, OpPattern.INJECTIVE
 COMM_REDUCE, OUT_FUSABLE, OPAQUE = OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE, OpPattern.OPAQUE
@@ -213,7 +214,7 @@ class _Partitioner:
         return sorted(groups.values(), key=lambda m: m[-1])
 
 
-def partition(graph: Graph, max_fuse_depth: int = MAX_FUSE_DEPTH) -> list:
+def fusion_groups(graph: Graph, max_fuse_depth: int = MAX_FUSE_DEPTH) -> list:
     """The fusion groups of `graph`: lists of nodes (in graph order), every node in one group."""
     if isinstance(max_fuse_depth, bool) or not isinstance(max_fuse_depth, int) or max_fuse_depth < 1:
         raise TesseraError(f"fuse_ops: max_fuse_depth must be an int >= 1, got {max_fuse_depth!r}")
@@ -221,9 +222,10 @@ def partition(graph: Graph, max_fuse_depth: int = MAX_FUSE_DEPTH) -> list:
     return [[p.nodes[i] for i in members] for members in p.run()]
 
 
-def fuse_ops(graph: Graph, max_fuse_depth: int = MAX_FUSE_DEPTH) -> Graph:
+def fuse_ops(graph: Graph, ctx=None, *, max_fuse_depth: int = MAX_FUSE_DEPTH) -> Graph:
     """`graph` with every fusion group of two or more nodes replaced by one fused node."""
-    groups = partition(graph, max_fuse_depth)
+    PassContext.of(ctx)   # the one pass signature: this pass needs none of the context
+    groups = fusion_groups(graph, max_fuse_depth)
     if all(len(g) == 1 for g in groups):
         return graph
     consumers = graph.consumers()

@@ -17,6 +17,7 @@ from ._rewrite import Rewriter, const_derived
 from ...target import Target
 from ...ops.nn.dense import pack_panel
 from .fold_constant import fold_constant
+from .context import PassContext
 
 _MATMUL = "nn.matmul"
 
@@ -49,8 +50,9 @@ def _panel_for(node, consts, target):
     return pack_panel(M if isinstance(M, int) else None, N, target)  # symbolic M: rows padded (nn.matmul)
 
 
-def pack_matmul_weights(graph: Graph, target="c") -> Graph:
+def pack_matmul_weights(graph: Graph, ctx=None) -> Graph:
     """`graph` with its constant matmul weights pre-packed (see the module docstring)."""
+    target = PassContext.of(ctx).target
     if not isinstance(graph, Graph):
         raise TesseraError(f"pack_matmul_weights takes a tessera.graph.Graph, got {type(graph).__name__}")
     if not _has_microkernels(target) or not any(n.op == _MATMUL for n in graph.nodes):
@@ -69,7 +71,7 @@ def pack_matmul_weights(graph: Graph, target="c") -> Graph:
         packed = rw.make("nn.pack_matmul_weight", b, name=f"{n.name}_packed_b", panel=panel)
         out = rw.make(_MATMUL, a, packed, name=n.name, takes_over=n, b_panel=panel, b_cols=b.type.shape[-1])
         rw.replace(n.outputs[0], out)
-    return fold_constant(rw.finish(), target=target)
+    return fold_constant(rw.finish(), ctx)
 
 
 __all__ = ["pack_matmul_weights"]

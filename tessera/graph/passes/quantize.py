@@ -32,7 +32,8 @@ import numpy as np
 
 from ...errors import TesseraError
 from ..builder import Builder
-from ..compiler import compile_graph, graph_executor
+from ...runtime.graph_executor import GraphExecutor
+from ..lowering import compile_graph
 from ..const_eval import bind_params
 from ..ir import Graph, Value
 from . import optimize
@@ -75,7 +76,8 @@ def calibrate(graph: Graph, calibration, target="c") -> dict:
     outs = list(graph.outputs) + wanted
     names = list(graph.output_names) + [f"calib_{i}" for i in range(len(wanted))]
     g = Graph(graph.inputs, outs, graph.nodes, graph.constants, graph.name, graph.input_names, names)
-    exe = graph_executor(compile_graph(optimize(g, 2, target), target), 2)
+    compiled = compile_graph(optimize(g, 2, target), target)
+    exe = GraphExecutor(compiled.plan, compiled.kernels)
     stats = {}
     for feed in calibration:
         missing = [n for n in graph.input_names if n not in feed]

@@ -23,14 +23,16 @@ import numpy as np
 from ..ir import Graph
 from ._rewrite import Rewriter, const_derived
 from ...ir.dtype import DataType, numpy_dtype
+from .context import PassContext
 
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 _CONVS = ("nn.conv1d", "nn.conv2d", "nn.conv3d")
 
 
-def simplify_inference(graph: Graph) -> Graph:
+def simplify_inference(graph: Graph, ctx=None) -> Graph:
     """`graph` with no-op nodes dropped, batch norms decomposed and per-channel affine chains
     folded into the preceding conv/dense weights (see the module docstring)."""
+    PassContext.of(ctx)   # the one pass signature: this pass needs none of the context
     graph = _drop_noops(graph)
     graph = _decompose_batch_norm(graph)
     return _fold_scale_shift(graph)

@@ -36,6 +36,7 @@ from ...target import Target
 from ...tir.tensor_intrin.x86 import AVX2, AVX512, FP32_GEMM
 from ..ir import Graph
 from ._rewrite import Rewriter, const_derived
+from .context import PassContext
 
 
 def _isa(target):
@@ -170,11 +171,12 @@ def eligible(node, consts) -> bool:
     return True
 
 
-def winograd(graph: Graph, target="c", tile_size=None, choose=None) -> Graph:
+def winograd(graph: Graph, ctx=None, *, tile_size=None, choose=None) -> Graph:
     """`graph` with its eligible 3x3 convolutions in Winograd form (module docstring). tile_size: None
     decides per layer (`choose_tile_size`); 2, 3 or 4 rewrites every eligible convolution with that m.
     choose: instead of the rule, a function (batch, in_channels, out_channels, height, width) -> 2, 3,
     4 or None (direct) per eligible convolution. Both are for measurements and tests."""
+    target = PassContext.of(ctx).target
     if not isinstance(graph, Graph):
         raise TesseraError(f"winograd takes a tessera.graph.Graph, got {type(graph).__name__}")
     if tile_size is not None and _tile_size(tile_size) is None:

@@ -6,7 +6,7 @@ import tessera
 from tessera.errors import TesseraError
 from tessera.graph import Builder
 from tessera.graph.ir import FUSED_OP, Function
-from tessera.graph.passes import fuse_ops, partition
+from tessera.graph.passes import fuse_ops, fusion_groups
 from tessera.graph.printer import structural_equal
 
 rng = np.random.default_rng(0)
@@ -17,7 +17,7 @@ def rand(*shape, dtype="float32"):
 
 
 def groups(graph, **kw):
-    return [[n.name for n in g] for g in partition(graph, **kw)]
+    return [[n.name for n in g] for g in fusion_groups(graph, **kw)]
 
 
 def fused_nodes(graph):
@@ -251,7 +251,7 @@ def test_max_fuse_depth_caps_the_group_size():
     assert max(len(m) for m in capped) <= 3 and sum(len(m) for m in capped) == 7
     assert len(fuse_ops(g, max_fuse_depth=3).nodes) == len(capped)
     with pytest.raises(TesseraError, match="max_fuse_depth"):
-        partition(g, max_fuse_depth=0)
+        fusion_groups(g, max_fuse_depth=0)
 
 
 def test_injective_chain_fuses_into_a_vectorized_kernel():
@@ -430,7 +430,7 @@ def test_fused_graph_exports_and_loads_back(resblock_exes, tmp_path):
     for executor in ("graph", None):
         loaded = tessera.runtime.load_module(path, executor=executor)
         np.testing.assert_array_equal(loaded(x), e2(x))
-    from tessera.graph.export import load_graph
+    from tessera.graph.document import load_graph
 
     g = load_graph(tessera.runtime.load_module(path, executor="graph"))
     assert [f.name for f in g.functions] == [f.name for f in e2.graph.functions]

@@ -42,7 +42,7 @@ def ops_of(graph):
 def optimize_forced(g, tile_size, target=TARGET):
     """The opt_level-3 pipeline with the winograd pass forced to tile_size."""
     for p in passes_for(3):
-        g = winograd(g, target, tile_size=tile_size) if p.name == "winograd" else run_pass(p.resolve(), g, target, p.name)
+        g = winograd(g, target, tile_size=tile_size) if p.name == "winograd" else run_pass(p.fn, g, target, p.name)
     return g
 
 

@@ -295,7 +295,7 @@ def test_building_for_a_target_without_the_feature_is_refused():
         tessera.build(sch, target="c -mcpu=haswell")
     # a target naming the features compiles (it cannot run on a machine without them)
     from tessera.codegen.c import generate
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
     from tessera.tir.transform import lower
     t = Target("c -mcpu=skylake-avx512 -mattr=+avx512f,+avx512bw,+avx512vnni")
     path = compile_source(generate(lower(sch.mod["main"], t), t), t)

@@ -1,4 +1,5 @@
-"""The calling convention between generated C and the Python runtime (one place, both sides).
+"""The calling convention between generated C and the Python runtime (one place, both sides; the
+runtime loads a library with it and without the code generator).
 
 Each compiled PrimFunc `NAME` exports
   int32_t tessera_call_NAME(void** args, const int32_t* kinds, int32_t num_args,
@@ -13,7 +14,7 @@ naming the argument.
 """
 import ctypes
 
-from .c_files import section
+from .errors import TesseraError
 
 KIND_TENSOR, KIND_INT, KIND_FLOAT = 0, 1, 2
 
@@ -30,8 +31,6 @@ STATUS_OVERLAP = 6     # a written argument's memory overlaps another argument's
 DTYPE_CODE = {"int": 0, "uint": 1, "float": 2, "bfloat": 4, "bool": 6, "float8_e4m3fn": 10,
               "float8_e4m3fnuz": 11, "float8_e5m2": 12, "float8_e5m2fnuz": 13, "float4_e2m1fn": 17}
 
-# the C side of tessera_tensor_t (runtime_c/tsr_abi.h), pasted into every generated translation unit
-C_HEADER = "\n" + section("tsr_abi.h", "tessera_tensor_t") + "\n"
 
 
 class TesseraTensor(ctypes.Structure):
@@ -46,3 +45,27 @@ class TesseraTensor(ctypes.Structure):
         ("bits", ctypes.c_uint8),
         ("lanes", ctypes.c_uint16),
     ]
+
+
+# a C string literal: how a library carries text (its metadata, its source, messages)
+_C_ESCAPE = {i: f"\\{i:03o}" for i in range(256) if not 32 <= i < 127}
+_C_ESCAPE.update({ord('"'): '\\"', ord("\\"): "\\\\", ord("?"): "\\?", ord("\n"): "\\n"})
+
+
+def c_string(text: str, width: int | None = None, lines: bool = False, sep: str = "\n") -> str:
+    """A C string literal of `text` (its UTF-8 bytes; non-ASCII and control bytes as octal escapes,
+    '?' escaped so no trigraph forms). width: break it into adjacent literals of at most `width`
+    bytes of text each; lines: a new literal after each newline. Pieces are joined by `sep` (a
+    newline; add the indent of the pieces to it)."""
+    raw = str(text).encode("utf-8").decode("latin-1")
+    if width is None and not lines:
+        return '"' + raw.translate(_C_ESCAPE) + '"'
+    pieces = [raw]
+    if lines:
+        parts = raw.split("\n")
+        pieces = [x + "\n" for x in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    if width is not None:
+        if width < 1:
+            raise TesseraError(f"c_string: width must be >= 1, got {width}")
+        pieces = [x[i:i + width] for x in pieces for i in range(0, len(x), width)]
+    return sep.join('"' + x.translate(_C_ESCAPE) + '"' for x in pieces or [""])

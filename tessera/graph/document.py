@@ -1,32 +1,24 @@
-"""Export a compiled graph as one deployable shared library, and rebuild a loaded library's Graph.
+"""The tessera_graph document of a compiled graph, both ways: `graph_document` writes it (the library
+builder embeds it: tessera.executor.library) and `load_graph` rebuilds the Graph of a loaded library
+from it (constants are views into the library's embedded weights).
 
-`exe.export_library("model.so")` writes (tessera.graph.aot builds it):
-- model.so, self-contained: every kernel of the graph (one C function per distinct kernel, with
-  its checked entry), the weights embedded in its read-only data (`PREFIX_weights`), the model
-  entry points (`PREFIX_create/run/error/destroy`: the whole graph in one C call over the static
-  memory plan), and `tessera_graph`, the compiled graph's runtime Plan as JSON
-  (tessera/runtime/plan.py: inputs, constants with their offsets in the weights, nodes with the
-  kernel function each calls, outputs, the public input and output names, per kernel how its
-  output extents follow from its input extents, the memory plan) plus each node's attributes
-  (for rebuilding the Graph) and the C API (`aot`).
-- model.h beside it: the C API with the inputs' and outputs' shapes and dtypes as macros.
-A graph with symbolic dimensions has no static memory plan: its library has everything but the
-model entry points (and no header), and loads back as a GraphExecutor.
-
-`tessera.runtime.load_module("model.so")` loads it with runtime code only (runtime/library.py);
-`load_graph(exe)` here rebuilds the Graph of a loaded library when a tool wants it.
+The document (docs/internals.md, "A graph library"): the compiled graph's runtime Plan as JSON
+(tessera/runtime/plan.py: inputs, constants with their offsets in the weights, nodes with the kernel
+function each calls, outputs, the public input and output names, per kernel how its output extents
+follow from its input extents, the memory plan) plus each node's attributes and the C API (`aot`).
+`tessera.runtime.load_module("model.so")` loads a library with runtime code only (runtime/library.py);
+`load_graph(exe)` here rebuilds its Graph when a tool wants it.
 """
 from __future__ import annotations
 
 from ..errors import TesseraError
-from ..runtime.executor import target_path, write_library
 from ..runtime.library import embedded_weights
 from ..runtime.plan import public_names
 from .ir import Function, Graph, Node, TensorType, Value
 
 
 # ---------------------------------------------------------------------------------------------
-# export
+# the document of a compiled graph
 # ---------------------------------------------------------------------------------------------
 def _attr_json(v):
     if isinstance(v, tuple):
@@ -62,18 +54,6 @@ def graph_document(compiled, weight_offsets: dict, prefix: str, weights_bytes: i
     doc = plan.document(offsets, f"{prefix}_weights", weights_bytes, attrs)
     doc["memory"] = memory.as_json() if memory is not None else None
     return doc
-
-
-def export_library(exe, path, prefix: str | None = None) -> str:
-    """Write the library of `exe` (tessera.compile's executor, or a CompiledGraph) to `path` and,
-    with static shapes, its C header beside it (`<stem>.h`); returns the library's path.
-    prefix: the C API's name prefix (default tessera_model)."""
-    from .aot import DEFAULT_PREFIX, build_library  # cycle: aot -> export (graph_document)
-
-    path = target_path(path)
-    lib = build_library(exe, prefix or DEFAULT_PREFIX)
-    write_library(lib.path, lib.header, path)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------

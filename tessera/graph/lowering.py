@@ -1,28 +1,25 @@
-"""The graph compiler: an optimized Graph -> its kernels (graph/kernels.py, through tessera.backend)
-+ a Plan (tessera/runtime/plan.py), and the runtime executor over them.
+"""Lowering a graph: an optimized Graph -> its kernels (graph/kernels.py, through tessera.backend)
++ a Plan (tessera/runtime/plan.py). What runs it is tessera.executor's (graph_executor, build_aot).
 
     compiled = compile_graph(graph, target)       # CompiledGraph: graph, plan, kernels, memory_plan
-    exe = graph_executor(compiled)                # tessera.runtime GraphExecutor, graph attached
 
 The plan's value slots are the graph's inputs, then its constants, then the node outputs in node
 order; its steps are the graph's nodes in order; each distinct kernel is named `<op>_<k>` (k in
 order of first use), the name its function gets in an exported library. With static shapes the
-plan carries the static memory plan (plan_memory), which the graph executor's static runner lays
-its arena out by.
+plan carries the static memory plan (graph/memory_plan.py), which the graph executor's static runner
+lays its arena out by.
 """
 from __future__ import annotations
 
 from ..errors import TesseraError
 from ..ir import expr as E
 from ..ir.names import identifier
-from ..runtime.graph_executor import GraphExecutor
 from ..runtime.plan import KernelSpec, MemoryLayout, Plan, Step, TensorSpec
 from ..target import Target
-from .export import export_library
 from ..ops.registry import get_op
 from .ir import FUSED_OP, Graph
-from .kernels import compile_kernels, get_kernels
-from .passes.plan_memory import plan_memory
+from .kernels import get_kernels, kernel_traces
+from .memory_plan import plan_memory
 
 
 class CompiledGraph:
@@ -64,15 +61,15 @@ def memory_layout(memory_plan, slot_of: dict) -> MemoryLayout:
 
 
 def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: str = "greedy",
-                  build_kernels: bool = True, schedules=None) -> CompiledGraph:
+                  build_kernels: bool = True, traces=None) -> CompiledGraph:
     """Prepare every node's kernel (cached), compile them (in parallel) and make the Plan (see the
     module docstring).
 
     memory_plan: plan the arena when the shapes are static (False for a graph run once, such as
     constant evaluation: its single run takes the general path). build_kernels: False leaves the
     kernels prepared but not compiled on their own (the ahead-of-time module compiles them in one
-    translation unit; graph_executor builds them when it needs them). schedules: tuned schedules
-    to use where they have a record (autotune.ApplyHistoryBest; see kernels.get_kernels)."""
+    translation unit; graph_executor builds them when it needs them). traces: {node name: trace
+    JSON} of the nodes whose kernels tuning records schedule (graph_traces)."""
     if not isinstance(graph, Graph):
         raise TesseraError(f"the graph compiler takes a tessera.graph.Graph, got {type(graph).__name__}")
     target = Target(target)
@@ -86,8 +83,7 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
 
     inputs = [define(v) for v in graph.inputs]
     constants = {define(v): arr for v, arr in graph.constants.items()}
-    built = get_kernels([(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs], n.name)
-                         for n in graph.nodes], target, compile=build_kernels, schedules=schedules)
+    built = get_kernels(kernel_requests(graph), target, compile=build_kernels, traces=traces)
     name_of: dict = {}          # id(kernel) -> its name in the plan
     kernels: dict = {}
     specs: dict = {}
@@ -109,6 +105,17 @@ def compile_graph(graph: Graph, target="c", memory_plan: bool = True, strategy: 
     plan = Plan(graph.name, str(target), values, inputs, [slot_of[v] for v in graph.outputs], graph.input_names,
                 graph.output_names, constants, steps, specs, layout)
     return CompiledGraph(graph, target, plan, kernels, mplan)
+
+
+def kernel_requests(graph: Graph) -> list:
+    """(op, attrs, input types, output types, node name) of every node: what its kernel is made of."""
+    return [(n.op, n.attrs, [v.type for v in n.inputs], [v.type for v in n.outputs], n.name) for n in graph.nodes]
+
+
+def graph_traces(graph: Graph, target, schedules) -> dict:
+    """{node name: trace JSON} of the graph's nodes that `schedules` (autotune.ApplyHistoryBest, or
+    anything with `lookup(func, target)`) has a record for: the one step where records apply."""
+    return kernel_traces(kernel_requests(graph), target, schedules)
 
 
 def _bounds(n) -> dict:
@@ -158,31 +165,4 @@ def expr_json(e):
                        f"cannot describe")
 
 
-def graph_executor(compiled: CompiledGraph, opt_level=None):
-    """The runtime GraphExecutor of a compiled graph, with the graph-side attachments: `graph`,
-    `memory_plan` (the MemoryPlan), `opt_level`, `compiled`, and the exporter of its library."""
-    compile_kernels(compiled.kernels.values())      # the ones not built on their own yet, in parallel
-    exe = GraphExecutor(compiled.plan, compiled.kernels)
-    exe.graph = compiled.graph
-    exe.compiled = compiled
-    if compiled.memory_plan is not None:
-        exe.memory_plan = compiled.memory_plan
-    exe.opt_level = opt_level
-    exe.exporter = lambda _exe, path, prefix: export_library(compiled, path, prefix)
-    return exe
-
-
-def compiled_of(exe) -> CompiledGraph:
-    """The CompiledGraph of a CompiledGraph or of an executor the graph compiler made in this process."""
-    if isinstance(exe, CompiledGraph):
-        return exe
-    c = getattr(exe, "compiled", None)
-    if isinstance(c, CompiledGraph):
-        return c
-    raise TesseraError(f"expected the executor tessera.compile returns (or a CompiledGraph), got "
-                       f"{type(exe).__name__}; a library loaded from a file is exported by copying it: "
-                       f"exe.export_library(path)")
-
-
-__all__ = ["CompiledGraph", "compile_graph", "graph_executor", "compiled_of", "kernel_spec", "expr_json",
-           "memory_layout", "static_problem"]
+__all__ = ["CompiledGraph", "compile_graph", "graph_traces", "kernel_requests", "kernel_spec", "expr_json", "memory_layout", "static_problem"]

@@ -1,4 +1,5 @@
-"""plan_memory: static memory planning of a graph with static shapes.
+"""plan_memory: static memory planning of a graph with static shapes (an analysis beside the graph
+compiler, graph/lowering.py, not a Graph -> Graph pass).
 
 Every intermediate tensor (a node output that is not a graph output) gets a place in one arena:
 an offset (a multiple of `alignment`, 64 bytes by default) and a storage id. Two tensors may share
@@ -28,9 +29,9 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import NamedTuple
 
-from ...errors import ShapeError, TesseraError
-from ...ir.dtype import DataType
-from ..ir import Graph, Value
+from ..errors import ShapeError, TesseraError
+from ..ir.dtype import DataType
+from .ir import Graph, Value
 
 STRATEGIES = ("greedy", "greedy_by_size", "naive")
 

@@ -1,5 +1,6 @@
 """partition_for_vdla: an int8 graph (graph/passes/quantize.py) -> a heterogeneous plan that runs the
-quantized convolutions on VDLA (the simulator) and everything else on the CPU.
+quantized convolutions on VDLA (the simulator) and everything else on the CPU: an executor of two
+devices, not a Graph -> Graph pass.
 
     plan = partition_for_vdla(qgraph)
     print(plan)                      # the steps: cpu segments, copies to / from VDLA, vdla kernels
@@ -21,14 +22,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...accel.vdla import layers as vdla
-from ...build_module import build as tessera_build
-from ...errors import TesseraError
-from ..builder import Builder
-from ..compiler import compile_graph, graph_executor
-from ..ir import Graph, Value
-from . import optimize
-from .quantize import single_consumer
+from ..accel.vdla import layers as vdla
+from ..build_module import build as tessera_build
+from ..errors import TesseraError
+from ..graph.builder import Builder
+from ..graph.ir import Graph, Value
+from ..graph.lowering import compile_graph
+from ..graph.passes import optimize
+from ..graph.passes.quantize import single_consumer
+from .graph import graph_executor
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""graph.passes.partition: the quantized convolutions of an int8 graph run on VDLA (the simulator),
+"""executor/hetero.py: the quantized convolutions of an int8 graph run on VDLA (the simulator),
 the rest on the CPU, with the copies between them explicit steps; the result is bit-identical to the
 CPU-only int8 run."""
 import numpy as np
 import pytest
 
 import tessera
-from tessera.graph.passes.partition import partition_for_vdla
+from tessera.executor import partition_for_vdla
 from tessera.graph.passes.quantize import quantize
 
 from vdla_models import inputs, small_cnn

@@ -24,7 +24,7 @@ import re
 import shlex
 import subprocess
 
-from ..codegen.c_base import c_string
+from ..abi import c_string
 from ..errors import BuildError, TesseraError
 from ..target import Target
 from ..toolchain import compiler_version, find_compiler

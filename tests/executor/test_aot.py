@@ -8,8 +8,8 @@ import pytest
 import tessera
 from tessera.errors import DTypeError, ShapeError, TesseraError
 from tessera.graph import Builder
-from tessera.graph.aot import build_aot, build_library
-from tessera.graph.passes.plan_memory import check_memory_plan
+from tessera.executor import build_aot, build_library
+from tessera.graph.memory_plan import check_memory_plan
 from tessera.runtime import AotExecutor
 
 RNG = np.random.default_rng(11)

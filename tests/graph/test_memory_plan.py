@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from tessera.errors import ShapeError, TesseraError
 from tessera.graph import Builder
-from tessera.graph.passes.plan_memory import (Allocation, MemoryPlan, check_memory_plan, lifetimes,
+from tessera.graph.memory_plan import (Allocation, MemoryPlan, check_memory_plan, lifetimes,
                                               plan_memory, value_nbytes)
 
 
