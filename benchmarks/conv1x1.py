@@ -9,7 +9,7 @@ Layers: the distinct 1x1, group-1 Conv shapes of the zoo models (tessera.zoo, ba
 ONNX shape inference), with how often each occurs. Per layer, each a model conv -> bias -> ReLU:
 - direct: compiled at opt_level 3 with the default schedules (database=False; --shipped: the
   shipped tuning records where they match) (nn.contrib_conv2d_NCHWc, the row micro-kernel of
-  ops/nn/_x86_conv.py, bias and ReLU fused); its time is the sum of its nodes' C timers inside the
+  tir/tensor_intrin/x86_conv.py, bias and ReLU fused); its time is the sum of its nodes' C timers inside the
   compiled model (exe.profile) less the layout transforms at the model's edges (inside a model the
   data arrives blocked);
 - gemm: the same arithmetic as `nn.matmul` of the (pixels, C) input with the constant (C, O) weight

@@ -7,7 +7,7 @@ Rows, per thread count:
 - onnxruntime: a one-node Conv model (weights as an initializer), timed around session.run;
 - PyTorch (when installed): torch.nn.functional.conv2d on NCHW tensors;
 - tessera NCHW8c: nn.contrib_conv2d_NCHWc with its default schedule (the x86 row micro-kernel,
-  ops/nn/_x86_conv.py), data already blocked and weights packed, as inside a model compiled at
+  tir/tensor_intrin/x86_conv.py), data already blocked and weights packed, as inside a model compiled at
   opt_level 3 (graph/passes/alter_layout.py); its C timer;
 - tessera NCHW8c + layout transforms: the same plus NCHW -> NCHW8c of the input and back, i.e. the
   conv as a one-op model would run it alone;

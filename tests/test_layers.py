@@ -37,6 +37,11 @@ def test_tir_layers():
     _check("tir-layers")
 
 
+def test_ops_import_no_renderer():
+    """The operator library does not import codegen: its micro-kernels' C is tir.tensor_intrin's."""
+    _check("ops-without-codegen")
+
+
 def test_runtime_independent_of_graph_ops_frontend():
     _check("runtime-independent")
 

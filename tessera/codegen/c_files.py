@@ -5,6 +5,8 @@ A file is C that compiles on its own; a line `//@ name` (or `//@ name: dep1 dep2
 that runs to the next such line, and what comes before the first section (a description, the
 #includes that let the file compile alone) is never pasted. Pasting the text rather than #including
 the file keeps a compiled library self-contained: it is relocatable and `get_source()` shows all of it.
+`sections(filename, directory)` reads a file of the same form elsewhere (the x86 conv micro-kernel's
+C template, tir/tensor_intrin/x86_conv.c).
 """
 from __future__ import annotations
 
@@ -27,18 +29,19 @@ class Section(NamedTuple):
 _CACHE: dict = {}
 
 
-def sections(filename: str) -> dict:
-    """name -> Section of runtime_c/`filename`, in file order."""
-    found = _CACHE.get(filename)
+def sections(filename: str, directory: str | None = None) -> dict:
+    """name -> Section of runtime_c/`filename` (or of `filename` in `directory`), in file order."""
+    path = os.path.join(directory or DIRECTORY, filename)
+    found = _CACHE.get(path)
     if found is not None:
         return found
-    path = os.path.join(DIRECTORY, filename)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise TesseraError(f"the C runtime file {path} cannot be read ({e.strerror}); tessera was installed "
-                           f"without its package data (tessera/codegen/runtime_c/*.c, *.h)") from None
+        data = path if directory else "tessera/codegen/runtime_c/*.c, *.h"
+        raise TesseraError(f"the C file {path} cannot be read ({e.strerror}); tessera was installed "
+                           f"without its package data ({data})") from None
     marks = list(_MARK.finditer(text))
     if not marks:
         raise TesseraError(f"the C runtime file {path} has no `//@ name` section")
@@ -53,7 +56,7 @@ def sections(filename: str) -> dict:
         for d in s.deps:
             if d not in found:
                 raise TesseraError(f"{path}: section {s.name} depends on {d}, which the file does not define")
-    _CACHE[filename] = found
+    _CACHE[path] = found
     return found
 
 

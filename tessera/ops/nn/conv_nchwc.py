@@ -13,7 +13,7 @@ once, at compile time (graph/passes/alter_layout.py). Padding is (top, left, bot
 the NCHW ops' (begin..., end...).
 
 Default CPU schedule (float32, AVX2 or AVX-512): the output rows of V blocks for one (n, block
-group, row group) are one call of a register-tiled micro-kernel (tensorize; ops/nn/_x86_conv.py;
+group, row group) are one call of a register-tiled micro-kernel (tensorize; tir/tensor_intrin/x86_conv.py;
 one row a call, or several when rows are short, so that the weights it brings to L1 serve enough
 register tiles), the (n, block group, row group) loops fused and parallel (the row groups outside the
 block groups where the input is larger than the weights), the fused epilogue
@@ -39,7 +39,7 @@ from ...ir import expr as E
 from .. import _schedule as S
 from ..registry import OpPattern, register_op
 from . import _util as U
-from ._x86_conv import MAX_V, conv_row_intrin, isa_of, lanes_of, row_tiles
+from ...tir.tensor_intrin.x86_conv import MAX_V, conv_row_intrin, isa_of, lanes_of, row_tiles
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"

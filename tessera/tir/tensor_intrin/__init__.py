@@ -5,6 +5,9 @@
     TensorIntrin.get("x86_avx2_fma_gemm_6x16_f32")
     sch.tensorize(loop, "x86_avx2_fma_gemm_6x16_f32")
     x86.gemm_intrin_for("c", "float32")       # the best micro-kernel this machine has
+
+x86_conv (the blocked convolution's row micro-kernels, C from the template x86_conv.c) registers its
+family when imported, by the operator library's blocked convolution.
 """
 from .intrin import TensorIntrin
 from . import x86  # noqa: E402,F401  (registers the x86 intrinsics)

@@ -9,7 +9,7 @@ from conv_nchwc_ref import conv_bias_relu
 from nn_onnx_ref import ort_run
 
 import tessera
-from tessera.ops.nn import _x86_conv
+from tessera.tir.tensor_intrin import x86_conv
 from tessera.ops.nn.conv_nchwc import _group
 
 RNG = np.random.default_rng(12)
@@ -29,10 +29,10 @@ CASES = [
 
 @pytest.mark.parametrize("name,dims,k,stride,pad", CASES, ids=[c[0] for c in CASES])
 def test_conv_blocks_a_call_follow_the_isa_rule_and_match_onnxruntime(name, dims, k, stride, pad, isa_target):
-    isa = _x86_conv.isa_of(isa_target)
+    isa = x86_conv.isa_of(isa_target)
     if isa is None:
         pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
-    block = _x86_conv.lanes_of(isa)
+    block = x86_conv.lanes_of(isa)
     C, O, H = dims
     x = RNG.standard_normal((1, C, H, H)).astype("float32")
     w = (RNG.standard_normal((O, C, k, k)) / np.sqrt(C * k * k)).astype("float32")
@@ -71,10 +71,10 @@ def test_group_rule_per_isa():
 @pytest.mark.parametrize("dims,rows_outer", [((32, 32, 28), True), ((32, 128, 7), False)],
                          ids=["input_larger_rows_outer", "weights_larger_blocks_outer"])
 def test_row_groups_are_the_outer_loop_where_the_input_outweighs_the_weights(dims, rows_outer, isa_target):
-    isa = _x86_conv.isa_of(isa_target)
+    isa = x86_conv.isa_of(isa_target)
     if isa is None:
         pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
-    block = _x86_conv.lanes_of(isa)
+    block = x86_conv.lanes_of(isa)
     C, O, H = dims
     x = RNG.standard_normal((1, C, H, H)).astype("float32")
     w = (RNG.standard_normal((O, C, 1, 1)) / np.sqrt(C)).astype("float32")

@@ -13,7 +13,7 @@ from nn_onnx_ref import ort_run
 from tessera import te
 from tessera.errors import ShapeError, TesseraError
 from tessera.graph.ir import TensorType
-from tessera.ops.nn import _x86_conv
+from tessera.tir.tensor_intrin import x86_conv
 from tessera.ops.nn.conv_nchwc import CONV, DEPTHWISE
 from tessera.ops.registry import ScheduleContext, get_op
 
@@ -73,7 +73,7 @@ def test_conv2d_nchwc_matches_onnxruntime(name, dims, k, strides, padding, dilat
     np.testing.assert_allclose(unpack(y), ref, rtol=1e-4, atol=1e-4)
     # the micro-kernel of the block's vector width ran: 8 channels (256 bits) on AVX2 and AVX-512
     # targets (with AVX-512VL in 32 registers), 16 (512 bits) on AVX-512 ones
-    isa = _x86_conv.isa_of(isa_target)
+    isa = x86_conv.isa_of(isa_target)
     kernel_isa = {8: "avx2", 16: "avx512"}.get(ob)
     if ob == 8 and isa == "avx512" and tessera.Target(isa_target).has_feature("avx512vl"):
         kernel_isa = "avx512vl"
@@ -83,7 +83,7 @@ def test_conv2d_nchwc_matches_onnxruntime(name, dims, k, strides, padding, dilat
 
 
 def test_conv2d_nchwc_tensorized_row_is_parallel_with_the_epilogue_in_the_row_loop(isa_target):
-    if _x86_conv.isa_of(isa_target) is None:
+    if x86_conv.isa_of(isa_target) is None:
         pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
     x, w, b = rand(1, 16, 48, 48), rand(32, 16, 3, 3), rand(1, 4, 1, 1, 8)
 
@@ -198,7 +198,7 @@ def test_depthwise_nchwc_refuses_a_block_change():
 @pytest.mark.parametrize("isa,flags", [("avx2", ["-mavx2", "-mfma"]), ("avx512", ["-mavx512f"])])
 def test_row_micro_kernel_source_compiles_for_each_isa(tmp_path, isa, flags):
     # AVX-512 hosts are not always at hand: the generated C is at least compiled for them
-    src = _x86_conv.c_source(isa, 2, 8, (1, 2), (1, 1), 28) + "\n" + _x86_conv.c_source(isa, 3, 3, (2, 1), (2, 2), 7, 7)
+    src = x86_conv.c_source(isa, 2, 8, (1, 2), (1, 1), 28) + "\n" + x86_conv.c_source(isa, 3, 3, (2, 1), (2, 2), 7, 7)
     path = tmp_path / "k.c"
     path.write_text("#include <stdint.h>\n" + src)
     subprocess.run(["gcc", "-O2", "-std=gnu11", "-fsyntax-only", *flags, str(path)], check=True)
@@ -209,11 +209,11 @@ def test_row_micro_kernel_source_compiles_for_each_isa(tmp_path, isa, flags):
 
 @pytest.mark.parametrize("isa", ["avx2", "avx512"])
 def test_row_tiles_cover_the_row_with_equal_tiles_that_fit_the_registers(isa):
-    for v in range(1, _x86_conv.MAX_V + 1):
-        R = _x86_conv.row_tile(isa, v)
-        assert R * v + v + 1 <= _x86_conv.ISA[isa][1]
+    for v in range(1, x86_conv.MAX_V + 1):
+        R = x86_conv.row_tile(isa, v)
+        assert R * v + v + 1 <= x86_conv.ISA[isa][1]
         for ow in (1, 5, 7, 14, 28, 56, 112, 113):
-            plan = _x86_conv.row_tiles(isa, v, ow)
+            plan = x86_conv.row_tiles(isa, v, ow)
             assert sum(r * c for r, c in plan) == ow
             sizes = [r for r, _ in plan]
             assert max(sizes) <= R and max(sizes) - min(sizes) <= 1

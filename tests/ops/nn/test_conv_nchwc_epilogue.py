@@ -1,5 +1,5 @@
 """The blocked convolution's epilogue folded into its micro-kernel (tir/transform/fuse_intrin_epilogue.py
-with ops/nn/_x86_conv.py's variants): the zero init dropped, bias / residual / ReLU / clip applied in
+with tir/tensor_intrin/x86_conv.py's variants): the zero init dropped, bias / residual / ReLU / clip applied in
 registers before the one store, and everything that does not fit left as it was. Each result against
 onnxruntime's convolution with the epilogue in numpy; what the schedule makes is derived from the target."""
 import re
@@ -11,16 +11,16 @@ from nn_onnx_ref import ort_run
 
 import tessera
 from tessera import te
-from tessera.ops.nn import _x86_conv
+from tessera.tir.tensor_intrin import x86_conv
 
 RNG = np.random.default_rng(29)
 
 
 def _lanes(isa_target):
-    isa = _x86_conv.isa_of(isa_target)
+    isa = x86_conv.isa_of(isa_target)
     if isa is None:
         pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
-    return _x86_conv.lanes_of(isa)
+    return x86_conv.lanes_of(isa)
 
 
 class _Forced:

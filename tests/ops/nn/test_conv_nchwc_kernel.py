@@ -1,4 +1,4 @@
-"""Paths of the blocked convolution's row micro-kernel (ops/nn/_x86_conv.py) and of its default schedule:
+"""Paths of the blocked convolution's row micro-kernel (tir/tensor_intrin/x86_conv.py) and of its default schedule:
 register tiles across the rows of a map whose pixels are contiguous, the prefetch of streamed weights,
 and an input padded per row group inside the parallel loop. Each result against onnxruntime, on an
 AVX2 target and on the host's; what the schedule picks is derived from the target's vector width."""
@@ -12,7 +12,7 @@ from nn_onnx_ref import ort_run
 import tessera
 from tessera import te
 from tessera.graph.ir import TensorType
-from tessera.ops.nn import _x86_conv
+from tessera.tir.tensor_intrin import x86_conv
 from tessera.ops.nn.conv_nchwc import CONV, PREFETCH_BYTES
 from tessera.ops.registry import ScheduleContext, get_op
 
@@ -20,10 +20,10 @@ RNG = np.random.default_rng(13)
 
 
 def _isa(isa_target):
-    isa = _x86_conv.isa_of(isa_target)
+    isa = x86_conv.isa_of(isa_target)
     if isa is None:
         pytest.skip("the row micro-kernel needs AVX2+FMA or AVX-512")
-    return isa, _x86_conv.lanes_of(isa)
+    return isa, x86_conv.lanes_of(isa)
 
 
 def _check(x, w, b, isa_target, threads=2, strides=(1, 1), padding=(0, 0, 0, 0), knobs=None):
@@ -43,13 +43,13 @@ def _data(C, O, H, W, kh=1, kw=1, n=1):
 
 def test_flat_tiles_split_the_run_of_rows_into_fewer_tiles():
     # 7 rows of 7 pixels, 14-pixel tiles of two vectors: 13 + 12 + 12 + 12 instead of 7 x 7
-    assert _x86_conv.flat_tiles("avx512", 2, 7, 7, (1, 1)) == [(13, 1), (12, 3)]
-    assert _x86_conv.flat_tiles("avx512", 2, 7, 1, (1, 1)) is None          # one row
-    assert _x86_conv.flat_tiles("avx512", 2, 7, 7, (2, 2)) is None          # strided: rows apart
-    assert _x86_conv.flat_tiles("avx512", 2, 14, 4, (1, 1)) is None        # rows of whole tiles already
-    assert _x86_conv.flat_tiles("avx512", 2, 1, 7, (1, 1)) is None         # rows of one pixel: no w stride
+    assert x86_conv.flat_tiles("avx512", 2, 7, 7, (1, 1)) == [(13, 1), (12, 3)]
+    assert x86_conv.flat_tiles("avx512", 2, 7, 1, (1, 1)) is None          # one row
+    assert x86_conv.flat_tiles("avx512", 2, 7, 7, (2, 2)) is None          # strided: rows apart
+    assert x86_conv.flat_tiles("avx512", 2, 14, 4, (1, 1)) is None        # rows of whole tiles already
+    assert x86_conv.flat_tiles("avx512", 2, 1, 7, (1, 1)) is None         # rows of one pixel: no w stride
     # AVX2, two vectors: 6-pixel tiles; 4 rows of 7 (2 tiles each) -> 28 pixels in 5 tiles
-    assert _x86_conv.flat_tiles("avx2", 2, 7, 4, (1, 1)) == [(6, 3), (5, 2)]
+    assert x86_conv.flat_tiles("avx2", 2, 7, 4, (1, 1)) == [(6, 3), (5, 2)]
 
 
 @pytest.mark.parametrize("kernel,padding", [((1, 1), (0, 0, 0, 0)), ((3, 1), (1, 0, 1, 0)), ((1, 3), (0, 1, 0, 1))],

@@ -35,21 +35,29 @@ A and the output blocks are passed by addresses (A: its first element and the ne
 and w; C: one pointer a block, and block 0 of row 1), so the strides follow from the pointers: right
 also where lowering has compacted the tile's C or a per-row-group padded A into a smaller buffer. A
 pixel is CB floats of A and L floats of C.
+
+The kernel's fixed C is x86_conv.c beside this file (package data, read at import): `//@ name`
+sections with `$name` placeholders; c_source fills them with the parameters and the lines it
+generates per accumulator. Registered when imported (the blocked convolution of ops/nn does).
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import math
+import os
+import re
+import string
 
 from ...arith import simplify
+from ...codegen import c_files
 from ...codegen.c import x86_minmax
 from ...errors import TesseraError
 from ...ir import (Block, BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, Call, Evaluate, For, IntImm,
                    IterVar, PrimFunc, Range, Var, min_expr)
 from ...target import Target
-from ...tir.tensor_intrin import TensorIntrin
-from ...tir.tensor_intrin.epilogue import EpilogueHook, Tile
+from .epilogue import EpilogueHook, Tile
+from .intrin import TensorIntrin
 
 ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the code needs)
     "avx2": (8, 16, ("avx2", "fma"), ("__AVX2__", "__FMA__")),
@@ -59,6 +67,10 @@ ISA = {  # isa -> (fp32 lanes, vector registers, features, predefined macros the
 }
 _PREFIX = {"avx2": "x86_avx2_fma", "avx512": "x86_avx512", "avx512vl8": "x86_avx512vl"}
 MAX_V = 4
+
+# the kernel's fixed C (a template of `//@ name` sections, package data), read once here
+_TEMPLATE = c_files.sections("x86_conv.c", directory=os.path.dirname(os.path.abspath(__file__)))
+_WHOLE_LINE = re.compile(r"\$\{?\w+\}?")
 
 
 def isa_of(target) -> str | None:
@@ -188,18 +200,24 @@ def _variant_suffix(zero_init, epi, split=False) -> str:
     return out + ("_s" if split else "")
 
 
-def _minmax_helpers(lanes, vt) -> list:
+def _c(name, **values) -> str:
+    """Section `name` of x86_conv.c with its placeholders filled; a line that is only a placeholder is
+    left out where its value is empty."""
+    lines = [line for line in _TEMPLATE[name].code.split("\n")
+             if not (_WHOLE_LINE.fullmatch(line) and values[line.strip("${}")] == "")]
+    return string.Template("\n".join(lines)).substitute(values)
+
+
+def _minmax_helpers(lanes, vt) -> str:
     """tintrin_max_/tintrin_min_f32x{lanes}(x, c): x against a constant that is not NaN, x's NaN kept
     (x86's MAXPS / MINPS, as the C renderer spells them: codegen.c.x86_minmax)."""
-    guard = f"TINTRIN_MINMAX_F32X{lanes}"
-    out = [f"#ifndef {guard}\n#define {guard}"]
+    functions = []
     for op in ("max", "min"):
-        out.append(f"static inline {vt} tintrin_{op}_f32x{lanes}({vt} x, float c) {{\n  const {vt} cv = ({vt}){{0}} + c;")
+        branches = []
         for k, (cond, call) in enumerate(x86_minmax(op, "float32", 4 * lanes, "cv", "x")):
-            out += [f"#{'el' if k else ''}if {cond}", f"  return {call};"]
-        out.append("#endif\n}")
-    out.append("#endif")
-    return out
+            branches += [f"#{'el' if k else ''}if {cond}", f"  return {call};"]
+        functions.append(_c("minmax_function", vt=vt, op=op, lanes=lanes, branches="\n".join(branches)))
+    return _c("minmax_helpers", lanes=lanes, functions="\n".join(functions))
 
 
 def _epi_c(tree, kinds, i, k, lanes, vt) -> str:
@@ -255,153 +273,77 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_ini
     vt = f"tintrin_f32x{lanes}"
     plan = row_tiles(isa, v, ow)
     flat = flat_tiles(isa, v, ow, rows, strides)
-    cond = " || ".join(f"!defined({m})" for m in macros)
     outs = ", ".join(f"float* restrict c{k}" for k in range(v))
     # with dw == 1 the taps kw and the lanes ci of one input row are one contiguous run of KW * CB
     # floats (a pixel is CB floats): one loop over them, unrolled by CB
     fused = dw == 1
     # the tap loop unrolled 4 times, not a whole pixel (CB): gcc then keeps the 28 accumulators of a
-    # 14 x 2 AVX-512 tile in registers (unrolled 16 times it spilled some to the stack); 1x1 layers of
-    # ResNet-50 alone, 1 thread: 0.93-0.98x the time (AVX-512), 0.92-0.98x (AVX2, from 8)
+    # 14 x 2 AVX-512 tile in registers (unrolled 16 times it spilled some to the stack)
     unroll = min(cb, 4)
     # GNU C vectors (no immintrin.h: it costs more compile time than the kernel): a float times a
     # vector broadcasts it (vbroadcastss), `acc + x * w` contracts into an FMA under -march
-    L = [f"#ifndef TINTRIN_F32X{lanes}\n#define TINTRIN_F32X{lanes}",
-         f"typedef float {vt} __attribute__((vector_size({4 * lanes}), aligned(4)));\n#endif",
-         f"#if {cond}\n#error \"tensor intrinsic {fn} needs {', '.join(feats)}\"\n#endif",
-         *(_minmax_helpers(lanes, vt) if epi is not None else ()),
-         f"/* {rows} output row(s) of {ow} pixels of a blocked convolution: {v} x {lanes} output channels, {cb}",
-         f"   input channels a block, stride {sh}x{sw}, dilation {dh}x{dw}; a row in tiles of "
-         + " + ".join(f"{c} x {r}" for r, c in plan) + f" pixels x {v} vectors held in registers",
-         "   while a block of input channels is reduced (tessera/ops/nn/_x86_conv.py)"
-         + ("; rows whose pixels are contiguous (input rows\n   as long as the output's) in tiles of "
-            + " + ".join(f"{c} x {r}" for r, c in flat) + " pixels across the rows" if flat else "")
-         + ". a: input at the",
-         "   first tap (a[c * sa_c + h * sa_h + w * sa_w + ci]; a_c1, a_h1, a_w1: its next element along c, h",
-         "   and w, or a itself along an axis of one), b: weights of the first output block",
-         "   (b[v * sb_v + c * sb_c + kh * sb_h + kw * sb_w + ci * L + j]), c0..: the output blocks of row 0",
-         "   (pixel i at c + i * L), c_row1: block 0 of row 1"
-         + (". The first tile of each input-channel chunk also prefetches\n   the weights that come next (the next "
-            "chunk's; after the last, the next output blocks') while they stream from memory" if prefetch else "")
-         + ". */"]
+    L = [_c("vector_type", lanes=lanes, vt=vt, bytes=4 * lanes),
+         _c("isa_guard", cond=" || ".join(f"!defined({m})" for m in macros), fn=fn, features=", ".join(feats))]
+    if epi is not None:
+        L.append(_minmax_helpers(lanes, vt))
+    L.append(_c("comment", rows=rows, ow=ow, v=v, lanes=lanes, cb=cb, sh=sh, sw=sw, dh=dh, dw=dw,
+                tiles=_tiles_text(plan),
+                flat=_c("comment_flat", tiles=_tiles_text(flat)) if flat else "",
+                prefetch=_c("comment_prefetch") if prefetch else ""))
     if zero_init or epi is not None:
-        L.append("/* this variant: " + ("accumulators start at zero (no init pass before the call)" if zero_init else "")
-                 + ("; " if zero_init and epi is not None else "")
-                 + (f"after the last chunk, o[pixel] = {_epi_text(epi[0])} in registers (in{{j}}: e{{j}}, "
-                    f"{', '.join(f'{j}: ' + ('per block' if kd == 'vec' else 'per pixel') for j, kd in enumerate(kinds))}"
-                    f"), one store a vector; o, e{{j}}: block k at + k * s_v, row r at + r * s_r, pixel i at + i * "
-                    f"{lanes}" if epi is not None else "") + " */")
+        what = [_c("variant_zero")] if zero_init else []
+        if epi is not None:
+            inputs = ", ".join(f"{j}: " + ("per block" if kd == "vec" else "per pixel") for j, kd in enumerate(kinds))
+            what.append(_c("variant_epilogue", formula=_epi_text(epi[0]), inputs=inputs, lanes=lanes))
+        L.append(_c("variant_comment", what="; ".join(what)))
 
     def tile(r):
-        name = f"{fn}_t{r}"
-        pf_arg = ", uintptr_t pf" if prefetch else ""
-        flag_args = ", int first, int last" if flags else ""
-        epi_args = ""
-        if epi is not None:
-            epi_args = ", float* o, int64_t so_v" + "".join(f", const float* e{j}, int64_t se{j}_v"
-                                                          for j in range(len(kinds)))
-        out = [f"static inline __attribute__((always_inline)) void {name}(int32_t c_lo, int32_t c_hi, int32_t KH, "
-               f"int32_t KW, const float* restrict a, int64_t sa_c, int64_t sa_h, int64_t sa_w, "
-               f"const float* restrict b, int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}"
-               f"{flag_args}{epi_args}{pf_arg}) {{"]
-        for i in range(r):
-            out.append("  " + " ".join(f"{vt} acc{i}_{k};" for k in range(v)))
-        if zero_init:
-            out.append("  if (first) {  /* the first chunk starts from zero (the tile is not read) */")
-            for i in range(r):
-                out.append("    " + " ".join(f"acc{i}_{k} = ({vt}){{0}};" for k in range(v)))
-            out.append("  } else {")
-        for i in range(r):
-            out.append(("    " if zero_init else "  ")
-                       + " ".join(f"acc{i}_{k} = *({vt}*)(c{k} + {i * lanes});" for k in range(v)))
-        if zero_init:
-            out.append("  }")
-        out.append(f"  const int64_t px = sa_w * {sw};")
+        def per_pixel(ind, fmt):   # one line a pixel, one statement a vector
+            return "\n".join(ind + " ".join(fmt.format(i=i, k=k, at=i * lanes) for k in range(v)) for i in range(r))
 
         def step(a_at, b_at, ind):
             body = [ind + " ".join(f"const {vt} w{k} = *(const {vt}*)({b_at(k)});" for k in range(v))]
             for i in range(r):
                 body.append(ind + f"{{ const float x = {a_at(i)}; " +
                             " ".join(f"acc{i}_{k} += x * w{k};" for k in range(v)) + " }")
-            return body
+            return "\n".join(body)
 
-        out.append("  for (int32_t c = c_lo; c < c_hi; ++c) {")
-        out.append("    for (int32_t kh = 0; kh < KH; ++kh) {")
-        out.append(f"      const float* restrict ah = a + c * sa_c + kh * {dh} * sa_h;")
-        out.append("      const float* restrict bh = b + c * sb_c + kh * sb_h;")
+        epi_args = ""
+        if epi is not None:
+            epi_args = ", float* o, int64_t so_v" + "".join(f", const float* e{j}, int64_t se{j}_v"
+                                                          for j in range(len(kinds)))
+        loads = per_pixel("    " if zero_init else "  ", f"acc{{i}}_{{k}} = *({vt}*)(c{{k}} + {{at}});")
+        if zero_init:
+            start = _c("tile_start_zero", zeros=per_pixel("    ", f"acc{{i}}_{{k}} = ({vt}){{{{0}}}};"), loads=loads)
+        else:
+            start = loads
+        pf = ""
         if prefetch:
             # addresses as integers: past the last output blocks they lie beyond the weights, where
             # pointer arithmetic would be undefined (a prefetch of any address is harmless)
-            out.append("      if (pf) {  /* the same taps of the weights that come next, a cache line at a time */")
-            out.append("        const uintptr_t ph = pf + 4 * (uintptr_t)((c - c_lo) * sb_c + kh * sb_h);")
-            out.append(f"        for (int32_t o = 0; o < KW * {cb * lanes}; o += 16) {{")
-            out.append("          " + " ".join(f"__builtin_prefetch((const void*)(ph + 4 * (uintptr_t)({k} * sb_v + o)));"
-                                               for k in range(v)))
-            out.append("        }")
-            out.append("      }")
+            pf = _c("tile_prefetch", floats=cb * lanes, prefetches=" ".join(
+                f"__builtin_prefetch((const void*)(ph + 4 * (uintptr_t)({k} * sb_v + o)));" for k in range(v)))
         if fused:
-            out.append(f"      const int32_t taps = KW * {cb};")
-            out.append(f"      #pragma GCC unroll {unroll}")
-            out.append("      for (int32_t t = 0; t < taps; ++t) {")
-            out += step(lambda i: f"ah[{i} * px + t]", lambda k: f"bh + {k} * sb_v + t * {lanes}", "        ")
-            out.append("      }")
+            taps = _c("taps_contiguous", cb=cb, unroll=unroll, step=step(
+                lambda i: f"ah[{i} * px + t]", lambda k: f"bh + {k} * sb_v + t * {lanes}", "        "))
         else:
-            out.append("      for (int32_t kw = 0; kw < KW; ++kw) {")
-            out.append(f"        const float* restrict ak = ah + kw * {dw} * sa_w;")
-            out.append("        const float* restrict bk = bh + kw * sb_w;")
-            out.append(f"        #pragma GCC unroll {unroll}")
-            out.append(f"        for (int32_t ci = 0; ci < {cb}; ++ci) {{")
-            out += step(lambda i: f"ak[{i} * px + ci]", lambda k: f"bk + {k} * sb_v + ci * {lanes}", "          ")
-            out.append("        }")
-            out.append("      }")
-        out.append("    }")
-        out.append("  }")
+            taps = _c("taps_by_kw", dw=dw, cb=cb, unroll=unroll, step=step(
+                lambda i: f"ak[{i} * px + ci]", lambda k: f"bk + {k} * sb_v + ci * {lanes}", "          "))
+        epilogue = ""
         if epi is not None:
-            out.append("  if (last) {  /* the epilogue in registers, one store to the output */")
-            for j, kind in enumerate(kinds):
-                if kind == "vec":
-                    out.append("    " + " ".join(f"const {vt} e{j}_{k} = *(const {vt}*)(e{j} + {k} * se{j}_v);"
-                                                  for k in range(v)))
-            for i in range(r):
-                for k in range(v):
-                    out.append(f"    *({vt}*)(o + {k} * so_v + {i * lanes}) = "
-                               f"{_epi_c(epi[0], kinds, i, k, lanes, vt)};")
-            out.append("    return;")
-            out.append("  }")
-        for i in range(r):
-            out.append("  " + " ".join(f"*({vt}*)(c{k} + {i * lanes}) = acc{i}_{k};" for k in range(v)))
-        out.append("}")
-        return out
+            inputs = "\n".join("    " + " ".join(f"const {vt} e{j}_{k} = *(const {vt}*)(e{j} + {k} * se{j}_v);"
+                                                  for k in range(v))
+                               for j, kind in enumerate(kinds) if kind == "vec")
+            stores = "\n".join(f"    *({vt}*)(o + {k} * so_v + {i * lanes}) = {_epi_c(epi[0], kinds, i, k, lanes, vt)};"
+                               for i in range(r) for k in range(v))
+            epilogue = _c("tile_epilogue", inputs=inputs, stores=stores)
+        return _c("tile", fn=fn, r=r, outs=outs, flag_args=", int first, int last" if flags else "",
+                  epi_args=epi_args, pf_arg=", uintptr_t pf" if prefetch else "",
+                  accumulators=per_pixel("  ", f"{vt} acc{{i}}_{{k}};"), start=start, sw=sw, dh=dh, prefetch=pf,
+                  taps=taps, epilogue=epilogue, stores=per_pixel("  ", f"*({vt}*)(c{{k}} + {{at}}) = acc{{i}}_{{k}};"))
 
     for r in sorted({r for r, _ in plan} | {r for r, _ in flat or ()}, reverse=True):
-        L += tile(r)
-    row_arg = ", float* restrict c_row1" if rows > 1 else ""
-    epi_params = ""
-    if epi is not None:
-        epi_params = ", float* o, int64_t so_v, int64_t so_r" + "".join(
-            f", const float* e{j}, int64_t se{j}_v, int64_t se{j}_r" for j in range(len(kinds)))
-    L.append(f"static inline void {fn}(int32_t CC, int32_t KH, int32_t KW, const float* restrict a, "
-             f"const float* a_c1, const float* a_h1, const float* a_w1, const float* restrict b, int64_t sb_v, "
-             f"int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}{row_arg}{epi_params}"
-             + (", int first_call, int last_call" if split else "") + ") {")
-    L.append("  const int64_t sa_c = a_c1 - a, sa_h = a_h1 - a, sa_w = a_w1 - a;  /* input strides */")
-    L.append(f"  const int64_t px = sa_w * {sw};")
-    L.append(f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};  /* output row stride */")
-    L.append("  /* input-channel blocks whose weights fit L1 go through every tile of the rows in turn; the")
-    L.append("     tile's accumulators are loaded from and stored back to the output (in L1) around each */")
-    L.append(f"  const int64_t per_block = (int64_t)KH * KW * {cb * v * lanes * 4};")
-    L.append(f"  int32_t step = (int32_t)({L1_WEIGHT_BYTES} / (per_block > 0 ? per_block : 1));")
-    L.append("  if (step < 1) step = 1;")
-    if flat:
-        same = "".join([f" && so_r == {ow * lanes}" if epi is not None else ""]
-                       + [f" && se{j}_r == {ow * lanes}" for j, kind in enumerate(kinds) if kind == "tile"])
-        L.append(f"  const int flat = sa_h == {ow} * sa_w && c_rs == {ow * lanes}{same};  /* the rows' pixels "
-                 f"contiguous */")
-    L.append("  for (int32_t c_lo = 0; c_lo < CC; c_lo += step) {")
-    L.append("    const int32_t c_hi = c_lo + step < CC ? c_lo + step : CC;")
-    if prefetch:
-        L.append(f"    const uintptr_t pf = (uintptr_t)b + 4 * (uintptr_t)(c_hi < CC ? c_hi * sb_c : {v} * sb_v);"
-                 "  /* the next weights */")
+        L.append(tile(r))
 
     def sweep(tiles, ind, a0, out0):
         """Calls of the tiles along one run of pixels; the first call of a chunk prefetches."""
@@ -424,20 +366,30 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1, prefetch=False, zero_ini
             else:
                 tail = ", 0" if prefetch else ""
                 body.append(ind + f"for (int32_t k = 0; k < {c}; ++k, x += {r}) {fn}_t{r}({args}{tail});")
-        return body
+        return "\n".join(body)
 
+    epi_params = ""
+    if epi is not None:
+        epi_params = ", float* o, int64_t so_v, int64_t so_r" + "".join(
+            f", const float* e{j}, int64_t se{j}_v, int64_t se{j}_r" for j in range(len(kinds)))
+    flat_test = ""
     if flat:
-        L.append("    if (flat) {")
-        L += sweep(flat, "      ", "a", "")
-        L.append("      continue;")
-        L.append("    }")
-    L.append(f"    for (int32_t r = 0; r < {rows}; ++r) {{")
-    L.append(f"      const float* restrict ar = a + r * {sh} * sa_h;")
-    L += sweep(plan, "      ", "ar", " + r * c_rs")
-    L.append("    }")
-    L.append("  }")
-    L.append("}")
+        same = "".join([f" && so_r == {ow * lanes}" if epi is not None else ""]
+                       + [f" && se{j}_r == {ow * lanes}" for j, kind in enumerate(kinds) if kind == "tile"])
+        flat_test = _c("kernel_flat_test", ow=ow, row_floats=ow * lanes, same=same)
+    L.append(_c("kernel", fn=fn, outs=outs, row_arg=", float* restrict c_row1" if rows > 1 else "",
+                epi_params=epi_params, split_args=", int first_call, int last_call" if split else "", sw=sw,
+                row_stride="c_row1 - c0" if rows > 1 else "0", block_bytes=cb * v * lanes * 4,
+                l1_bytes=L1_WEIGHT_BYTES, flat_test=flat_test,
+                prefetch=_c("kernel_prefetch", v=v) if prefetch else "",
+                flat_sweep=_c("kernel_flat_sweep", sweep=sweep(flat, "      ", "a", "")) if flat else "",
+                rows=rows, sh=sh, sweep=sweep(plan, "      ", "ar", " + r * c_rs")))
     return "\n".join(L)
+
+
+def _tiles_text(plan) -> str:
+    """`2 x 6 + 1 x 5`: a plan's tiles (count x size) for the kernel's comment."""
+    return " + ".join(f"{c} x {r}" for r, c in plan)
 
 
 def _address(e):
