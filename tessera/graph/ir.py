@@ -23,6 +23,10 @@ import numpy as np
 from ..errors import ShapeError, TesseraError
 from ..ir.tensor_type import TensorType  # re-exported: part of the graph IR's API
 
+# The text printer behind Graph.script() and Function.script(): graph/printer.py installs it when it
+# loads (it imports this module's classes, so they cannot import it); `tessera.graph` loads it.
+PRINTER: dict = {}
+
 _set = object.__setattr__
 
 
@@ -188,9 +192,8 @@ class Function:
         return hash(self.key)
 
     def script(self) -> str:
-        from .printer import script_function  # printer imports this module's classes
-
-        return script_function(self)
+        """The function's text form (graph/printer.py)."""
+        return PRINTER["function"](self)
 
     def __repr__(self):
         return f"Function({self.name!r}, {len(self.params)} params, {len(self.body.nodes)} nodes)"
@@ -350,9 +353,8 @@ class Graph:
         return Graph(**kw)
 
     def script(self, show_constants: bool = False) -> str:
-        from .printer import script  # printer imports this module's classes
-
-        return script(self, show_constants=show_constants)
+        """The graph's text form (graph/printer.py); show_constants: the constants' values too."""
+        return PRINTER["graph"](self, show_constants=show_constants)
 
     def __str__(self):
         return self.script()

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..ops.registry import get_op
 from ..ir.names import fresh_name
-from .ir import FUSED_OP, Function, Graph, Value
+from .ir import FUSED_OP, PRINTER, Function, Graph, Value
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_.\-]+$")
 SMALL_CONSTANT = 8   # constants with at most this many elements print their values
@@ -244,3 +244,7 @@ def _arrays_equal(x: np.ndarray, y: np.ndarray) -> bool:
         xf, yf = x.astype(np.float64), y.astype(np.float64)
         return bool(np.array_equal(xf, yf, equal_nan=True))
     return bool(np.array_equal(x, y))
+
+
+PRINTER["graph"] = script
+PRINTER["function"] = script_function

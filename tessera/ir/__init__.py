@@ -9,6 +9,7 @@ from .expr import (EQ, GE, GT, LE, LT, NE, Add, And, BinaryOp, Broadcast, Buffer
 from .function import IRModule, PrimFunc
 from .functor import Mutator, Visitor, collect_vars, post_order_visit, substitute, uses_var
 from .node import Node
+from .printer import script
 from .stmt import (NOP, Allocate, AssertStmt, AttrStmt, Block, BlockRealize, BufferStore, Evaluate,
                    For, ForKind, IfThenElse, LetStmt, SeqStmt, Stmt, seq)
 from .serialize import from_json, load_json, save_json, to_json

@@ -604,15 +604,6 @@ class CommReducer(Node):
         set_field(self, "identity_element", tuple(convert(r) for r in identity_element))
         set_field(self, "name", name)
 
-    def combine(self, lhs_values, rhs_values):
-        """The combined values for concrete lhs/rhs expressions (substitutes the formal vars)."""
-        # cycle: expr <-> functor (functor walks expr nodes)
-        from .functor import substitute
-
-        vmap = dict(zip(self.lhs, lhs_values))
-        vmap.update(zip(self.rhs, rhs_values))
-        return tuple(substitute(r, vmap) for r in self.result)
-
 
 class Reduce(PrimExpr):
     """A reduction (TE only): combiner over `source` for all points of `axis` where `condition`."""

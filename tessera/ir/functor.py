@@ -229,5 +229,12 @@ def uses_var(node, var) -> bool:
     return found
 
 
-__all__ = ["Visitor", "Mutator", "substitute", "post_order_visit", "collect_vars", "uses_var", "depth",
+def combine(reducer, lhs_values, rhs_values) -> tuple:
+    """The values a CommReducer combines concrete lhs/rhs expressions into (its formal vars substituted)."""
+    vmap = dict(zip(reducer.lhs, lhs_values))
+    vmap.update(zip(reducer.rhs, rhs_values))
+    return tuple(substitute(r, vmap) for r in reducer.result)
+
+
+__all__ = ["Visitor", "Mutator", "combine", "substitute", "post_order_visit", "collect_vars", "uses_var", "depth",
            "MappingProxyType"]

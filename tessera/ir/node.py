@@ -13,6 +13,10 @@ from types import MappingProxyType
 set_field = object.__setattr__
 new_node = object.__new__
 
+# The text printer behind Node.script(): ir/printer.py installs it when it loads (it imports the node
+# classes, so they cannot import it); `tessera.ir` loads it with the nodes.
+PRINTER: dict = {}
+
 
 class Node:
     """Immutable IR node. Subclasses declare `__slots__` and list them all in `_fields`."""
@@ -52,9 +56,8 @@ class Node:
         raise TypeError("tessera IR is not pickled; serialize it with script() or JSON traces")
 
     def script(self) -> str:
-        from .printer import script
-
-        return script(self)
+        """The node's text form (ir/printer.py)."""
+        return PRINTER["script"](self)
 
     def __str__(self):
         return self.script()

@@ -23,7 +23,7 @@ from . import stmt as S
 from .buffer import Buffer, BufferRegion
 from .function import IRModule, PrimFunc
 from .functor import collect_vars
-from .node import Node
+from .node import PRINTER, Node
 
 # Python precedence levels (higher binds tighter)
 _OR, _AND, _NOT, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 4, 9, 10, 11, 13
@@ -55,6 +55,9 @@ def script(node) -> str:
     if isinstance(node, Node):
         return _Printer().expr(node)
     return repr(node)
+
+
+PRINTER["script"] = script
 
 
 def _sanitize(name: str) -> str:

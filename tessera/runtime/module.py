@@ -29,6 +29,7 @@ from ..ir.dtype import DataType
 from ..target import check_cpu_features
 from . import cache
 from . import openmp
+from .c_compiler import asan_runtime
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024
@@ -498,8 +499,6 @@ def _check_sanitizer(path: str):
         return
     if needs_asan and not hasattr(ctypes.CDLL(None), "__asan_init"):
         try:
-            from .c_compiler import asan_runtime  # the compiler driver: only here, running needs none
-
             lib = asan_runtime()
         except TesseraError:
             lib = "<path of libasan.so>"

@@ -15,8 +15,8 @@ from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType, dtype_of_numpy, numpy_dtype
 
 ALIGNMENT = 64
-_KDLCPU = 1
-_KDLCUDA = 2
+KDL_CPU = 1
+KDL_CUDA = 2
 
 # numpy dtype -> (tessera dtype, ABI code, ABI bits). Booleans are stored in a byte (DLPack's
 # convention: code 6, bits 8).
@@ -122,7 +122,7 @@ class NDArray:
                              f"(numpy refused: {e})") from e
 
     def __dlpack_device__(self):
-        return (_KDLCPU, 0)
+        return (KDL_CPU, 0)
 
     def __len__(self):
         if not self._arr.ndim:
@@ -137,7 +137,7 @@ class NDArray:
 
 
 # ---------------------------------------------------------------------- constructors
-def _normalize_shape(shape) -> tuple:
+def normalize_shape(shape) -> tuple:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:
@@ -164,34 +164,14 @@ def _np_dtype(dtype) -> np.dtype:
     return numpy_dtype(dt)
 
 
-def empty(shape, dtype="float32", device=None) -> NDArray:
-    """An uninitialized aligned NDArray (device: see `array`)."""
-    if device is not None and device != "cpu":
-        return _device_runtime(device)[0].empty(_normalize_shape(shape), dtype, _device_runtime(device)[1])
-    return NDArray(_aligned_empty(_normalize_shape(shape), _np_dtype(dtype)))
+def empty(shape, dtype="float32") -> NDArray:
+    """An uninitialized aligned NDArray (tessera.nd.empty also makes device arrays)."""
+    return NDArray(_aligned_empty(normalize_shape(shape), _np_dtype(dtype)))
 
 
-def _device_runtime(device):
-    """(runtime module, device name) of a device string: "opencl", "opencl:<name part>", "cuda"."""
-    if not isinstance(device, str):
-        raise TesseraError(f"device must be 'cpu', 'opencl', 'opencl:<device name>' or 'cuda', got {device!r}")
-    kind, _, name = device.partition(":")
-    if kind == "opencl":
-        from . import opencl  # pyopencl is optional: loaded only for OpenCL device arrays
-        return opencl, name or None
-    if kind == "cuda":
-        from . import cuda  # cupy is optional: loaded only for CUDA device arrays
-        return cuda, name or None
-    raise TesseraError(f"unknown device {device!r}: expected 'cpu', 'opencl', 'opencl:<device name>' or 'cuda'")
-
-
-def array(obj, dtype=None, device=None) -> NDArray:
-    """Copy `obj` (numpy array, NDArray, nested list, scalar, DLPack tensor) into a new aligned NDArray;
-    with device="opencl" (or "opencl:<device name>") into an OpenCL DeviceArray, with "cuda" into a
-    CUDA array (cupy), which GPU modules take without copying."""
-    if device is not None and device != "cpu":
-        rt, name = _device_runtime(device)
-        return rt.array(obj, dtype, name)
+def array(obj, dtype=None) -> NDArray:
+    """Copy `obj` (numpy array, NDArray, nested list, scalar, DLPack tensor in CPU memory) into a new
+    aligned NDArray (tessera.nd.array also makes device arrays)."""
     if isinstance(obj, NDArray):
         obj = obj._arr
     elif not isinstance(obj, np.ndarray) and hasattr(obj, "__dlpack__"):
@@ -231,7 +211,7 @@ def unpack_subbyte(data, shape, dtype) -> np.ndarray:
     layout is the bytes `data` (the inverse of pack_subbyte; spare bits are ignored)."""
     npdt = _np_dtype(dtype)
     bits = _subbyte_bits(npdt, "unpack_subbyte")
-    shape = _normalize_shape(shape)
+    shape = normalize_shape(shape)
     n = int(np.prod(shape, dtype=np.int64))
     raw = np.frombuffer(memoryview(np.ascontiguousarray(data)).cast("B"), np.uint8)
     need = -(-n * bits // 8)
@@ -250,24 +230,23 @@ def _subbyte_bits(np_dtype, where: str) -> int:
     return dt.bits
 
 
+def dlpack_device(obj) -> tuple:
+    """The (device type, id) a DLPack producer's tensor lives on: (1, 0), the CPU, without one."""
+    return tuple(obj.__dlpack_device__()) if hasattr(obj, "__dlpack_device__") else (KDL_CPU, 0)
+
+
 def from_dlpack(obj) -> NDArray:
-    """Import a tensor from any DLPack producer (torch, jax, numpy, ...) without copying: CPU memory
-    as an NDArray, CUDA memory as a cupy array (which CUDA modules take)."""
+    """Import a tensor in CPU memory from any DLPack producer (torch, jax, numpy, ...) without copying
+    (tessera.nd.from_dlpack also imports CUDA memory)."""
     if isinstance(obj, NDArray):
         return obj
     if not hasattr(obj, "__dlpack__"):
         raise TesseraError(f"from_dlpack expects an object with __dlpack__, got {type(obj).__name__}")
-    if hasattr(obj, "__dlpack_device__"):
-        dev = tuple(obj.__dlpack_device__())
-        if int(dev[0]) == _KDLCUDA:
-            from . import cuda  # cupy is optional: only a CUDA tensor needs it
-            if not cuda.available():
-                raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev} (CUDA); importing it needs "
-                                   f"cupy and an NVIDIA GPU, and this machine has none")
-            return cuda.from_dlpack(obj)
-        if int(dev[0]) != _KDLCPU:
-            raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev}; CPU memory (device type 1) "
-                               f"and CUDA memory (type 2, with cupy) can be imported")
+    dev = dlpack_device(obj)
+    if int(dev[0]) != KDL_CPU:
+        where = " (CUDA: tessera.nd.from_dlpack imports it as a cupy array)" if int(dev[0]) == KDL_CUDA else ""
+        raise TesseraError(f"from_dlpack: tensor lives on DLPack device {dev}{where}; a CPU module takes CPU "
+                           f"memory (device type 1)")
     try:
         arr = np.from_dlpack(obj)
     except (BufferError, TypeError, RuntimeError) as e:

@@ -11,7 +11,7 @@ from ..ir.names import fresh_name
 from ..ir import expr as E
 from ..ir.buffer import Buffer, BufferRegion
 from ..ir.function import PrimFunc
-from ..ir.functor import Mutator, collect_vars, post_order_visit
+from ..ir.functor import Mutator, collect_vars, combine, post_order_visit
 from ..ir.stmt import Block, BlockRealize, BufferStore, For, LetStmt, seq
 from ..ir.structural import structural_equal
 from .tensor import ComputeOp, PlaceholderOp, Tensor
@@ -159,7 +159,7 @@ def _lower_op(op: ComputeOp, block_name, buf_of, allowed, reduce_owner):
                 gouts[op.body[k].value_index] = outs[k]
             sources = tuple(rw.visit(s) for s in red.source)
             old = tuple(E.BufferLoad(ob, point) for ob in gouts)
-            new = red.combiner.combine(old, sources)
+            new = combine(red.combiner, old, sources)
             if not (isinstance(red.condition, E.IntImm) and red.condition.value):
                 cond = rw.visit(red.condition)
                 new = tuple(E.Select(cond, n, o) for n, o in zip(new, old))
