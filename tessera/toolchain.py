@@ -115,3 +115,13 @@ def _predefined(argv: tuple, flags: tuple) -> str:
         raise TesseraError(f"the C compiler ({os.path.basename(argv[0])}) refuses "
                            f"{' '.join(flags)}: {msg.strip()}")
     return proc.stdout
+
+
+def asan_runtime() -> str:
+    """Path of the compiler's AddressSanitizer runtime (to LD_PRELOAD for `-sanitize=address` modules)."""
+    argv = find_compiler()
+    out = subprocess.run(argv + ["-print-file-name=libasan.so"], capture_output=True, text=True)
+    path = out.stdout.strip()
+    if out.returncode != 0 or not os.path.isabs(path):
+        raise TesseraError(f"{argv[0]} does not ship an AddressSanitizer runtime (libasan.so)")
+    return path

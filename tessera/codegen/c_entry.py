@@ -3,7 +3,7 @@ kernel the renderer wrote, the argument struct `NAME_args_t`, the unpacking `NAM
 argument checked against the parameter: kind, dtype, rank, extents, strides; symbolic extents bound),
 the entry `tessera_call_NAME`, the timer `tessera_time_NAME` and the function's entry in the JSON
 `tessera_metadata`. The C helpers they call are runtime_c/tsr_entry.c, pasted (only those used) into
-the unit by `entry_helpers`. `timer_loop` is the one C timer loop (the model entry of graph/aot.py
+the unit by `entry_helpers`. `timer_loop` is the one C timer loop (the model entry of codegen/c_aot.py
 uses it too).
 """
 from __future__ import annotations
@@ -141,7 +141,7 @@ def cpu_check(target) -> str:
     """C of `tsr_cpu_check(err, err_len)`: 0 when the CPU running the library has every feature its
     code may use (target.needed_features), else STATUS_RUNTIME and a message naming the missing
     ones; checked once, compiled for the baseline x86-64 (runtime_c/tsr_entry.c tsr_cpu_missing). The
-    model entry points (graph/aot.py) call it before anything that may use those instructions."""
+    model entry points (codegen/c_aot.py) call it before anything that may use those instructions."""
     needed = needed_features(target)
     rows = [f'  {{"{f}", {CPUID_FEATURES[f][0]:#x}, {CPUID_FEATURES[f][1]}, {CPUID_FEATURES[f][2]}, '
             f'{CPUID_FEATURES[f][3]}, {CPUID_FEATURES[f][4]:#x}ULL}},' for f in needed]

@@ -2,7 +2,7 @@
 
 One mechanism for every user: the ONNX frontend evaluates shape subgraphs with it, `tessera.compile`
 folds constant subgraphs (opt_level >= 1) with it, and the graph's fold_constant pass builds on it.
-The subgraph is compiled by the graph compiler (graph/compiler.py) and run by the runtime's graph
+The subgraph is compiled by lowering (graph/lowering.py) and run by the runtime's graph
 executor over its plan, so what is folded is exactly what would have run.
 """
 from __future__ import annotations

@@ -11,6 +11,7 @@ disk by source hash); the ahead-of-time module compiles the lowered programs in 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 import hashlib
 import json
 import threading
@@ -332,11 +333,27 @@ def _where(op, node):
     return f"{op} (node {node!r})" if node else op
 
 
-class _Prepared:
-    """A kernel whose C source is generated but not compiled yet."""
+@dataclass(frozen=True)
+class Prepared:
+    """A kernel whose C source is generated but not compiled yet: its program as scheduled (`prim`: a
+    PrimFunc or a tir.Schedule), the unscheduled `func`, the backend Source and lowered function."""
 
-    __slots__ = ("op", "node", "input_types", "output_types", "in_vars", "out_exprs", "scheduled", "tuned", "prim",
-                 "func", "source", "lowered", "name_hint")
+    op: str
+    node: object
+    input_types: tuple
+    output_types: tuple
+    in_vars: tuple
+    out_exprs: list
+    scheduled: bool
+    tuned: bool
+    prim: object
+    func: object
+    source: object
+    lowered: object
+
+    @property
+    def name_hint(self) -> str:
+        return self.source.name_hint
 
 
 def _generate(obj, target, name=None):
@@ -353,34 +370,52 @@ def _generate(obj, target, name=None):
     return source, (lowered[0] if len(lowered) == 1 else None)
 
 
+@dataclass(frozen=True)
 class KernelProgram:
     """A graph kernel before its schedule is chosen: `func`, the unscheduled PrimFunc (what a tuning
     record's trace replays on, keyed by its structural hash), and `schedule(knobs=None)`, its
     default schedule (the op's, a fused group's by its anchor, the GPU default), None when it has
-    none. knobs: an ops.registry.Knobs while the tuner explores the default schedule's decisions."""
+    none. knobs: an ops.registry.Knobs while the tuner explores the default schedule's decisions.
+    apply(sch, knobs, where): what schedules it (None: nothing); label: how `where` names it."""
 
-    __slots__ = ("op", "node", "where", "kernel_name", "func", "outs", "in_vars", "out_exprs", "target", "what",
-                 "_apply", "_name")
+    op: str
+    node: object
+    where: str
+    kernel_name: str
+    target: object
+    what: str | None
+    func: object
+    outs: list
+    in_vars: tuple
+    out_exprs: list
+    apply: object = field(repr=False)
+    label: str = ""
 
     def schedule(self, knobs=None, where=None):
         """The default schedule of func (a tir.Schedule; with knobs, its decisions sampled or set),
         or None where the kernel has no default schedule. Raises the TesseraError of a schedule that
         fails. where: how warnings name the kernel (where_of(node) of the node asking; default the
         node the program was first made for)."""
-        if self._apply is None:
+        if self.apply is None:
             return None
         sch = Schedule(self.func) if knobs is None else Schedule(self.func, seed=knobs.seed)
-        return self._apply(sch, knobs, where or self.where)
+        return self.apply(sch, knobs, where or self.where)
 
     def where_of(self, node) -> str:
         """The kernel named with `node` (the program is cached by signature, so its own `where`
         names the first node it was made for, not necessarily the one asking)."""
         if not node or node == self.node:
             return self.where
-        return _where(self._name, node)
+        return _where(self.label, node)
 
     def __repr__(self):
         return f"<KernelProgram {self.where} on {self.target}>"
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
 
 
 _PROGRAMS: dict = {}
@@ -501,13 +536,11 @@ def kernel_program(op_name, attrs, input_types, output_types, target, node) -> K
                                   input_types=input_types, output_types=output_types, knobs=knobs)
             opdef.schedule(sch, ctx)
             return sch
-    p = KernelProgram()
-    p.op, p.node, p.where, p.kernel_name, p.target, p.what = op_name, node, where, kernel_name, target, what
-    p.func, p.outs, p.in_vars, p.out_exprs, p._apply, p._name = func, outs, tuple(in_vars), out_exprs, apply, label
-    return p
+    return KernelProgram(op_name, node, where, kernel_name, target, what, func, outs, tuple(in_vars), out_exprs,
+                         apply, label)
 
 
-def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trace=None) -> _Prepared:
+def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trace=None) -> Prepared:
     """The op's kernel before building: te compute, PrimFunc and schedule (one per op/attrs/types/target).
     trace: a tuning record's trace (JSON) to schedule it by instead of the default schedule; one that
     no longer applies is warned about and the default used."""
@@ -536,12 +569,8 @@ def prepare_kernel(op_name, attrs, input_types, output_types, target, node, trac
             sched_obj, source = func, None
     if source is None:
         source, lowered = _generate(func, target, name)
-    p = _Prepared()
-    p.op, p.node, p.input_types, p.output_types = prog.kernel_name, node, input_types, output_types
-    p.in_vars, p.out_exprs, p.scheduled, p.tuned, p.prim, p.func = prog.in_vars, prog.out_exprs, scheduled, tuned, \
-        sched_obj, func
-    p.source, p.lowered, p.name_hint = source, lowered, source.name_hint
-    return p
+    return Prepared(prog.kernel_name, node, input_types, output_types, prog.in_vars, prog.out_exprs, scheduled, tuned,
+                    sched_obj, func, source, lowered)
 
 
 def _input_names(opdef, n: int) -> list:

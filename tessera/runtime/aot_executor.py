@@ -237,7 +237,7 @@ class AotExecutor(Executor):
 
 
 def entry_record(lib, prefix: str) -> dict | None:
-    """What a library's model entry points take, as compiled into it (graph/aot.py `_entry_record`):
+    """What a library's model entry points take, as compiled into it (codegen/c_aot.py `_entry_record`):
     {"workspace": arena bytes, "nodes": count, "inputs" / "outputs": bytes of each buffer}; None for
     a library built before the record."""
     try:

@@ -73,13 +73,3 @@ def compile_source(source: str, target=None, name_hint: str = "kernel", prepare=
                              proc.stderr.decode("utf-8", "replace"))
     cache.after_build(cache_dir(), cap)
     return so_path
-
-
-def asan_runtime() -> str:
-    """Path of the compiler's AddressSanitizer runtime (to LD_PRELOAD for `-sanitize=address` modules)."""
-    argv = find_compiler()
-    out = subprocess.run(argv + ["-print-file-name=libasan.so"], capture_output=True, text=True)
-    path = out.stdout.strip()
-    if out.returncode != 0 or not os.path.isabs(path):
-        raise TesseraError(f"{argv[0]} does not ship an AddressSanitizer runtime (libasan.so)")
-    return path

@@ -30,7 +30,7 @@ class CUDARunner:
         self.lock = threading.Lock()
         self.stream = cp.cuda.Stream(non_blocking=True)   # its own stream: the launches are captured there
         self._consts = {}        # id(host constant) -> (host array, device copy)
-        self._const_ids = {id(c) for c in exe._template if c is not None}
+        self._const_ids = {id(c) for c in exe.constant_values if c is not None}
         self._static = None      # the static state (made on the first run), or False
         self.graph_error = None  # why the launches are not replayed as a CUDA graph (None: they are)
 
@@ -68,7 +68,7 @@ class CUDARunner:
             if on_device:   # inputs made on the default stream (cupy's, torch's) are complete first
                 self.stream.wait_event(self.cp.cuda.Stream.null.record())
             if self._static is None:
-                self._static = self._prepare() if self.exe._static else False
+                self._static = self._prepare() if self.exe.is_static else False
             if self._static:
                 outs = self._run_static(arrays)
             else:
@@ -85,12 +85,12 @@ class CUDARunner:
         cp, exe = self.cp, self.exe
         plan = exe.plan
         vals = [None] * len(plan.values)
-        for s, c in enumerate(exe._template):
+        for s, c in enumerate(exe.constant_values):
             if c is not None:
                 vals[s] = self.to_device(c)
-        shapes = {s: tuple(plan.values[s].shape) for s in exe._input_slots}
+        shapes = {s: tuple(plan.values[s].shape) for s in exe.input_slots}
         dtypes = {s: plan.values[s].np_dtype for s in range(len(plan.values))}
-        for st in exe._steps:
+        for st in exe.steps:
             if st.spec.static_out_shapes is None:
                 return False
             shapes.update(zip(st.outs, (tuple(x) for x in st.spec.static_out_shapes)))
@@ -101,14 +101,14 @@ class CUDARunner:
             if vals[s] is not None:
                 continue
             n = int(np.prod(shape, dtype=np.int64))
-            if s in offsets and s not in exe._output_slots:
+            if s in offsets and s not in exe.output_slots:
                 off, nbytes = offsets[s]
                 view = arena[off:off + n * np.dtype(dtypes[s]).itemsize]
                 vals[s] = view.view(dtypes[s]).reshape(shape)
             else:
                 vals[s] = cp.empty(shape, dtypes[s])
         launches = []
-        for st in exe._steps:
+        for st in exe.steps:
             args = [vals[s] for s in st.ins] + [vals[s] for s in st.outs]
             launches += st.fn.launches(cp, args)
         state = {"vals": vals, "arena": arena, "launches": launches, "graph": None}
@@ -127,7 +127,7 @@ class CUDARunner:
     def _run_static(self, arrays) -> list:
         state, cp = self._static, self.cp
         vals = state["vals"]
-        for s, x in zip(self.exe._input_slots, arrays):
+        for s, x in zip(self.exe.input_slots, arrays):
             buf = vals[s]
             if is_device_array(x) or (hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray)):
                 cp.copyto(buf, self.to_device(x))
@@ -138,7 +138,7 @@ class CUDARunner:
         else:
             for kern, grid, block, kargs, smem in state["launches"]:
                 kern(grid, block, kargs, shared_mem=smem)
-        return [vals[s].copy() for s in self.exe._output_slots]
+        return [vals[s].copy() for s in self.exe.output_slots]
 
 
 def check_device_input(name: str, x, spec):

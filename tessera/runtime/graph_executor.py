@@ -78,11 +78,13 @@ class GraphExecutor(Executor):
         values = plan.values
         steps = [_Step(st, kernels[st.kernel], plan.kernels[st.kernel], [values[s] for s in st.outs])
                  for st in plan.steps]
-        self._input_slots = list(plan.inputs)
-        self._output_slots = list(plan.outputs)
+        # what the runners (static_runner.py, cuda_runner.py) read: the value slots of the inputs and
+        # outputs, the bound steps, per slot a constant's array or None, whether the plan is static
+        self.input_slots = list(plan.inputs)
+        self.output_slots = list(plan.outputs)
         template = dict(plan.constants)
         # the last reader of each node output frees it (graph outputs and constants are kept)
-        keep = set(self._output_slots) | set(template)
+        keep = set(self.output_slots) | set(template)
         last = {}
         for i, st in enumerate(steps):
             for s in st.ins:
@@ -90,16 +92,16 @@ class GraphExecutor(Executor):
             for s in st.outs:
                 last.setdefault(s, i)  # an output nobody reads is freed right away
         frees = [[] for _ in steps]
-        inputs = set(self._input_slots)
+        inputs = set(self.input_slots)
         for s, i in last.items():
             if s not in keep and s not in inputs:
                 frees[i].append(s)
         for st, f in zip(steps, frees):
             st.free = tuple(f)
-        self._steps = steps
-        self._template = [template.get(i) for i in range(len(values))]
+        self.steps = steps
+        self.constant_values = [template.get(i) for i in range(len(values))]
         # a host step (an op whose output extents depend on values) makes symbols the inputs do not bind
-        self._static = all(s.is_static for s in self._inputs) and not any(st.host for st in steps)
+        self.is_static = all(s.is_static for s in self._inputs) and not any(st.host for st in steps)
         # graph outputs that are inputs or constants are returned as copies
         self._copy_slots = set(template) | inputs
         self._runner = None          # the StaticRunner, made on the first run of a static plan
@@ -111,7 +113,8 @@ class GraphExecutor(Executor):
         self._device_runner = None
 
     # ------------------------------------------------------------------ running
-    def _bind_symbols(self, arrays) -> dict:
+    def bind_symbols(self, arrays) -> dict:
+        """{symbol: extent} the input arrays bind (the same symbol must get one value everywhere)."""
         env, origin = {}, {}
         for s, name, x in zip(self._inputs, self.plan.input_names, arrays):
             for d, dim in enumerate(s.shape):
@@ -129,12 +132,12 @@ class GraphExecutor(Executor):
         freed after its last reader. timer(step, ins, outs) is called after each step. device: a GPU
         runner (runtime/cuda_runner.py) whose buffers the kernels take (to_device, to_host, empty,
         launch), or None for host arrays."""
-        vals = list(self._template)
-        for s, x in zip(self._input_slots, arrays):
+        vals = list(self.constant_values)
+        for s, x in zip(self.input_slots, arrays):
             vals[s] = x
-        env = None if self._static else self._bind_symbols(arrays)
+        env = None if self.is_static else self.bind_symbols(arrays)
         empty = np.empty if device is None else device.empty
-        for st in self._steps:
+        for st in self.steps:
             ins = [vals[s] for s in st.ins]
             if device is not None:
                 ins = [device.to_host(x) for x in ins] if st.host else [device.to_device(x) for x in ins]
@@ -171,7 +174,7 @@ class GraphExecutor(Executor):
         """The output arrays, value_of(slot) for each; an output that repeats another, or that is an
         input or a constant (a copy slot), is copied so the caller owns every array it gets."""
         result, seen = [], set()
-        for s in self._output_slots:
+        for s in self.output_slots:
             x = value_of(s)
             if s in seen or s in self._copy_slots:
                 x = x.copy()                # (numpy or, on a GPU, a device array)
@@ -185,7 +188,7 @@ class GraphExecutor(Executor):
 
             with self._runner_lock:
                 if self._runner is None:
-                    self._runner = StaticRunner.for_executor(self) if self._static else False
+                    self._runner = StaticRunner.for_executor(self) if self.is_static else False
         return self._runner
 
     def _check_input(self, spec, name: str, x):
@@ -204,7 +207,7 @@ class GraphExecutor(Executor):
                         self._device_runner = CUDARunner(self)
             return self._device_runner.run(arrays)
         runner = self._runner
-        if runner is None and self._static:
+        if runner is None and self.is_static:
             runner = self.static_runner()
         if runner and runner.lock.acquire(False):
             try:
@@ -269,14 +272,14 @@ class GraphExecutor(Executor):
     def kernels(self) -> list:
         """The distinct kernels this executor runs, in first-use order."""
         out, seen = [], set()
-        for st in self._steps:
+        for st in self.steps:
             if id(st.kernel) not in seen:
                 seen.add(id(st.kernel))
                 out.append(st.kernel)
         return out
 
     def __repr__(self):
-        return (f"<tessera.GraphExecutor {self.name!r}: {len(self._steps)} nodes, "
+        return (f"<tessera.GraphExecutor {self.name!r}: {len(self.steps)} nodes, "
                 f"{len(self.kernels)} kernels, target {self.plan.target}>")
 
 
@@ -305,23 +308,23 @@ class ShapeRunner(StaticRunner):
     def applies(exe) -> bool:
         """Whether `exe`'s plan can have ShapeRunners: symbolic inputs, no host step, and every kernel
         a C function of tensor arguments."""
-        if exe._static or any(st.host for st in exe._steps):
+        if exe.is_static or any(st.host for st in exe.steps):
             return False
-        return all(all(getattr(st.fn, "_is_tensor", (False,))) and hasattr(st.fn, "_entry") for st in exe._steps)
+        return all(all(getattr(st.fn, "_is_tensor", (False,))) and hasattr(st.fn, "_entry") for st in exe.steps)
 
     def __init__(self, exe, arrays):  # (not StaticRunner.__init__: that one lays out a static plan)
         self.lock = threading.Lock()
         self.exe = exe
         self.err = ctypes.create_string_buffer(ERR_LEN)
-        env = exe._bind_symbols(arrays)
-        shapes = {s: tuple(x.shape) for s, x in zip(exe._input_slots, arrays)}
-        for s, arr in enumerate(exe._template):
+        env = exe.bind_symbols(arrays)
+        shapes = {s: tuple(x.shape) for s, x in zip(exe.input_slots, arrays)}
+        for s, arr in enumerate(exe.constant_values):
             if arr is not None:
                 shapes[s] = arr.shape
-        outputs = set(exe._output_slots)
+        outputs = set(exe.output_slots)
         arena = _Arena()
         offsets = {}
-        for st in exe._steps:
+        for st in exe.steps:
             outs = st.spec.output_shapes([shapes[s] for s in st.ins], env)
             _check_symbols(st, outs, env)
             for s, shape, dt in zip(st.outs, outs, st.out_np):

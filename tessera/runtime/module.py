@@ -27,9 +27,9 @@ from .. import abi
 from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import DataType
 from ..target import check_cpu_features
+from ..toolchain import asan_runtime
 from . import cache
 from . import openmp
-from .c_compiler import asan_runtime
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024

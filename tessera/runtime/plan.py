@@ -1,6 +1,6 @@
 """The plan: what a compiled model is at run time, with no graph objects.
 
-The graph compiler (tessera/graph/compiler.py) makes one from an optimized Graph; an exported
+Lowering (tessera/graph/lowering.py) makes one from an optimized Graph; an exported
 library carries the same plan as its `tessera_graph` JSON document (`Plan.document` writes it,
 `Plan.from_document` reads it back). Both executors (runtime/graph_executor.py,
 runtime/aot_executor.py) run from a Plan:
@@ -412,7 +412,7 @@ _EVAL = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, 
 
 
 def eval_expr_json(j, env: dict) -> int:
-    """Evaluate an extent written as JSON (graph/export.py's expr_json) with var name -> int bindings."""
+    """Evaluate an extent written as JSON (graph/lowering.py's expr_json) with var name -> int bindings."""
     if isinstance(j, int):
         return j
     if not isinstance(j, dict) or len(j) != 1:

@@ -31,7 +31,7 @@ class StaticRunner:
         plan = exe.plan
         if plan.memory is None or not plan.is_static:
             return False
-        for st in exe._steps:
+        for st in exe.steps:
             # a kernel that is not a C function (a GPU module's) runs through the general path
             if not all(getattr(st.fn, "_is_tensor", (False,))) or st.spec.static_out_shapes is None:
                 return False
@@ -47,8 +47,8 @@ class StaticRunner:
         self.arena = raw[start:start + memory.arena_bytes]
         self.keep = [raw]
         self.err = ctypes.create_string_buffer(err_len)
-        shapes = {s: tuple(plan.values[s].shape) for s in exe._input_slots}
-        for st in exe._steps:
+        shapes = {s: tuple(plan.values[s].shape) for s in exe.input_slots}
+        for st in exe.steps:
             shapes.update(zip(st.outs, (tuple(x) for x in st.spec.static_out_shapes)))
         self._lay_out(shapes, self.arena.ctypes.data, {s: off for s, (off, _) in memory.offsets.items()})
 
@@ -67,16 +67,16 @@ class StaticRunner:
             self.keep.append(shape_c)
             return t
 
-        for s, arr in enumerate(exe._template):
+        for s, arr in enumerate(exe.constant_values):
             if arr is not None:
                 arr = arr if arr.flags.c_contiguous else arr.copy(order="C")   # (keeps a 0-d array 0-d)
                 self.keep.append(arr)
                 structs[s] = struct(arr.shape, arr.dtype, arr.ctypes.data)
-        for s in exe._input_slots:
+        for s in exe.input_slots:
             structs[s] = live_io[s] = struct(shapes[s], exe.plan.values[s].np_dtype, None)
-        outputs = set(exe._output_slots)
+        outputs = set(exe.output_slots)
         self.out_plan = []      # per graph output: (slot, shape, dtype), produced by a node
-        for st in exe._steps:
+        for st in exe.steps:
             for s, dt in zip(st.outs, st.out_np):
                 if s in structs:
                     continue
@@ -86,9 +86,9 @@ class StaticRunner:
                 else:
                     structs[s] = struct(shapes[s], dt, base + offsets[s])
         self.keep.append(structs)
-        self.in_structs = [(live_io[s], s) for s in exe._input_slots]
+        self.in_structs = [(live_io[s], s) for s in exe.input_slots]
         calls = []
-        for st in exe._steps:
+        for st in exe.steps:
             fn = st.fn
             args = (ctypes.c_void_p * max(fn._n, 1))(*[ctypes.addressof(structs[s])
                                                           for s in list(st.ins) + list(st.outs)])
@@ -113,7 +113,7 @@ class StaticRunner:
             rc = entry(args, kinds, n, err, n_err)
             if rc:
                 raise node_error(st, st.fn._status_error(rc, err))
-        template = exe._template
+        template = exe.constant_values
         return exe.collect_outputs(lambda s: vals[s] if s in vals else template[s])
 
 

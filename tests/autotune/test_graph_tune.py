@@ -101,7 +101,7 @@ def test_extract_tasks_marks_the_kernel_parameters_that_are_weights_and_counts_t
 def test_tune_graph_evicts_the_weights_before_timing_only_when_the_model_outgrows_the_cache(monkeypatch, streamed_above,
                                                                                             cold):
     from tessera.autotune import scheduler
-    from tessera.graph.passes import winograd
+    import tessera.graph.passes.winograd as winograd
 
     asked = []
 
@@ -705,7 +705,7 @@ def test_exe_tuning_names_only_records_that_applied_and_the_ones_that_did_not(tu
 def test_a_shared_kernel_program_names_the_node_that_asked_in_its_warnings():
     """graph.kernels caches a program by signature: a later node's warning names that node."""
     from tessera.graph.ir import TensorType
-    from tessera.graph.kernels import get_kernels, get_program
+    from tessera.graph.kernels import get_kernels, get_program, kernel_traces
 
     t = TensorType((3, 7, 13), "float32")
     get_program("nn.relu", {}, [t], [t], T2, "first_relu")
@@ -715,7 +715,8 @@ def test_a_shared_kernel_program_names_the_node_that_asked_in_its_warnings():
             return [[["Split", ["no_such_loop"], [], []]], []]
 
     with pytest.warns(UserWarning) as got:
-        get_kernels([("nn.relu", {}, [t], [t], "second_relu")], T2, compile=False, schedules=Bad())
+        request = [("nn.relu", {}, [t], [t], "second_relu")]
+        get_kernels(request, T2, compile=False, traces=kernel_traces(request, T2, Bad()))
     msgs = [str(w.message) for w in got if "does not apply" in str(w.message)]
     assert msgs and "second_relu" in msgs[0] and "first_relu" not in msgs[0]
 
@@ -766,7 +767,7 @@ def test_in_model_configs_take_the_weights_as_inputs_scalars_included():
     from tessera.autotune.graph_tasks import optimized_graph
     from tessera.autotune.in_model import _Fixed, _inputs, _weights_as_inputs
     from tessera.executor import build_aot
-    from tessera.graph.lowering import compile_graph
+    from tessera.graph.lowering import compile_graph, graph_traces
 
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((8, 4)) * 0.3).astype(np.float32)
@@ -780,7 +781,7 @@ def test_in_model_configs_take_the_weights_as_inputs_scalars_included():
     as_inputs, weights = _weights_as_inputs(opt)
     assert not as_inputs.constants and len(weights) == len(opt.constants) >= 1
     assert any(np.ndim(a) == 0 for a in weights)
-    exe = build_aot(compile_graph(as_inputs, T2, build_kernels=False, schedules=_Fixed({})))
+    exe = build_aot(compile_graph(as_inputs, T2, build_kernels=False, traces=graph_traces(as_inputs, T2, _Fixed({}))))
     feeds = _inputs(exe, rng, weights)
     outs, secs, whole = exe.run_profiled(feeds)
     np.testing.assert_allclose(outs[0], (feeds["x"] * 1.5) @ w, rtol=1e-5, atol=1e-5)

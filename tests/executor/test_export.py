@@ -202,7 +202,7 @@ def test_loaded_graph_profiles_with_the_library_timers(tmp_path):
 
 
 def test_an_old_library_format_asks_for_a_re_export(tmp_path):
-    from tessera.runtime import compile_source
+    from tessera.runtime.c_compiler import compile_source
 
     src = ('const char tessera_metadata[] = "{\\"version\\": 1, \\"functions\\": []}";\n'
            'const char tessera_graph[] = "{\\"format\\": \\"tessera-graph\\", \\"version\\": 1}";\n')

@@ -66,7 +66,7 @@ def test_mlp_on_opencl_matches_onnxruntime():
 def test_gemms_take_the_shared_memory_default_schedule():
     model = _gemm_model()
     exe = _check(model, {"x": RNG.standard_normal((32, 48)).astype("float32")}, "opencl", 1e-5)
-    sources = [st.kernel.module.get_source() for st in exe._steps if not st.host]
+    sources = [st.kernel.module.get_source() for st in exe.steps if not st.host]
     assert any("__local float" in s and "barrier(CLK_LOCAL_MEM_FENCE)" in s for s in sources)
 
 
@@ -75,7 +75,7 @@ def test_gemms_take_the_shared_memory_default_schedule():
 def test_mlp_kernels_compile_for_cuda():
     graph, params = tessera.frontend.from_onnx(_mlp())
     exe = tessera.compile(graph, params, target="cuda")
-    mods = {st.kernel.module for st in exe._steps if not st.host}
+    mods = {st.kernel.module for st in exe.steps if not st.host}
     assert mods and all(m.ptxas for m in mods)
     src = next(iter(mods)).get_source()
     assert '__global__' in src

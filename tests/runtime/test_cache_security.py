@@ -21,7 +21,8 @@ import tessera
 from tessera import te
 from tessera.errors import TesseraError
 from tessera.graph import Builder
-from tessera.runtime import cache, compile_source
+from tessera.runtime import cache
+from tessera.runtime.c_compiler import compile_source
 
 SOURCE = "int tessera_answer(void) { return 42; }\n"
 OTHER_UID = 54321

@@ -10,7 +10,8 @@ import pytest
 
 from tessera.cli import main
 from tessera.errors import TesseraError
-from tessera.runtime import cache, compile_source
+from tessera.runtime import cache
+from tessera.runtime.c_compiler import compile_source
 
 N_LIBS = 4
 HOUR = 3600

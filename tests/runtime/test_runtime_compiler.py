@@ -8,7 +8,8 @@ import pytest
 
 from tessera.codegen.c_entry import C_HEADER
 from tessera.errors import BuildError, TesseraError
-from tessera.runtime import Module, compile_source
+from tessera.runtime import Module
+from tessera.runtime.c_compiler import compile_source
 from tessera.target import Target
 
 SIMPLE = "int tessera_answer(void) { return 42; }\n"

@@ -11,8 +11,9 @@ import pytest
 
 from tessera.codegen.c_entry import C_HEADER
 from tessera.errors import DTypeError, ShapeError, TesseraError
-from tessera.runtime import Module, compile_source, load_module, nd
-from tessera.runtime.c_compiler import asan_runtime
+from tessera.runtime import Module, load_module, nd
+from tessera.runtime.c_compiler import compile_source
+from tessera.toolchain import asan_runtime
 
 HERE = Path(__file__).parent
 REPO = HERE.parent.parent
@@ -289,7 +290,8 @@ def test_concurrent_calls_from_threads(mod):
 
 ASAN_SCRIPT = r"""
 import sys, numpy as np
-from tessera.runtime import Module, compile_source
+from tessera.runtime import Module
+from tessera.runtime.c_compiler import compile_source
 from tessera.codegen.c_entry import C_HEADER
 src = open(sys.argv[1]).read().replace("/*TESSERA_ABI_HEADER*/", C_HEADER)
 m = Module(compile_source(src, "c -sanitize=address"))

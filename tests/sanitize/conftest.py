@@ -7,7 +7,7 @@ def pytest_collection_finish(session):
     from sanitize_run import selected_groups, start_prebuild
 
     from tessera.errors import TesseraError
-    from tessera.runtime.c_compiler import asan_runtime
+    from tessera.toolchain import asan_runtime
 
     groups = selected_groups(session.items)
     if not groups or session.config.option.collectonly or os.environ.get("TESSERA_SANITIZE_NO_PREBUILD"):

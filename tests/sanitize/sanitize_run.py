@@ -34,7 +34,7 @@ class Outcome:
 
 def sanitizer_env() -> dict:
     from tessera.errors import TesseraError
-    from tessera.runtime.c_compiler import asan_runtime
+    from tessera.toolchain import asan_runtime
 
     try:
         runtime = asan_runtime()

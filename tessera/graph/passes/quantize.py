@@ -2,7 +2,7 @@
 
     qgraph = quantize(graph, params, calibration=[{"input": x0}, {"input": x1}, ...])
     exe = tessera.compile(qgraph)           # the int8 model on the CPU
-    plan = partition_for_vdla(qgraph)        # or its convolutions on VDLA (graph/passes/partition.py)
+    plan = partition_for_vdla(qgraph)        # or its convolutions on VDLA (tessera/executor/hetero.py)
 
 Every scale is a power of two, so every rescaling is a shift:
 - activations per tensor: the exponent a with real ~ int8 * 2**-a is the largest keeping the largest
