@@ -232,6 +232,17 @@ class JITFunction:
         compiled.module(*call, *g)
         return None
 
+    def time(self, *args, grid, number=10, repeat=3, min_repeat_ms=0, **kwargs):
+        """A BenchmarkResult (seconds per launch) of the compiled kernel on these arguments, timed
+        inside the compiled module (its C timer loop; device events on GPU targets)."""
+        bound, opts = self.bind(args, kwargs)
+        g = _grid(grid, bound, self.__name__)
+        compiled, values = self.compile(bound, opts, g)
+        call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
+        fn = compiled.module.time_evaluator(compiled.func.name, number=number, repeat=repeat,
+                                            min_repeat_ms=min_repeat_ms)
+        return fn(*call, *g)
+
     def inspect(self, *args, grid=(1,), **kwargs) -> Inspection:
         """The tile IR (traced and optimized), the loop program and the source of the kernel
         specialized for these arguments (arrays may be numpy arrays of the right dtype)."""

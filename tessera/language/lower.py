@@ -278,8 +278,9 @@ class Lowering:
         return base if n == 0 else f"{base}_{n}"
 
     def new_buffer(self, shape, el: ir.DType, base: str) -> Buffer:
+        """A tile buffer (booleans stored as int8: OpenCL keeps no bool arrays)."""
         shape = tuple(shape) or (1,)
-        b = Buffer(shape, el.ir, self.fresh(base), scope=self.scope)
+        b = Buffer(shape, "int8" if el.is_bool() else el.ir, self.fresh(base), scope=self.scope)
         self.allocs.append(b)
         return b
 
@@ -351,7 +352,8 @@ class Lowering:
                                                                         self.bidx(buf, idx))))
             return self.buffer_tile(buf, ty, pointer_to=t.buffer, affine=None)
         buf = self.new_buffer(ty.shape, el, base)
-        self.emit(self.nest(ty.shape, lambda idx, cx: BufferStore(buf, t.at(idx, cx), self.bidx(buf, idx))))
+        self.emit(self.nest(ty.shape, lambda idx, cx: BufferStore(buf, self.as_dtype(t.at(idx, cx), buf.dtype),
+                                                                    self.bidx(buf, idx))))
         return self.buffer_tile(buf, ty, affine=None)
 
     def offset_is_64(self, t: Tile, nd: int) -> bool:
@@ -370,11 +372,12 @@ class Lowering:
         shape = ty.shape
 
         def at(idx, cx):
-            return buf[tuple(idx) if shape else (0,)]
+            v = buf[tuple(idx) if shape else (0,)]
+            return v != E._const_like(0, v.dtype) if el.is_bool() else v
 
         scalar = not shape
         return Tile(at, Affine(buf[0], ()) if scalar and (el.is_int()) else affine,
-                    all_true=buf[0] if scalar and el.is_bool() else None, buffer=pointer_to,
+                    all_true=at((), Ctx()) if scalar and el.is_bool() else None, buffer=pointer_to,
                     reads=frozenset([buf]))
 
     def op_constant(self, op, *_):
