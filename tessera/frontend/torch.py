@@ -162,7 +162,7 @@ class _Context(TorchContext):
         self.node = node
         self.target = target
         self.name = node.name
-        self._args = _bind_args(node, target)
+        self._args = _bind_args(node)
         self._val = node.meta.get("val")
 
     # arguments ---------------------------------------------------------------------------
@@ -307,7 +307,7 @@ def _meta_of(raw):
     return val if hasattr(val, "shape") else None
 
 
-def _bind_args(node, target: str) -> dict:
+def _bind_args(node) -> dict:
     """{schema argument name: raw FX argument} of a call, defaults filled in from the schema."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
@@ -593,9 +593,10 @@ class _Skip(Exception):
 
 
 class _OutputContext(_Context):
-    """A context for the reshapes that flatten a graph output (no node of its own)."""
+    """A context for the reshape that flattens a graph output (it has no node of its own, so the
+    base class's constructor, which reads one, is not called)."""
 
-    def __init__(self, imp: _Importer, where: str):  # noqa: super().__init__ would read a node
+    def __init__(self, imp: _Importer, where: str):  # pylint: disable=super-init-not-called
         self._imp = imp
         self.target = "graph output"
         self.name = where
