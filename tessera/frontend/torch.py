@@ -481,6 +481,8 @@ class _Importer:
             self._fail(node, name, _detail(e, name, node.name))
         except (ShapeError, DTypeError) as e:
             self._fail(node, name, f"{type(e).__name__}: {e}")
+        except TypeError as e:      # an argument of a kind the converter does not handle (a symbolic float)
+            self._fail(node, name, f"the converter failed on its arguments: TypeError: {e}")
 
     def _fail(self, node, target: str, reason: str) -> None:
         """Record node as not converted and stand in for its outputs with fresh inputs of their types

@@ -115,9 +115,12 @@ def test_gradients_run_in_eager_with_a_warning():
     assert_close(y.detach(), m(x).detach())
 
 
-def test_unknown_options_are_refused():
-    c = torch.compile(nn.ReLU(), backend="tessera", options={"opt_levle": 1})
-    with torch.no_grad(), pytest.raises(Exception, match=r"unknown options \['opt_levle'\]"):
+@pytest.mark.parametrize("options, message", [({"opt_levle": 1}, r"unknown options \['opt_levle'\]"),
+                                              ({"opt_level": 5}, "opt_level must be 0, 1, 2 or 3"),
+                                              ({"target": "nosuch"}, "nosuch")])
+def test_bad_options_are_refused(options, message):
+    c = torch.compile(nn.ReLU(), backend="tessera", options=options)
+    with torch.no_grad(), pytest.raises(Exception, match=message):
         c(torch.randn(2))
 
 
