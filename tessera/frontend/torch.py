@@ -636,7 +636,9 @@ def from_exported_program(ep, keep_params_as_input: bool = False, converters=Non
     module's memory: a change to the weights before tessera.compile binds them is seen.
 
     Symbolic sizes (torch.export.Dim) become tessera symbolic dimensions named as torch names the
-    symbols (s0, s77; `ep.range_constraints` gives their ranges), so one compile serves every size.
+    symbols (s0, s77), so one compile serves every size. Their ranges (`ep.range_constraints`) are not
+    checked by tessera: a size outside them runs wherever tessera's kernels accept it (a slice past
+    a buffer's extent, say, is refused by the kernel's own bound check).
     converters: {"aten.foo.default": fn} adds or replaces converters (fn(ctx), see
     tessera/frontend/torch_ops). Every op tessera cannot convert is listed in one UnsupportedOpError
     (its `missing`: {overload: [node names]}). A program that mutates a buffer (a module in training
