@@ -46,6 +46,7 @@ import numpy as np
 from .compile_graph import EXECUTORS, compile as tessera_compile
 from .errors import TesseraError
 from .frontend.torch import import_fx_graph, target_name, tensor_array
+from .frontend.torch_ops.sizes import factors, size_expr
 from .target import Target
 
 OPTIONS = ("target", "database", "opt_level", "executor", "freeze", "converters")
@@ -161,8 +162,6 @@ def _compile_aten(fx_gm, frozen: dict, opts: dict, sizes=None):
 def _placeholder_symbols(fx_gm) -> list:
     """[(placeholder position, axis or None, symbol)] for every input size that is a plain symbol
     (axis None: a SymInt input)."""
-    from .frontend.torch import size_expr
-
     out = []
     for i, n in enumerate(n for n in fx_gm.graph.nodes if n.op == "placeholder"):
         val = n.meta.get("val")
@@ -190,9 +189,6 @@ def _size_hints(fx_gm) -> dict:
 
 def _derived_sizes(fx_gm) -> str:
     """A few sizes of the graph's tensors that are expressions of symbols (for the warning)."""
-    from .frontend.torch import size_expr
-    from .frontend.torch_ops.sizes import factors
-
     seen = []
     for n in fx_gm.graph.nodes:
         val = n.meta.get("val")

@@ -30,9 +30,14 @@ node with a stand-in of its type (the torch.compile backend runs those nodes in 
 """
 from __future__ import annotations
 
+import io
+import json
 import math
 import operator
+import os
 import re
+import sys
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,8 +71,6 @@ def _torch():
 
 def is_exported_program(obj) -> bool:
     """Whether obj is a torch.export.ExportedProgram (without importing torch when it is not loaded)."""
-    import sys
-
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.export.ExportedProgram)
 
@@ -842,10 +845,6 @@ def load_program(path):
     nothing in it is unpickled: torch.export.load unpickles weights or constants an archive marks
     `use_pickle`, custom and opaque objects, sample inputs that its safe loader refuses, and files of
     the old zip format; an archive holding any of those (or an AOTInductor package) is refused."""
-    import json
-    import os
-    import zipfile
-
     torch = _torch()
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -869,8 +868,6 @@ def load_program(path):
             if rel.startswith(("data/weights/", "data/constants/")) and rel.endswith("_config.json"):
                 _check_payloads(path, rel, json.loads(z.read(n)))
             if rel.startswith("data/sample_inputs/"):
-                import io
-
                 try:
                     torch.load(io.BytesIO(z.read(n)), weights_only=True)
                 except Exception as e:  # noqa: BLE001 - torch's safe unpickler raises many kinds
