@@ -8,7 +8,7 @@ import numpy as np
 
 from ...ir.dtype import DataType
 from . import TorchTensor, converter
-from ._layout import axis as value_axis, norm_dim
+from ._layout import axis as value_axis
 
 
 def _ints(ctx, name, n: int) -> tuple:
