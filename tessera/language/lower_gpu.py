@@ -29,8 +29,9 @@ from .lower import Lowering
 class GPULowering(Lowering):
     scope = "shared"
 
-    def __init__(self, func: Function, target: Target, launch: tuple, num_warps: int, shapes: dict):
-        super().__init__(func, target)
+    def __init__(self, func: Function, target: Target, launch: tuple, num_warps: int, shapes: dict,
+                 static: dict | None = None):
+        super().__init__(func, target, static)
         self.launch, self.threads, self.shapes = launch, 32 * num_warps, shapes
 
     def param_buffer(self, p):
@@ -38,8 +39,7 @@ class GPULowering(Lowering):
         return Buffer((max(1, n),), p.value.type.element.element_ty.ir, p.name)
 
     def programs(self, make_body):
-        gx, gy, gz = (Var(f"grid_{a}") for a in "xyz")
-        self.grid = (gx, gy, gz)
+        grid_params, self.grid = self.grid_vars()
         self.pids = tuple(Var(f"pid_{a}") for a in "xyz")
         blocks = tuple(Var(f"block_{a}") for a in "xyz")
         rounds = tuple(Var(f"round_{a}") for a in "xyz")
@@ -54,7 +54,7 @@ class GPULowering(Lowering):
         for d in reversed(range(3)):
             body = For(blocks[d], 0, self.launch[d], "thread_binding", body,
                        thread_binding=thread_iter_var(f"blockIdx.{'xyz'[d]}"))
-        return [gx, gy, gz], body
+        return grid_params, body
 
     def loops(self, shape, body, cx, vector, reduce_axis):
         n = 1
@@ -100,8 +100,8 @@ class GPULowering(Lowering):
         elif kind in ("argmax", "argmin"):
             better = E.GT if kind == "argmax" else E.LT
 
-            def comb(a, b):   # the first of equal values: b comes after a
-                take = better(b[0], a[0])
+            def comb(a, b):   # of equal values, the smaller index (a tree pairs them in any order)
+                take = better(b[0], a[0]) | (E.EQ(b[0], a[0]) & (b[1] < a[1]))
                 return [Select(take, b[0], a[0]), Select(take, b[1], a[1])]
 
             srcs = [lambda r, j, cx: at_axis(xs[0], r, j, cx), lambda r, j, cx: j]
@@ -159,18 +159,39 @@ class GPULowering(Lowering):
 
         return For(kc, 0, k // f, "serial", self.nest((m, n), body))
 
-    def op_atomic_add(self, op, p, v, mask=None):
-        raise self.error("atomic_add is not supported by the compiled kernels yet (the interpreter runs it)")
+    def atomic_helper(self, el):
+        name = f"tl_atomic_add_{el.name}"
+        if self.target.kind == "cuda":
+            t = {"float32": "float", "float64": "double", "int32": "int", "uint32": "unsigned int",
+                 "int64": "long long", "uint64": "unsigned long long"}[el.ir]
+            if el.bits == 64 and el.is_int():
+                body = f"  return ({t})atomicAdd((unsigned long long*)p, (unsigned long long)v);"
+            else:
+                body = "  return atomicAdd(p, v);"
+            return name, f"/* *p += v atomically; the old value (tl.atomic_add) */\n" \
+                         f"static __device__ inline {t} {name}({t}* p, {t} v) {{\n{body}\n}}"
+        if el.bits == 64:
+            raise self.error(f"atomic_add of {el} is not supported on OpenCL (its 64-bit atomics are an extension)")
+        t = {"float32": "float", "int32": "int", "uint32": "uint"}[el.ir]
+        if el.is_int():
+            body = "  return atomic_add(p, v);"
+        else:
+            body = ("  union { uint u; float f; } old, nxt;\n"
+                    "  do { old.f = *p; nxt.f = old.f + v; }\n"
+                    "  while (atomic_cmpxchg((volatile __global uint*)p, old.u, nxt.u) != old.u);\n"
+                    "  return old.f;")
+        return name, f"/* *p += v atomically; the old value (tl.atomic_add) */\n" \
+                     f"inline {t} {name}(__global {t}* p, {t} v) {{\n{body}\n}}"
 
 
-def lower_gpu(func: Function, target, launch: tuple, num_warps: int, shapes: dict):
+def lower_gpu(func: Function, target, launch: tuple, num_warps: int, shapes: dict, static: dict | None = None):
     """The tile function as a PrimFunc for a GPU target, launched on `launch` work-groups of
     num_warps x 32 threads; shapes: each pointer parameter's (elements,)."""
     if num_warps < 1 or num_warps & (num_warps - 1):
         from .core import KernelError
 
         raise KernelError(f"num_warps must be a power of two, got {num_warps}")
-    return GPULowering(func, Target(target), launch, num_warps, shapes).run()
+    return GPULowering(func, Target(target), launch, num_warps, shapes, static).run()
 
 
 __all__ = ["lower_gpu", "GPULowering"]
