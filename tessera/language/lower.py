@@ -249,6 +249,7 @@ class Lowering:
     """Tile IR -> PrimFunc; subclasses say how programs and loop nests map onto the machine."""
 
     scope = "global"
+    peel = True      # masked nests get an unmasked copy for whole tiles (vector code on CPU)
 
     def __init__(self, func: Function, target: Target, static: dict | None = None):
         self.func, self.target = func, target
@@ -947,7 +948,7 @@ class Lowering:
         its masks allow one."""
         cx = Ctx()
         slow = self.loops(shape, body, cx, vector, reduce_axis)
-        if not cx.conds or not cx.peelable:
+        if not self.peel or not cx.conds or not cx.peelable:
             return slow
         fast = self.loops(shape, body, Ctx(unmasked=True), vector, reduce_axis)
         conds = []

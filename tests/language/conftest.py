@@ -1,6 +1,6 @@
-"""tests/language: the shared kernels (tile_kernels.py) and the reference executors of lowered
-programs (tests/tir/interp_lowered.py, tests/gpu/gpu_interp.py: a work-group executor that reports
-data races) are importable by the tests here."""
+"""tests/language: the op kernels (op_kernels.py) and the reference executors of lowered programs
+(tests/tir/interp_lowered.py, tests/gpu/gpu_interp.py: a work-group executor that reports data
+races) are importable by the tests here."""
 import os
 import sys
 

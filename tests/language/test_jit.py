@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from tile_kernels import add, softmax
+from tessera.language.examples import add, softmax
 
 import tessera
 import tessera.language as tl

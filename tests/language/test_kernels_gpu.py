@@ -5,7 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
-from tile_kernels import add, layer_norm, matmul, softmax
+from tessera.language.examples import add, layer_norm, matmul, softmax
 
 import tessera.language as tl
 from tessera.backend import get_backend

@@ -1,4 +1,9 @@
-"""Tile-language kernels shared by the tests (compiled on c and opencl, and interpreted)."""
+"""Example kernels of the tile language, the ones docs/tile.md walks through and benchmarks/tile.py
+times: vector add, row softmax, layer norm, a blocked matmul and a flash-attention forward pass.
+
+    from tessera.language.examples import softmax
+    softmax[(rows,)](x, y, cols, x.strides[0] // 4, y.strides[0] // 4, BLOCK=1024)
+"""
 import tessera
 import tessera.language as tl
 
