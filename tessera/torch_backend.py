@@ -23,7 +23,8 @@ both ways (DLPack: no copies).
 - Ops tessera cannot convert: the graph is partitioned (torch.fx's CapabilityBasedPartitioner): the
   runs of supported ops compile with tessera, the others run in eager PyTorch, and one warning names
   the ops left to eager. Never a crash, never a wrong result: a converter that disagrees with
-  torch's types is treated as missing.
+  torch's types is treated as missing, and a graph tessera fails to compile (a TesseraError) runs in
+  eager with a warning saying why.
 - Symbolic sizes: torch.compile(dynamic=True) or torch._dynamo.mark_dynamic give symbolic sizes,
   which become tessera's symbolic dimensions: one compile serves every size.
 - Gradients: where the inputs or weights require gradients with grad mode on, the graph runs in
@@ -42,9 +43,11 @@ import warnings
 
 import numpy as np
 
-from .compile_graph import compile as tessera_compile
+from .compile_graph import EXECUTORS, compile as tessera_compile
 from .errors import TesseraError
 from .frontend.torch import import_fx_graph, target_name, tensor_array
+from .frontend.torch_ops.sizes import factors, size_expr
+from .target import Target
 
 OPTIONS = ("target", "database", "opt_level", "executor", "freeze", "converters")
 # ops moved or renamed only: a partition of them alone is not worth a tessera call
@@ -57,11 +60,24 @@ _NON_COMPUTE = ("torch.ops.aten.view.default", "torch.ops.aten._unsafe_view.defa
 
 
 def _options(options) -> dict:
+    """The options, checked now (a mistake is the caller's to fix, not a reason to run in eager)."""
     opts = dict(options or {})
     unknown = sorted(set(opts) - set(OPTIONS))
     if unknown:
         raise TesseraError(f"torch.compile(backend='tessera'): unknown options {unknown}; it takes "
                            f"{', '.join(OPTIONS)}")
+    if "target" in opts:
+        opts["target"] = Target(opts["target"])
+    level = opts.get("opt_level", 3)
+    if isinstance(level, bool) or level not in (0, 1, 2, 3):
+        raise TesseraError(f"torch.compile(backend='tessera'): opt_level must be 0, 1, 2 or 3, got {level!r}")
+    if opts.get("executor", "auto") not in EXECUTORS:
+        raise TesseraError(f"torch.compile(backend='tessera'): executor must be one of {EXECUTORS}, got "
+                           f"{opts['executor']!r}")
+    if not isinstance(opts.get("freeze", True), bool):
+        raise TesseraError(f"torch.compile(backend='tessera'): freeze must be True or False, got {opts['freeze']!r}")
+    if not isinstance(opts.get("converters") or {}, dict):
+        raise TesseraError("torch.compile(backend='tessera'): converters must be a dict {'aten.foo.default': fn}")
     return opts
 
 
@@ -108,7 +124,11 @@ def tessera_backend(gm, example_inputs, options=None):
 
         frozen = {i: real[i] for i in weights} if len(fake_inputs) == len(real) else {}
         with unset_fake_temporarily():      # aot_autograd calls its compiler under its fake mode
-            return _boxed(_compile_aten(fx_gm, frozen, opts))
+            try:
+                return _boxed(_compile_aten(fx_gm, frozen, opts))
+            except TesseraError as e:
+                warnings.warn(f"tessera could not compile this graph, so it runs in eager PyTorch: {e}", stacklevel=2)
+                return _boxed(fx_gm.forward)
 
     return aot_autograd(fw_compiler=compiler, inference_compiler=compiler, decompositions=table,
                         keep_inference_input_mutations=False)(gm, example_inputs)
@@ -142,8 +162,6 @@ def _compile_aten(fx_gm, frozen: dict, opts: dict, sizes=None):
 def _placeholder_symbols(fx_gm) -> list:
     """[(placeholder position, axis or None, symbol)] for every input size that is a plain symbol
     (axis None: a SymInt input)."""
-    from .frontend.torch import size_expr
-
     out = []
     for i, n in enumerate(n for n in fx_gm.graph.nodes if n.op == "placeholder"):
         val = n.meta.get("val")
@@ -171,9 +189,6 @@ def _size_hints(fx_gm) -> dict:
 
 def _derived_sizes(fx_gm) -> str:
     """A few sizes of the graph's tensors that are expressions of symbols (for the warning)."""
-    from .frontend.torch import size_expr
-    from .frontend.torch_ops.sizes import factors
-
     seen = []
     for n in fx_gm.graph.nodes:
         val = n.meta.get("val")

@@ -552,8 +552,10 @@ class CodeGenCBase:
             return self.lowp_helper(f"tsr_round_{dt}", dt)
         if dt == "float16":
             return self.helpers.require("tsr_round_float16", (
+                f"/* the rounding to float16 stays where the program has it: the empty asm keeps the compiler\n"
+                f"   from fusing it away (an AVX512-FP16 target would contract a*b+c into one rounding) */\n"
                 f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
-                f"  _Float16 h = (_Float16)x;\n  return (float)h;\n}}"))
+                f"  _Float16 h = (_Float16)x;\n  __asm__(\"\" : \"+x\"(h));\n  return (float)h;\n}}"))
         self.bf16_helpers()
         self.helpers.require("tsr_round_bfloat16", (
             f"{self.func_qualifier} float tsr_round_bfloat16(float f) {{\n"

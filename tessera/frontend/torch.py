@@ -30,9 +30,14 @@ node with a stand-in of its type (the torch.compile backend runs those nodes in 
 """
 from __future__ import annotations
 
+import io
+import json
 import math
 import operator
+import os
 import re
+import sys
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,8 +71,6 @@ def _torch():
 
 def is_exported_program(obj) -> bool:
     """Whether obj is a torch.export.ExportedProgram (without importing torch when it is not loaded)."""
-    import sys
-
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.export.ExportedProgram)
 
@@ -162,7 +165,7 @@ class _Context(TorchContext):
         self.node = node
         self.target = target
         self.name = node.name
-        self._args = _bind_args(node, target)
+        self._args = _bind_args(node)
         self._val = node.meta.get("val")
 
     # arguments ---------------------------------------------------------------------------
@@ -307,7 +310,7 @@ def _meta_of(raw):
     return val if hasattr(val, "shape") else None
 
 
-def _bind_args(node, target: str) -> dict:
+def _bind_args(node) -> dict:
     """{schema argument name: raw FX argument} of a call, defaults filled in from the schema."""
     schema = getattr(node.target, "_schema", None)
     if schema is None:
@@ -481,6 +484,8 @@ class _Importer:
             self._fail(node, name, _detail(e, name, node.name))
         except (ShapeError, DTypeError) as e:
             self._fail(node, name, f"{type(e).__name__}: {e}")
+        except TypeError as e:      # an argument of a kind the converter does not handle (a symbolic float)
+            self._fail(node, name, f"the converter failed on its arguments: TypeError: {e}")
 
     def _fail(self, node, target: str, reason: str) -> None:
         """Record node as not converted and stand in for its outputs with fresh inputs of their types
@@ -593,9 +598,10 @@ class _Skip(Exception):
 
 
 class _OutputContext(_Context):
-    """A context for the reshapes that flatten a graph output (no node of its own)."""
+    """A context for the reshape that flattens a graph output (it has no node of its own, so the
+    base class's constructor, which reads one, is not called)."""
 
-    def __init__(self, imp: _Importer, where: str):  # noqa: super().__init__ would read a node
+    def __init__(self, imp: _Importer, where: str):  # pylint: disable=super-init-not-called
         self._imp = imp
         self.target = "graph output"
         self.name = where
@@ -633,7 +639,9 @@ def from_exported_program(ep, keep_params_as_input: bool = False, converters=Non
     module's memory: a change to the weights before tessera.compile binds them is seen.
 
     Symbolic sizes (torch.export.Dim) become tessera symbolic dimensions named as torch names the
-    symbols (s0, s77; `ep.range_constraints` gives their ranges), so one compile serves every size.
+    symbols (s0, s77), so one compile serves every size. Their ranges (`ep.range_constraints`) are not
+    checked by tessera: a size outside them runs wherever tessera's kernels accept it (a slice past
+    a buffer's extent, say, is refused by the kernel's own bound check).
     converters: {"aten.foo.default": fn} adds or replaces converters (fn(ctx), see
     tessera/frontend/torch_ops). Every op tessera cannot convert is listed in one UnsupportedOpError
     (its `missing`: {overload: [node names]}). A program that mutates a buffer (a module in training
@@ -837,10 +845,6 @@ def load_program(path):
     nothing in it is unpickled: torch.export.load unpickles weights or constants an archive marks
     `use_pickle`, custom and opaque objects, sample inputs that its safe loader refuses, and files of
     the old zip format; an archive holding any of those (or an AOTInductor package) is refused."""
-    import json
-    import os
-    import zipfile
-
     torch = _torch()
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -864,8 +868,6 @@ def load_program(path):
             if rel.startswith(("data/weights/", "data/constants/")) and rel.endswith("_config.json"):
                 _check_payloads(path, rel, json.loads(z.read(n)))
             if rel.startswith("data/sample_inputs/"):
-                import io
-
                 try:
                     torch.load(io.BytesIO(z.read(n)), weights_only=True)
                 except Exception as e:  # noqa: BLE001 - torch's safe unpickler raises many kinds

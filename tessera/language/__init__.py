@@ -16,7 +16,8 @@ walks through it.
 """
 from .core import *  # noqa: F401,F403  (the language's names, triton.language's)
 from .core import KernelError, constexpr, tensor
+from .autotuner import Autotuner, Config, autotune, heuristics
 from .jit import Inspection, JITFunction, jit
 
 __all__ = list(__import__("tessera.language.core", fromlist=["__all__"]).__all__) + [
-    "jit", "JITFunction", "Inspection"]
+    "jit", "JITFunction", "Inspection", "autotune", "Autotuner", "Config", "heuristics"]

@@ -155,7 +155,9 @@ class JITFunction:
                 key.append((name, "s", dt.ir))
                 continue
             if isinstance(v, numbers.Real):
-                dt = ir.dtype_of(np.dtype(type(v)).name) if isinstance(v, np.floating) else ir.float32
+                # a Python float (np.float64 is one) is fp32, as in Triton; other numpy floats keep their type
+                dt = ir.dtype_of(np.dtype(type(v)).name) if isinstance(v, np.floating) and not isinstance(v, float) \
+                    else ir.float32
                 params.append((name, ("scalar", dt)))
                 values.append(float(v))
                 key.append((name, "s", dt.ir))
@@ -181,32 +183,50 @@ class JITFunction:
                 t = os.environ.get("TESSERA_TILE_TARGET", "c")
         return Target(t)
 
-    def compile(self, bound, opts, grid=None):
+    def lower(self, bound, opts, grid=None, static=False):
+        """(key, target, values, the traced and the optimized tile function, the PrimFunc, the GPU
+        launch bucket) of a launch: trace, passes and lowering, nothing compiled."""
         target = self.target_of(opts, bound.values())
         gpu = target.kind in ("opencl", "cuda")
         params, consts, values, key = self.specialize(bound, target, gpu)
         num_warps = int(opts.get("num_warps") or 4)
         bucket = _grid_bucket(grid) if gpu else None
         full_key = (str(target), key, num_warps, bucket)
-        with self._lock:
-            hit = self.cache.get(full_key)
-        if hit is not None:
-            return hit, values
         from . import passes
         from .trace import trace
 
         traced = trace(self.rewritten(), self.__name__, params, consts)
         func = passes.optimize(traced)
+        runtime = list(zip([p for p in params if p[1][0] != "const"], values))
+        bind = None
+        if static:
+            bind = {"args": {n: v for (n, (k, _)), v in runtime if k == "scalar"},
+                    "numel": {n: _size(v) for (n, (k, _)), v in runtime if k == "ptr"}, "grid": tuple(grid)}
         if gpu:
             from .lower_gpu import lower_gpu
 
-            primfunc = lower_gpu(func, target, bucket, num_warps, {n: _shape_of(v) for (n, (k, _)), v in
-                                                                    zip([p for p in params if p[1][0] != "const"],
-                                                                        values) if k == "ptr"})
+            shapes = {n: _shape_of(v) for (n, (k, _)), v in runtime if k == "ptr"}
+            primfunc = lower_gpu(func, target, bucket, num_warps, shapes, bind)
         else:
             from .lower import lower_cpu
 
-            primfunc = lower_cpu(func, target)
+            primfunc = lower_cpu(func, target, bind)
+        return full_key, target, params, values, traced, func, primfunc, bucket
+
+    def _full_key(self, bound, opts, grid):
+        target = self.target_of(opts, bound.values())
+        gpu = target.kind in ("opencl", "cuda")
+        _, _, values, key = self.specialize(bound, target, gpu)
+        bucket = _grid_bucket(grid) if gpu else None
+        return (str(target), key, int(opts.get("num_warps") or 4), bucket), values
+
+    def compile(self, bound, opts, grid=None):
+        full_key, values = self._full_key(bound, opts, grid)
+        with self._lock:
+            hit = self.cache.get(full_key)
+        if hit is not None:
+            return hit, values
+        full_key, target, params, values, traced, func, primfunc, bucket = self.lower(bound, opts, grid)
         from ..backend import build
 
         art = build(primfunc, target)
@@ -214,6 +234,12 @@ class JITFunction:
         with self._lock:
             self.cache[full_key] = compiled
         return compiled, values
+
+    def lowered(self, *args, grid=(1,), static=False, **kwargs):
+        """The tir.PrimFunc a launch with these arguments compiles (not built); static: with this
+        launch's runtime scalars, sizes and grid bound as constants (static extents)."""
+        bound, opts = self.bind(args, kwargs)
+        return self.lower(bound, opts, _grid(grid, bound, self.__name__), static)[6]
 
     def run(self, *args, grid, **kwargs):
         bound, opts = self.bind(args, kwargs)
@@ -231,6 +257,17 @@ class JITFunction:
         call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
         compiled.module(*call, *g)
         return None
+
+    def time(self, *args, grid, number=10, repeat=3, min_repeat_ms=0, **kwargs):
+        """A BenchmarkResult (seconds per launch) of the compiled kernel on these arguments, timed
+        inside the compiled module (its C timer loop; device events on GPU targets)."""
+        bound, opts = self.bind(args, kwargs)
+        g = _grid(grid, bound, self.__name__)
+        compiled, values = self.compile(bound, opts, g)
+        call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
+        fn = compiled.module.time_evaluator(compiled.func.name, number=number, repeat=repeat,
+                                            min_repeat_ms=min_repeat_ms)
+        return fn(*call, *g)
 
     def inspect(self, *args, grid=(1,), **kwargs) -> Inspection:
         """The tile IR (traced and optimized), the loop program and the source of the kernel

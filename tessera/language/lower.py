@@ -249,9 +249,13 @@ class Lowering:
     """Tile IR -> PrimFunc; subclasses say how programs and loop nests map onto the machine."""
 
     scope = "global"
+    peel = True      # masked nests get an unmasked copy for whole tiles (vector code on CPU)
 
-    def __init__(self, func: Function, target: Target):
+    def __init__(self, func: Function, target: Target, static: dict | None = None):
         self.func, self.target = func, target
+        # static: runtime values bound as constants (a program with static extents, for the cost
+        # model's features): {"args": {name: value}, "numel": {name: elements}, "grid": (x, y, z)}
+        self.static = static or {}
         self.values: dict = {}
         self.allocs: list = []
         self.stmts: list = []
@@ -278,8 +282,9 @@ class Lowering:
         return base if n == 0 else f"{base}_{n}"
 
     def new_buffer(self, shape, el: ir.DType, base: str) -> Buffer:
+        """A tile buffer (booleans stored as int8: OpenCL keeps no bool arrays)."""
         shape = tuple(shape) or (1,)
-        b = Buffer(shape, el.ir, self.fresh(base), scope=self.scope)
+        b = Buffer(shape, "int8" if el.is_bool() else el.ir, self.fresh(base), scope=self.scope)
         self.allocs.append(b)
         return b
 
@@ -296,6 +301,9 @@ class Lowering:
                 params.append(buf)
                 self.values[p.value] = Tile(lambda idx, cx: const(0, "int32"), Affine(const(0, "int32"), ()),
                                             buffer=buf)
+            elif p.name in self.static.get("args", {}):
+                el = p.value.type.element
+                self.values[p.value] = self.scalar_tile(const(self.static["args"][p.name], el.ir), el)
             else:
                 v = Var(p.name, p.value.type.element.ir)
                 params.append(v)
@@ -303,8 +311,17 @@ class Lowering:
         grid_params, body = self.programs(lambda: self.region_stmts(self.func.body))
         return PrimFunc(params + grid_params, body, name=self.func.name)
 
+    def grid_vars(self):
+        """The grid extents: parameters, or the static ones as constants."""
+        if "grid" in self.static:
+            return [], tuple(const(g) for g in self.static["grid"])
+        g = tuple(Var(f"grid_{a}") for a in "xyz")
+        return list(g), g
+
     def param_buffer(self, p) -> Buffer:
-        return Buffer((Var(f"{p.name}_numel", "int64"),), p.value.type.element.element_ty.ir, p.name)
+        n = self.static.get("numel", {}).get(p.name)
+        return Buffer((max(1, n) if n is not None else Var(f"{p.name}_numel", "int64"),),
+                      p.value.type.element.element_ty.ir, p.name)
 
     def scalar_tile(self, e: PrimExpr, el) -> Tile:
         aff = Affine(e, ()) if el.is_int() else None
@@ -351,7 +368,8 @@ class Lowering:
                                                                         self.bidx(buf, idx))))
             return self.buffer_tile(buf, ty, pointer_to=t.buffer, affine=None)
         buf = self.new_buffer(ty.shape, el, base)
-        self.emit(self.nest(ty.shape, lambda idx, cx: BufferStore(buf, t.at(idx, cx), self.bidx(buf, idx))))
+        self.emit(self.nest(ty.shape, lambda idx, cx: BufferStore(buf, self.as_dtype(t.at(idx, cx), buf.dtype),
+                                                                    self.bidx(buf, idx))))
         return self.buffer_tile(buf, ty, affine=None)
 
     def offset_is_64(self, t: Tile, nd: int) -> bool:
@@ -370,11 +388,12 @@ class Lowering:
         shape = ty.shape
 
         def at(idx, cx):
-            return buf[tuple(idx) if shape else (0,)]
+            v = buf[tuple(idx) if shape else (0,)]
+            return v != E._const_like(0, v.dtype) if el.is_bool() else v
 
         scalar = not shape
         return Tile(at, Affine(buf[0], ()) if scalar and (el.is_int()) else affine,
-                    all_true=buf[0] if scalar and el.is_bool() else None, buffer=pointer_to,
+                    all_true=at((), Ctx()) if scalar and el.is_bool() else None, buffer=pointer_to,
                     reads=frozenset([buf]))
 
     def op_constant(self, op, *_):
@@ -648,7 +667,41 @@ class Lowering:
         self.emit(self.nest(shape, body, store_to=buf))
 
     def op_atomic_add(self, op, p: Tile, v: Tile, mask: Tile | None = None):
-        raise self.error("atomic_add is not supported by the compiled kernels yet (the interpreter runs it)")
+        """Each element added by one atomic read-modify-write (a helper function of the target's
+        atomics); the result tile holds the values the memory held before."""
+        buf = self._pointer(p)
+        el = op.result.type.element
+        fn, source = self.atomic_helper(el)
+        out = self.new_buffer(op.result.type.shape, el, "old")
+        shape = op.result.type.shape
+
+        def body(idx, cx):
+            o = self.bidx(out, idx)
+            call = Call(el.ir, fn, [Call("handle", "address_of", [buf[p.at(idx, cx)]]), self.as_dtype(v.at(idx, cx), el.ir)])
+            s = BufferStore(out, call, o)
+            if mask is None:
+                return s
+            return IfThenElse(mask.at(idx, cx), s, BufferStore(out, const(0, el.ir), o))
+
+        self.emit(AttrStmt(StringImm(fn), "pragma_import_c", StringImm(source), self.nest(shape, body, vector=False)))
+        return self.buffer_tile(out, op.result.type)
+
+    def atomic_helper(self, el: ir.DType):
+        """(name, C source) of `T name(T* p, T v)`: *p += v atomically, returning the old value."""
+        t = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "uint32": "uint32_t",
+             "uint64": "uint64_t"}[el.ir]
+        name = f"tl_atomic_add_{el.name}"
+        if el.is_int():
+            body = "  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);"
+        else:
+            u = "uint32_t" if el.bits == 32 else "uint64_t"
+            body = (f"  {u} old = __atomic_load_n(({u}*)p, __ATOMIC_RELAXED), nxt;\n  {t} f;\n"
+                    f"  do {{ memcpy(&f, &old, sizeof f); f += v; memcpy(&nxt, &f, sizeof f); }}\n"
+                    f"  while (!__atomic_compare_exchange_n(({u}*)p, &old, nxt, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));\n"
+                    f"  memcpy(&f, &old, sizeof f);\n  return f;")
+        src = (f"#include <string.h>\n/* *p += v atomically; the old value (tl.atomic_add) */\n"
+               f"static inline {t} {name}({t}* p, {t} v) {{\n{body}\n}}")
+        return name, src
 
     # loops -------------------------------------------------------------------------------
     def op_for(self, op, lb: Tile, ub: Tile, step: Tile, *inits: Tile):
@@ -895,7 +948,7 @@ class Lowering:
         its masks allow one."""
         cx = Ctx()
         slow = self.loops(shape, body, cx, vector, reduce_axis)
-        if not cx.conds or not cx.peelable:
+        if not self.peel or not cx.conds or not cx.peelable:
             return slow
         fast = self.loops(shape, body, Ctx(unmasked=True), vector, reduce_axis)
         conds = []
@@ -914,15 +967,15 @@ class CPULowering(Lowering):
     scope = "global"
 
     def programs(self, make_body):
-        gx, gy, gz = (Var(f"grid_{a}") for a in "xyz")
-        self.grid = (gx, gy, gz)
+        grid_params, self.grid = self.grid_vars()
+        gx, gy, gz = self.grid
         p = Var("program")
         self.pids = tuple(Var(f"pid_{a}") for a in "xyz")
         stmts = make_body()
         body = self.wrap_allocs(seq(*stmts))
         body = LetStmt(self.pids[0], p % gx, LetStmt(self.pids[1], (p // gx) % gy,
                                                      LetStmt(self.pids[2], p // (gx * gy), body)))
-        return [gx, gy, gz], For(p, 0, gx * gy * gz, "parallel", body)
+        return grid_params, For(p, 0, gx * gy * gz, "parallel", body)
 
     def loops(self, shape, body, cx, vector, reduce_axis):
         idx = tuple(Var(self.fresh(f"i{d}")) for d in range(len(shape)))
@@ -1005,6 +1058,7 @@ class CPULowering(Lowering):
         return [t for t in order if t in x86.FP32_GEMM[isa]]
 
 
-def lower_cpu(func: Function, target) -> PrimFunc:
-    """The tile function as a PrimFunc for a CPU target (kind "c")."""
-    return CPULowering(func, Target(target)).run()
+def lower_cpu(func: Function, target, static: dict | None = None) -> PrimFunc:
+    """The tile function as a PrimFunc for a CPU target (kind "c"); static binds runtime values
+    (Lowering's docstring)."""
+    return CPULowering(func, Target(target), static).run()

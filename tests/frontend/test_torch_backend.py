@@ -1,4 +1,8 @@
 """torch.compile(model, backend="tessera") (tessera/torch_backend.py) against eager PyTorch."""
+import os
+import pathlib
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -115,9 +119,12 @@ def test_gradients_run_in_eager_with_a_warning():
     assert_close(y.detach(), m(x).detach())
 
 
-def test_unknown_options_are_refused():
-    c = torch.compile(nn.ReLU(), backend="tessera", options={"opt_levle": 1})
-    with torch.no_grad(), pytest.raises(Exception, match=r"unknown options \['opt_levle'\]"):
+@pytest.mark.parametrize("options, message", [({"opt_levle": 1}, r"unknown options \['opt_levle'\]"),
+                                              ({"opt_level": 5}, "opt_level must be 0, 1, 2 or 3"),
+                                              ({"target": "nosuch"}, "nosuch")])
+def test_bad_options_are_refused(options, message):
+    c = torch.compile(nn.ReLU(), backend="tessera", options=options)
+    with torch.no_grad(), pytest.raises(Exception, match=message):
         c(torch.randn(2))
 
 
@@ -130,3 +137,33 @@ def test_unfrozen_weights_are_read_at_each_call():
         assert_close(c(x), m(x))
         m.weight.mul_(2.0)
         assert_close(c(x), m(x))
+
+
+_SECOND_RUN = """
+import torch, sys
+sys.path.insert(0, {frontend!r})
+import torch_models as M
+torch.manual_seed(0)
+m = M.randomize(M.MLP("gelu"))
+with torch.no_grad():
+    y = torch.compile(m, backend="tessera")(torch.ones(2, 32))
+print(float(y.sum()))
+"""
+
+
+@pytest.mark.slow
+def test_a_second_process_takes_the_compiled_kernels_from_the_disk_cache(tmp_path):
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(tmp_path / "cache"))
+    code = _SECOND_RUN.format(frontend=str(pathlib.Path(__file__).parent))
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        files = {p: p.stat().st_mtime_ns for p in (tmp_path / "cache").rglob("*") if p.is_file()}
+        return out.stdout.strip().splitlines()[-1], files
+
+    first, built = run()
+    second, after = run()
+    assert first == second and any(p.suffix == ".so" for p in built)
+    rebuilt = [p for p in after if p.suffix in (".so", ".c") and built.get(p) != after[p]]
+    assert not rebuilt, rebuilt

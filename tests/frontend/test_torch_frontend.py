@@ -174,3 +174,30 @@ def test_a_saved_program_that_would_be_unpickled_is_refused(tmp_path):
     with pytest.raises(TesseraError, match="not a zip"):
         load_program(junk)
     assert isinstance(load_program(path), torch.export.ExportedProgram)
+
+
+class ManyOps(nn.Module):
+    """Shape, index, reduction and creation ops the model tests do not reach, in one program."""
+
+    def forward(self, x, idx):
+        a = torch.nn.functional.pad(x, (1, 2, 0, 1), value=0.5)[:, 1:, :-1]       # pad, then slice
+        b = torch.cat([a.flip(-1), a.repeat(1, 1, 1)], dim=1).tril(1)
+        c = torch.gather(b, 1, idx) + b.index_select(2, torch.tensor([0, 2]))[:, :1].sum()
+        d = torch.nn.functional.max_pool1d(x, 2, 2) + torch.nn.functional.avg_pool1d(x, 2, 2)
+        e = torch.stack([x.var(dim=1, unbiased=True), x.std(dim=1)], 0)
+        f = x.cumsum(2) * (x.argmax(-1, keepdim=True) == 1) + torch.full_like(x, 2.0) + torch.arange(x.shape[-1])
+        g = torch.where(x > 0, x, x.amax(dim=(1, 2), keepdim=True)) - x.mean() + x[:, 1].unsqueeze(1)
+        parts = x.split([1, 2], dim=1)
+        return c, d, e, f + g, parts[1] * parts[0], x.unbind(0)[1], x.transpose(1, 2).clamp(-0.5, 0.5)
+
+
+def test_assorted_shape_index_and_reduction_ops_match_eager():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4)
+    idx = torch.randint(0, 6, (2, 6, 6))
+    m = ManyOps().eval()
+    exe = tessera.compile(export(m, x, idx))
+    with torch.no_grad():
+        want = m(x, idx)
+    for got, w in zip(exe(x.numpy(), idx.numpy()), want):
+        assert_close(got, w)

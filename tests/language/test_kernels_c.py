@@ -2,7 +2,7 @@
 norm and a blocked matmul, with sizes the blocks do not divide (every mask boundary)."""
 import numpy as np
 import pytest
-from tile_kernels import add, layer_norm, matmul, softmax
+from tessera.language.examples import add, layer_norm, matmul, softmax
 
 import tessera.language as tl
 

@@ -85,6 +85,24 @@ class TorchContext:
         """A list-of-tensors argument (cat's `tensors`) as Values."""
         raise NotImplementedError
 
+    def tensor(self, name: str) -> "TorchTensor":
+        """Tensor argument `name` as converted: a TorchTensor, whose value may hold a torch dimension
+        that is a product of symbolic sizes as its factors (see TorchTensor and _layout.py)."""
+        raise NotImplementedError
+
+    def flat(self, t: "TorchTensor", what: str = "a tensor"):
+        """A TorchTensor as a Value of the torch tensor's own shape (refused where a dimension is a
+        product of symbolic sizes)."""
+        raise NotImplementedError
+
+    def arg_dtype(self, name: str):
+        """The tessera dtype of tensor argument `name`; None for a Python number."""
+        raise NotImplementedError
+
+    def out_sizes(self, k: int = 0) -> tuple:
+        """Output k's shape as torch gives it: ints and sympy expressions."""
+        raise NotImplementedError
+
     def shape(self, name: str) -> tuple:
         """The torch shape of tensor argument `name`: ints and sympy expressions."""
         raise NotImplementedError
@@ -116,6 +134,14 @@ class TorchContext:
 
     def const(self, array, name: str = "const"):
         """A new constant Value holding `array` (a numpy array)."""
+        raise NotImplementedError
+
+    def scalar(self, x, dtype):
+        """A 0-d constant of `dtype` holding the Python number x."""
+        raise NotImplementedError
+
+    def cast(self, v, dtype: str):
+        """v cast to `dtype` (v itself when it has that dtype)."""
         raise NotImplementedError
 
     def const_value(self, name: str):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...ir.dtype import DataType
 from . import TorchTensor, converter
-from ._layout import axis as value_axis, norm_dim
+from ._layout import axis as value_axis
 
 
 def _ints(ctx, name, n: int) -> tuple:
@@ -67,31 +67,31 @@ def _max_pool_with_indices(ctx):
     return _max_pool(ctx), None
 
 
-@converter("aten.max_pool2d.default", "aten.max_pool1d.default", "aten.max_pool3d.default")
-def _max_pool(ctx):
+def _window(ctx, kind: str):
+    """(input, spatial rank, kernel, strides, padding (begin..., end...)) of a pooling node."""
     x = ctx.input("self")
     nd = len(x.shape) - 2
     if nd not in (1, 2, 3):
-        ctx.unsupported(f"max pooling of a {len(x.shape)}-d tensor (batched NC... input only)")
+        ctx.unsupported(f"{kind} pooling of a {len(x.shape)}-d tensor (batched NC... input only)")
     kernel = _ints(ctx, "kernel_size", nd)
     stride = _ints(ctx, "stride", nd) if ctx.arg("stride") else kernel
-    padding, dilation = _ints(ctx, "padding", nd), _ints(ctx, "dilation", nd)
-    return ctx.op(f"nn.max_pool{nd}d", x, pool_size=kernel, strides=stride, padding=padding + padding,
-                  dilation=dilation, ceil_mode=bool(ctx.arg("ceil_mode")))
+    padding = _ints(ctx, "padding", nd)
+    return x, nd, kernel, stride, padding + padding
+
+
+@converter("aten.max_pool2d.default", "aten.max_pool1d.default", "aten.max_pool3d.default")
+def _max_pool(ctx):
+    x, nd, kernel, stride, padding = _window(ctx, "max")
+    return ctx.op(f"nn.max_pool{nd}d", x, pool_size=kernel, strides=stride, padding=padding,
+                  dilation=_ints(ctx, "dilation", nd), ceil_mode=bool(ctx.arg("ceil_mode")))
 
 
 @converter("aten.avg_pool2d.default", "aten.avg_pool1d.default", "aten.avg_pool3d.default")
 def _avg_pool(ctx):
-    x = ctx.input("self")
-    nd = len(x.shape) - 2
-    if nd not in (1, 2, 3):
-        ctx.unsupported(f"average pooling of a {len(x.shape)}-d tensor (batched NC... input only)")
     if ctx.has_arg("divisor_override"):
         ctx.unsupported("divisor_override")
-    kernel = _ints(ctx, "kernel_size", nd)
-    stride = _ints(ctx, "stride", nd) if ctx.arg("stride") else kernel
-    padding = _ints(ctx, "padding", nd)
-    return ctx.op(f"nn.avg_pool{nd}d", x, pool_size=kernel, strides=stride, padding=padding + padding,
+    x, nd, kernel, stride, padding = _window(ctx, "average")
+    return ctx.op(f"nn.avg_pool{nd}d", x, pool_size=kernel, strides=stride, padding=padding,
                   ceil_mode=bool(ctx.arg("ceil_mode")), count_include_pad=bool(ctx.arg("count_include_pad")))
 
 

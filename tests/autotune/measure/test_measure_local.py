@@ -68,12 +68,12 @@ def test_check_off_flush_cache_and_no_warmup(pool):
         assert r.ok and r.run_secs
         runner.check, runner.flush_cache, runner.number, runner.repeat = True, True, 1, 2
         good, wrong = measure([cands["good"], cands["wrong"]], TARGET, builder, runner)
-        assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
+        assert good.ok and len(good.run_secs) == 2 and all(0 < s <= good.kernel_secs for s in good.run_secs)
         assert wrong.error_kind == "wrong_result"
         # the checked call as the warm-up; number grown to fill min_repeat_ms, as the module's timer does
         runner.flush_cache, runner.warmup, runner.min_repeat_ms = False, False, 20
         (good,) = measure([cands["good"]], TARGET, builder, runner)
-        assert good.ok and len(good.run_secs) == 2 and all(0 < s < 0.05 for s in good.run_secs)
+        assert good.ok and len(good.run_secs) == 2 and all(0 < s <= good.kernel_secs for s in good.run_secs)
         assert good.kernel_secs >= 2 * 0.02                      # two rounds of at least 20 ms each
     finally:
         (runner.check, runner.flush_cache, runner.number, runner.repeat, runner.warmup,

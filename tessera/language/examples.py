@@ -1,4 +1,9 @@
-"""Tile-language kernels shared by the tests (compiled on c and opencl, and interpreted)."""
+"""Example kernels of the tile language, the ones docs/tile.md walks through and benchmarks/tile.py
+times: vector add, row softmax, layer norm, a blocked matmul and a flash-attention forward pass.
+
+    from tessera.language.examples import softmax
+    softmax[(rows,)](x, y, cols, x.strides[0] // 4, y.strides[0] // 4, BLOCK=1024)
+"""
 import tessera
 import tessera.language as tl
 
@@ -57,3 +62,30 @@ def matmul(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_
         b_ptrs += BLOCK_K * stride_bk
     c_ptrs = C + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@tessera.jit
+def attention(Q, K, V, O, seq, sm_scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Flash attention forward (online softmax) over (batch * heads, seq, D) tensors: program (i, h)
+    computes rows i * BLOCK_M ... of head h."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, D)
+    base = tl.program_id(1) * seq * D
+    q = tl.load(Q + base + offs_m[:, None] * D + offs_d[None, :], mask=offs_m[:, None] < seq, other=0.0)
+    m_i = tl.full((BLOCK_M,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    for start_n in range(0, seq, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(K + base + cols[:, None] * D + offs_d[None, :], mask=cols[:, None] < seq, other=0.0)
+        qk = tl.where(cols[None, :] < seq, tl.dot(q, tl.trans(k)) * qk_scale, -float("inf"))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.exp2(qk - m_ij[:, None])
+        alpha = tl.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + base + cols[:, None] * D + offs_d[None, :], mask=cols[:, None] < seq, other=0.0)
+        acc = tl.dot(p, v, acc * alpha[:, None])
+        m_i = m_ij
+    tl.store(O + base + offs_m[:, None] * D + offs_d[None, :], acc / l_i[:, None], mask=offs_m[:, None] < seq)

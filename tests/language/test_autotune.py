@@ -1,0 +1,94 @@
+"""tl.autotune / tessera.Config: a sweep keeps the fastest config and records every measurement in the
+tuning database, a later tuner starts from the records, a cost-model search measures at most
+max_trials candidates, and the outputs the kernel accumulates into are reset between configs."""
+import numpy as np
+import pytest
+
+import tessera
+import tessera.language as tl
+from tessera.autotune import Database
+from tessera.language.examples import matmul
+
+TARGET = "c -num-threads=2"
+CONFIGS = [tessera.Config({"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16}),
+           tessera.Config({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32})]
+
+
+@tessera.jit
+def accumulate(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.atomic_add(Y + offs, tl.load(X + offs, mask=m), mask=m)
+
+
+def _problem(m=70, n=50, k=40):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    args = (a, b, np.zeros((m, n), np.float32), m, n, k, k, 1, n, 1, n, 1)
+    grid = lambda meta: (tl.cdiv(m, meta["BLOCK_M"]), tl.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
+    return args, grid
+
+
+def test_sweep_keeps_the_fastest_config_and_records_every_measurement(tmp_path):
+    db = str(tmp_path / "tile.jsonl")
+    tuned = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    args, grid = _problem()
+    tuned[grid](*args, target=TARGET)
+    np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    (key, timings), = tuned.timings.items()
+    assert set(timings) == set(CONFIGS)
+    assert tuned.best[key] == min(timings, key=timings.get)
+    records = Database(db).records()
+    assert len(records) == 2 and {r.trace[0][2]["kwargs"]["BLOCK_M"] for r in records} == {16, 32}
+
+
+def test_a_new_tuner_starts_from_the_database(tmp_path):
+    db = str(tmp_path / "tile.jsonl")
+    args, grid = _problem()
+    first = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    first[grid](*args, target=TARGET)
+    again = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    args[2][:] = 0
+    again[grid](*args, target=TARGET)
+    np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    assert not again.timings                                  # nothing measured: the record decided
+    assert list(again.best.values()) == list(first.best.values())
+    assert len(Database(db).records()) == 2
+
+
+def test_another_key_is_tuned_again(tmp_path):
+    db = str(tmp_path / "tile.jsonl")
+    tuned = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    for m in (70, 33):
+        args, grid = _problem(m=m)
+        tuned[grid](*args, target=TARGET)
+        np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    assert len(tuned.timings) == 2
+
+
+def test_cost_model_search_measures_at_most_max_trials(tmp_path):
+    pytest.importorskip("xgboost")
+    space = {"BLOCK_M": [16, 32, 64], "BLOCK_N": [16, 32, 64], "BLOCK_K": [16, 32]}
+    tuned = tl.autotune(space=space, key=["M", "N", "K"], max_trials=5, database=str(tmp_path / "t.jsonl"))(matmul)
+    args, grid = _problem()
+    tuned[grid](*args, target=TARGET)
+    np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    (timings,) = tuned.timings.values()
+    assert len(timings) == 5 and len(tuned.configs) == 18
+
+
+def test_outputs_are_reset_between_configs(tmp_path):
+    tuned = tl.autotune(configs=[tessera.Config({"BLOCK": 64}), tessera.Config({"BLOCK": 128})], key=["n"],
+                        reset_to_zero=["Y"], database=str(tmp_path / "t.jsonl"))(accumulate)
+    x = np.arange(300, dtype=np.float32)
+    y = np.zeros(300, np.float32)
+    tuned[lambda meta: (tl.cdiv(300, meta["BLOCK"]),)](x, y, 300, target=TARGET)
+    np.testing.assert_array_equal(y, x)                      # the tuning runs' sums were reset
+
+
+def test_configs_must_name_constexpr_parameters(tmp_path):
+    with pytest.raises(tessera.TesseraError, match="'M' is not a tl.constexpr parameter"):
+        tl.autotune(configs=[tessera.Config({"M": 4})], key=[], database=str(tmp_path / "t.jsonl"))(matmul)
+    with pytest.raises(tessera.TesseraError, match="'Q' is not a parameter"):
+        tl.autotune(configs=CONFIGS, key=["Q"], database=str(tmp_path / "t.jsonl"))(matmul)
