@@ -186,6 +186,7 @@ class Tile:
     reads: frozenset = frozenset()
     remaps: frozenset = frozenset()
     param_reads: frozenset = frozenset()
+    source: tuple | None = None     # a load's (tensor, pointer tile, mask tile)
 
 
 def _c(v, dtype="int32"):
@@ -309,7 +310,22 @@ class Lowering:
                 params.append(v)
                 self.values[p.value] = self.scalar_tile(v, p.value.type.element)
         grid_params, body = self.programs(lambda: self.region_stmts(self.func.body))
-        return PrimFunc(params + grid_params, body, name=self.func.name)
+        return PrimFunc(params + grid_params, body, attrs=self.written_attr(params), name=self.func.name)
+
+    def written_attr(self, params) -> dict | None:
+        """{"written_params": the positions of the tensors the kernel stores to}: known from the tile
+        IR, so a micro-kernel reading an input by address does not make it an output."""
+        written = set()
+        for op in ir.walk(self.func.body):
+            if op.kind in ("store", "atomic_add"):
+                root = _root_param(op.operands[0], self.defs)
+                if root is None:
+                    return None
+                written.add(root)
+        index = {p.value: i for i, p in enumerate(self.func.params)}
+        buffers = [self.param_buffers[v] for v in written if v in self.param_buffers]
+        return {"written_params": tuple(sorted(i for i, b in enumerate(params) if any(b is x for x in buffers)))} \
+            if len(buffers) == len(written) and index else None
 
     def grid_vars(self):
         """The grid extents: parameters, or the static ones as constants."""
@@ -648,7 +664,7 @@ class Lowering:
 
         extra = [t for t in (mask, other) if t is not None]
         reads, remaps, preads = self._merge(p, *extra)
-        return Tile(at, None, None, None, reads, remaps, preads | {buf})
+        return Tile(at, None, None, None, reads, remaps, preads | {buf}, source=(buf, p, mask))
 
     def op_store(self, op, p: Tile, v: Tile, mask: Tile | None = None):
         buf = self._pointer(p)
@@ -991,27 +1007,69 @@ class CPULowering(Lowering):
         bits = 32 if el.bits <= 32 else 64
         return max(1, self.target.vector_bits // bits)
 
-    def matmul(self, A, B, C, m, n, k, out_el):
-        intrin = self.micro_kernel(A, B, C, m, n)
+    def op_dot(self, op, a: Tile, b: Tile, acc: Tile):
+        """With an fp32 micro-kernel for the tile: A packed in k-major panels of mr rows, B in panels of
+        nr columns (BLIS's layout: each micro-kernel call reads both contiguously), fp16/bf16 converted
+        to fp32 as they are packed; then the calls, nr-column panels outer (a panel of B stays in L1
+        while the row panels of A go past it)."""
+        (m, k), (_, n) = op.operands[0].type.shape, op.operands[1].type.shape
+        in_el, out_el = op.operands[0].type.element, op.result.type.element
+        intrin = self.micro_kernel(in_el, out_el, m, n)
         if intrin is None:
-            return super().matmul(A, B, C, m, n, k, out_el)
+            return super().op_dot(op, a, b, acc)
         name, mr, nr, c_source, features = intrin
+        B = self.new_buffer((n // nr, k, nr), out_el, "b_panels")
+        self.emit(self.nest((n // nr, k, nr), lambda idx, cx: BufferStore(
+            B, self.as_dtype(b.at((idx[1], idx[0] * nr + idx[2]), cx), B.dtype), idx)))
+        C = self.accumulator(acc, op.operands[2], op.result.type)
         fn = self.intrin_fn(name)
         i0, j0 = Var(self.fresh("ti")), Var(self.fresh("tj"))
         r, c = i0 * mr, j0 * nr
+        k1 = 1 if k > 1 else 0
 
         def addr(x):
             return Call("handle", "address_of", [x])
 
-        call = Evaluate(Call("handle", fn, [const(k), addr(A[r, 0]), addr(A[r + 1, 0]), addr(A[r, 1] if k > 1 else A[r, 0]),
-                                            addr(B[0, c]), addr(B[1, c] if k > 1 else B[0, c]), addr(C[r, c]),
-                                            addr(C[r + 1, c])]))
-        for buf, (r0, c0, er, ec) in ((A, (r, 0, mr, k)), (B, (0, c, k, nr)), (C, (r, c, mr, nr))):
-            region = Call("handle", "tsr.region", [_c(r0), _c(c0), const(er), const(ec)])
-            call = AttrStmt(buf, "tsr.access_region", region, call)
-        call = AttrStmt(StringImm(fn), "pragma_import_c", StringImm(c_source), call)
-        call = AttrStmt(StringImm(name), "tensor_intrin", StringImm(",".join(features)), call)
-        return For(j0, 0, n // nr, "serial", For(i0, 0, m // mr, "serial", call))
+        def calls(a_at, a_region):
+            """The micro-kernel calls with A's element (row, k) at a_at(row, k)."""
+            call = Evaluate(Call("handle", fn, [const(k), addr(a_at(r, 0)), addr(a_at(r + 1, 0)), addr(a_at(r, k1)),
+                                                addr(B[j0, 0, 0]), addr(B[j0, k1, 0]), addr(C[r, c]),
+                                                addr(C[r + 1, c])]))
+            for buf, mins, exts in ([a_region] if a_region else []) + [(B, (j0, 0, 0), (1, k, nr)),
+                                                                      (C, (r, c), (mr, nr))]:
+                region = Call("handle", "tsr.region", [_c(x) for x in mins] + [const(x) for x in exts])
+                call = AttrStmt(buf, "tsr.access_region", region, call)
+            call = AttrStmt(StringImm(fn), "pragma_import_c", StringImm(c_source), call)
+            call = AttrStmt(StringImm(name), "tensor_intrin", StringImm(",".join(features)), call)
+            return For(j0, 0, n // nr, "serial", For(i0, 0, m // mr, "serial", call))
+
+        def packed():
+            A = self.new_buffer((m // mr, k, mr), out_el, "a_panels")
+            pack = self.nest((m // mr, k, mr), lambda idx, cx: BufferStore(
+                A, self.as_dtype(a.at((idx[0] * mr + idx[2], idx[1]), cx), A.dtype), idx))
+            return seq(pack, calls(lambda row, kk: A[row // mr, kk, row % mr], (A, (i0, 0, 0), (1, k, mr))))
+
+        direct = self.direct_operand(a, in_el, out_el)
+        if direct is None:
+            self.emit(packed())
+        else:
+            tensor, offset, whole = direct
+            fast = calls(lambda row, kk: tensor[offset((row, kk))], None)
+            self.emit(fast if whole is None else IfThenElse(whole, fast, packed()))
+        return self.buffer_tile(C, op.result.type)
+
+    def direct_operand(self, a: Tile, in_el, out_el):
+        """(tensor, offset(idx), condition) when A can be read in place: a load of fp32 rows
+        contiguous along k (its rows any distance apart); the condition (None: always) that its mask
+        holds on the whole tile, where the packed path runs otherwise."""
+        if a.source is None or in_el != out_el:
+            return None
+        tensor, p, mask = a.source
+        if p.affine is None or len(p.affine.coefs) != 2 or not E.is_const_int(p.affine.coefs[1], 1):
+            return None
+        if mask is not None and mask.all_true is None:
+            return None
+        return tensor, p.affine.at, (mask.all_true if mask is not None else None)
 
     @staticmethod
     def intrin_fn(name: str) -> str:
@@ -1031,9 +1089,10 @@ class CPULowering(Lowering):
         find(impl.body)
         return calls[0]
 
-    def micro_kernel(self, A, B, C, m, n):
-        """(intrinsic name, mr, nr, C source, features) of the x86 fp32 micro-kernel for this tile."""
-        if not (A.dtype == B.dtype == C.dtype == "float32"):
+    def micro_kernel(self, in_el, out_el, m, n):
+        """(intrinsic name, mr, nr, C source, features) of the x86 fp32 micro-kernel for an m x n
+        product of in_el operands (fp32, or fp16/bf16 packed as fp32), or None."""
+        if out_el != ir.float32 or in_el not in (ir.float32, ir.float16, ir.bfloat16):
             return None
         from ..tir.tensor_intrin import TensorIntrin
         from ..tir.tensor_intrin import x86

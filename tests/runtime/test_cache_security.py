@@ -61,7 +61,7 @@ def run_scale(mod, n=64, factor=3.0):
     a = RNG.standard_normal(n).astype("float32")
     b = np.zeros(n, "float32")
     mod(a, b)
-    np.testing.assert_allclose(b, a * factor + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(b, a * factor + 1.0, rtol=1e-6, atol=1e-6)   # (the C may fuse the multiply-add)
 
 
 def planted_library(tmp_path, monkeypatch, marker) -> str:
