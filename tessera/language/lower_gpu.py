@@ -9,7 +9,8 @@ Lowering made for a work-group of num_warps x 32 threads.
   thread_sync places the barriers between the nests.
 - A loop nest over a tile spreads its elements row-major over the threads, element e on thread
   e % threads: consecutive threads take consecutive elements, so accesses along a contiguous last
-  axis coalesce.
+  axis coalesce. A load or store whose pointers the axis analysis (passes.axis_info) finds
+  contiguous along another axis (a transposed access) walks its tile with that axis fastest.
 - A reduction is a tree of nests over shared buffers (op_reduce), a dot product a loop of nests each
   adding 16 products to every element of the result. No thread keeps an accumulator between
   statements: a private array in a kernel with barriers, launched in three dimensions, is
@@ -22,7 +23,8 @@ from ..ir import Buffer, BufferStore, For, IfThenElse, LetStmt, Select, Var, con
 from ..ir import expr as E
 from ..target import Target
 from ..tir.schedule.loops import thread_iter_var
-from .ir import Function
+from . import passes
+from .ir import Function, Value
 from .lower import Lowering
 
 
@@ -34,6 +36,27 @@ class GPULowering(Lowering):
                  static: dict | None = None):
         super().__init__(func, target, static)
         self.launch, self.threads, self.shapes = launch, 32 * num_warps, shapes
+        self.axis = passes.axis_info(func)
+        self.order = None     # the axes of the nest being made, slowest first (None: row-major)
+
+    def coalescing_order(self, ptr: Value):
+        """The axis order whose last axis is the pointer block's contiguous one, when that is not its
+        last axis (a transposed access): consecutive threads then touch consecutive addresses."""
+        info = self.axis.get(ptr)
+        nd = len(ptr.type.shape)
+        if info is None or nd < 2 or info.contiguity[-1] > 1:
+            return None
+        d = max(range(nd), key=lambda i: info.contiguity[i])
+        if info.contiguity[d] <= 1:
+            return None
+        return tuple(i for i in range(nd) if i != d) + (d,)
+
+    def lower_op(self, op):
+        self.order = self.coalescing_order(op.operands[0]) if op.kind in ("load", "store") else None
+        try:
+            super().lower_op(op)
+        finally:
+            self.order = None
 
     def param_buffer(self, p):
         (n,) = self.shapes[p.name]
@@ -66,11 +89,12 @@ class GPULowering(Lowering):
         rounds = (n + t - 1) // t
         eo = Var(self.fresh("e")) if rounds > 1 else None
         e = tx if eo is None else eo * t + tx
-        idx, rest = [], e
-        for s in reversed(shape):
-            idx.append(rest % s if s > 1 else const(0))
-            rest = rest // s
-        s = body(tuple(reversed(idx)), cx)
+        order = self.order if self.order is not None and len(self.order) == len(shape) else tuple(range(len(shape)))
+        idx, rest = [None] * len(shape), e
+        for d in reversed(order):     # element e's indices, the last axis of `order` fastest
+            idx[d] = rest % shape[d] if shape[d] > 1 else const(0)
+            rest = rest // shape[d]
+        s = body(tuple(idx), cx)
         if n % t and n > 1 or n < t:
             s = IfThenElse(e < n, s)
         s = For(tx, 0, t, "thread_binding", s, thread_binding=thread_iter_var("threadIdx.x"))

@@ -122,6 +122,9 @@ def shapes(X, Y, M, N, OP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
         row = tl.load(X + rn, mask=rn < N, other=0.0)
         y = tl.expand_dims(col, 1) + 10.0 * tl.broadcast_to(row[None, :], (BM, BN))
         tl.store(Y + rm[:, None] * N + rn[None, :], y, mask=(rm[:, None] < M) & (rn[None, :] < N))
+    elif OP == "colmajor":   # Y (M x N) = X stored column-major (X[j * M + i] is element (i, j))
+        x = tl.load(X + rm[:, None] + rn[None, :] * M, mask=(rm[:, None] < M) & (rn[None, :] < N))
+        tl.store(Y + rm[:, None] * N + rn[None, :], x, mask=(rm[:, None] < M) & (rn[None, :] < N))
     elif OP == "full":
         y = tl.full((BM, BN), 3.5, tl.float32) + tl.zeros((BM, BN), tl.float32)
         for i in tl.static_range(3):

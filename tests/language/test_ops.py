@@ -151,6 +151,8 @@ def test_trans_expand_broadcast_full(target, m, n):
     np.testing.assert_array_equal(y, v[:m, None] + 10 * v[None, :n])
     launch(K.shapes, (1,), v, y, m, n, target=target, OP="full", BM=32, BN=16)
     np.testing.assert_array_equal(y, 6.5)
+    launch(K.shapes, (1,), np.asfortranarray(x), y, m, n, target=target, OP="colmajor", BM=32, BN=16)
+    np.testing.assert_array_equal(y, x)
 
 
 @pytest.mark.parametrize("target", TARGETS)
