@@ -64,3 +64,22 @@ def test_matmul_matches_numpy(m, n, k):
     grid = lambda meta: (tl.cdiv(m, meta["BLOCK_M"]), tl.cdiv(n, meta["BLOCK_N"]))  # noqa: E731
     matmul[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1, BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, target=TARGET)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_uses_the_targets_micro_kernel(isa_target):
+    """The dot runs on the GEMM micro-kernel of the target's ISA (AVX-512 or AVX2+FMA), and matches numpy."""
+    from tessera.target import Target
+
+    target = f"{isa_target} -num-threads=2"
+    m, n, k = 64, 96, 40
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.zeros((m, n), np.float32)
+    meta = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=16)
+    grid = (tl.cdiv(m, 32), tl.cdiv(n, 32))
+    matmul[grid](a, b, c, m, n, k, k, 1, n, 1, n, 1, **meta, target=target)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
+    src = matmul.inspect(a, b, c, m, n, k, k, 1, n, 1, n, 1, **meta, target=target, grid=grid).source
+    isa = "avx512" if Target(isa_target).has_feature("avx512f") else "avx2"
+    assert f"tintrin_{isa}_gemm_" in src
