@@ -4,11 +4,11 @@ times: vector add, row softmax, layer norm, a blocked matmul and a flash-attenti
     from tessera.language.examples import softmax
     softmax[(rows,)](x, y, cols, x.strides[0] // 4, y.strides[0] // 4, BLOCK=1024)
 """
-import tessera
-import tessera.language as tl
+from . import core as tl
+from .jit import jit
 
 
-@tessera.jit
+@jit
 def add(X, Y, Z, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -17,7 +17,7 @@ def add(X, Y, Z, n, BLOCK: tl.constexpr):
     tl.store(Z + offs, x + y, mask=mask)
 
 
-@tessera.jit
+@jit
 def softmax(X, Y, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
@@ -28,7 +28,7 @@ def softmax(X, Y, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
     tl.store(Y + row * y_stride + offs, e / tl.sum(e, axis=0), mask=mask)
 
 
-@tessera.jit
+@jit
 def layer_norm(X, Y, W, B, N, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
@@ -43,7 +43,7 @@ def layer_norm(X, Y, W, B, N, eps, BLOCK: tl.constexpr):
     tl.store(Y + row * N + offs, d * rstd * w + b, mask=mask)
 
 
-@tessera.jit
+@jit
 def matmul(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid_m = tl.program_id(0)
@@ -64,7 +64,7 @@ def matmul(A, B, C, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-@tessera.jit
+@jit
 def attention(Q, K, V, O, seq, sm_scale, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """Flash attention forward (online softmax) over (batch * heads, seq, D) tensors: program (i, h)
     computes rows i * BLOCK_M ... of head h."""
