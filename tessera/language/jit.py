@@ -2,8 +2,9 @@
 `kernel[grid](args..., BLOCK=128)`.
 
 A launch binds the arguments: arrays (numpy, tessera NDArrays, CPU torch tensors through DLPack,
-OpenCL DeviceArrays) become pointer parameters, Python ints and floats runtime scalars (an int equal
-to 1 is specialized to the constant, as Triton does, so a unit stride makes accesses contiguous),
+OpenCL DeviceArrays, CUDA device arrays such as cupy's) become pointer parameters, Python ints and
+floats runtime scalars (an int equal to 1 is specialized to the constant, as Triton does, so a
+unit stride makes accesses contiguous),
 `tl.constexpr` parameters and `None` are bound into the trace. The specialization key is those
 signatures and values, the target and num_warps; each key is traced, optimized, lowered and built
 once per process (the backend's kernel cache keeps the compiled library on disk across processes).
@@ -176,6 +177,9 @@ class JITFunction:
             from ..runtime.ndarray import NDArray
 
             for v in values:
+                if hasattr(v, "__cuda_array_interface__"):
+                    t = "cuda"
+                    break
                 if not isinstance(v, (np.ndarray, NDArray)) and getattr(v, "device", None) == "opencl":
                     t = "opencl"
                     break
@@ -316,6 +320,10 @@ def _as_array(v, name, kernel, target):
         return v.numpy()
     if getattr(v, "device", None) == "opencl" and hasattr(v, "buffer"):
         return v
+    if hasattr(v, "__cuda_array_interface__"):      # a CUDA device array (cupy's): for cuda targets
+        if target is not None and Target(target).kind != "cuda":
+            raise TesseraError(f"kernel {kernel}: argument {name} is a CUDA device array; launch with target='cuda'")
+        return v
     if hasattr(v, "__dlpack__"):
         dev = getattr(v, "device", None)
         if dev is not None and getattr(dev, "type", "cpu") != "cpu":
@@ -368,6 +376,10 @@ def _flat(a):
 
 
 def _flat_device(a):
+    if hasattr(a, "__cuda_array_interface__"):
+        if not a.flags.c_contiguous:
+            raise TesseraError("a CUDA device array argument must be C-contiguous")
+        return a.reshape(-1)
     from ..runtime.opencl import DeviceArray
 
     if a.ndim == 1:

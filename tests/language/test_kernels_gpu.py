@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from tessera.language.examples import add, layer_norm, matmul, softmax
 
+import tessera
 import tessera.language as tl
 from tessera.backend import get_backend
 from tessera.runtime import opencl as rt
@@ -125,3 +126,28 @@ def test_cuda_source_builds_with_nvcc():
     r = matmul.inspect(a, a.T.copy(), np.zeros((64, 64), np.float32), 64, 64, 32, 32, 1, 64, 1, 64, 1,
                        BLOCK_M=32, BLOCK_N=32, BLOCK_K=16, target="cuda", grid=(2, 2))
     assert "__shared__" in r.source
+
+
+class _FakeCudaArray:
+    """An object with the CUDA array interface (what a cupy array shows), without a GPU behind it."""
+
+    def __init__(self, a):
+        self.a = a
+        self.shape, self.dtype, self.size, self.flags = a.shape, a.dtype, a.size, a.flags
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (0, False), "version": 3}
+
+    def reshape(self, *shape):
+        return _FakeCudaArray(self.a.reshape(*shape))
+
+
+@needs_nvcc
+def test_cuda_device_arrays_select_the_cuda_target():
+    """A CUDA device array makes the launch build for cuda (nvcc runs); running needs a GPU, which this
+    test does not use: the CUDA module says so."""
+    from tessera.runtime import cuda
+
+    if cuda.available():
+        pytest.skip("a GPU is present: test_cuda_source_builds_with_nvcc and the device check cover it")
+    x = _FakeCudaArray(np.zeros(256, np.float32))
+    with pytest.raises(tessera.TesseraError, match="running CUDA kernels needs an NVIDIA GPU"):
+        add[(2,)](x, x, _FakeCudaArray(np.zeros(256, np.float32)), 256, BLOCK=128)
