@@ -173,3 +173,19 @@ def atomics(X, H, n, BLOCK: tl.constexpr):
     b = tl.load(X + offs, mask=m, other=0)
     tl.atomic_add(H + b, 1, mask=m)
     tl.atomic_add(H + 15, tl.sum(tl.where(m, b, 0), axis=0))
+
+
+@tessera.jit
+def walk(X, Y, n, BLOCK: tl.constexpr):
+    """Y = the sum of X's first n blocks + block n (read through the pointer the loop advanced) + 2n,
+    times 2^n: a pointer and an int carried in closed form, a float carried as is."""
+    p = X + tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), tl.float32)
+    cnt = 0
+    scale = 1.0
+    for i in range(0, n):
+        acc += tl.load(p)
+        p += BLOCK
+        cnt += 2
+        scale = scale * 2.0
+    tl.store(Y + tl.arange(0, BLOCK), (acc + tl.load(p) + cnt) * scale)

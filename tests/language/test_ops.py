@@ -214,3 +214,13 @@ def test_atomic_add(target):
     want = np.bincount(x, minlength=16)
     want[15] += x.sum()
     np.testing.assert_array_equal(h, want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_values_carried_through_a_loop_and_read_after_it(target, n):
+    x = np.random.default_rng(n).standard_normal(7 * 32).astype(np.float32)
+    y = np.zeros(32, np.float32)
+    launch(K.walk, (1,), x, y, n, target=target, BLOCK=32)
+    blocks = x.reshape(7, 32)
+    np.testing.assert_allclose(y, (blocks[:n].sum(0) + blocks[n] + 2 * n) * 2.0 ** n, rtol=1e-5, atol=1e-5)
