@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import numbers
+import operator
 import threading
 
 from ..errors import TesseraError
@@ -59,7 +60,7 @@ class constexpr:
         return f"constexpr({self.value!r})"
 
     def __index__(self):
-        return operator_index(self.value)
+        return operator.index(self.value)
 
     def __bool__(self):
         return bool(self.value)
@@ -69,12 +70,6 @@ class constexpr:
 
     def __hash__(self):
         return hash(self.value)
-
-
-def operator_index(v):
-    import operator
-
-    return operator.index(v)
 
 
 def pointer_type(element_ty: DType) -> PointerType:
@@ -471,8 +466,7 @@ def _binary(op: str, a, b) -> tensor:
 
 
 def _py_binary(op, a, b):
-    import operator as o
-
+    o = operator
     fns = {"add": o.add, "sub": o.sub, "mul": o.mul, "truediv": o.truediv, "floordiv": o.floordiv, "mod": o.mod,
            "and": o.and_, "or": o.or_, "xor": o.xor, "shl": o.lshift, "shr": o.rshift, "lt": o.lt, "le": o.le,
            "gt": o.gt, "ge": o.ge, "eq": o.eq, "ne": o.ne, "max": builtins.max, "min": builtins.min}

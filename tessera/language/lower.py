@@ -680,7 +680,7 @@ class Lowering:
                 cx.conds.append(mask.all_true)
             return IfThenElse(mask.at(idx, cx), s)
 
-        self.emit(self.nest(shape, body, store_to=buf))
+        self.emit(self.nest(shape, body))
 
     def op_atomic_add(self, op, p: Tile, v: Tile, mask: Tile | None = None):
         """Each element added by one atomic read-modify-write (a helper function of the target's
@@ -919,9 +919,9 @@ class Lowering:
         (m, k), (_, n) = op.operands[0].type.shape, op.operands[1].type.shape
         in_el = op.operands[0].type.element
         out_el = op.result.type.element
-        cel = out_el if in_el.is_floating() else out_el
-        a_buf = self.staged(a, op.operands[0], cel if in_el.is_floating() else in_el, "a_tile")
-        b_buf = self.staged(b, op.operands[1], cel if in_el.is_floating() else in_el, "b_tile")
+        staged_el = out_el if in_el.is_floating() else in_el     # fp16/bf16 staged as the fp32 they add into
+        a_buf = self.staged(a, op.operands[0], staged_el, "a_tile")
+        b_buf = self.staged(b, op.operands[1], staged_el, "b_tile")
         c_buf = self.accumulator(acc, op.operands[2], op.result.type)
         self.emit(self.matmul(a_buf, b_buf, c_buf, m, n, k, out_el))
         return self.buffer_tile(c_buf, op.result.type)
@@ -959,7 +959,7 @@ class Lowering:
         return For(i, 0, m, "serial", For(kk, 0, k, "serial", For(j, 0, n, "vectorized", store)))
 
     # nests -------------------------------------------------------------------------------
-    def nest(self, shape, body, vector=True, reduce_axis=None, store_to=None):
+    def nest(self, shape, body, vector=True, reduce_axis=None):
         """A loop nest over shape running body(idx, ctx) -> Stmt, with a peeled unmasked copy when
         its masks allow one."""
         cx = Ctx()

@@ -545,9 +545,6 @@ def axis_info(func: Function) -> dict:
                          for i in range(nd)]
                     d = [math.gcd(a.divisibility[i], b.divisibility[i]) for i in range(nd)]
                     q = [math.gcd(a.constancy[i], b.constancy[i]) for i in range(nd)]
-                    if k == "addptr":
-                        # an address run is a run of element offsets
-                        pass
                     set_(res, c, d, q)
                 elif kind == "mul":
                     c = [1] * nd
