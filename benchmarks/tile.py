@@ -99,7 +99,7 @@ def alternate(tile_secs, refs, rounds):
 
 def copy_bandwidth(target, n, threads, rounds):
     """GB/s of an OpenMP memcpy of n floats (read + write counted)."""
-    from tessera.runtime.compiler import compile_source
+    from tessera.runtime.c_compiler import compile_source
 
     lib = ctypes.CDLL(compile_source(COPY_SRC, target, name_hint="copy_bw"))
     lib.copy_secs.restype = ctypes.c_double
