@@ -27,6 +27,7 @@ import re
 import shlex
 import sys
 import time
+import warnings
 
 import tessera
 from tessera import te, zoo
@@ -782,8 +783,15 @@ def _cache(args) -> int:
     return 0
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as the command line's own lines (`tessera: warning: ...`), without Python's category,
+    file and source line."""
+    print(f"tessera: warning: {message}", file=sys.stderr if file is None else file)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tessera", description="tessera deep learning compiler")
+    parser.add_argument("--version", action="version", version=f"tessera {tessera.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="compile, run, check and time a built-in TE program")
     demo.add_argument("--size", type=int, default=256, help="matrix size (default 256)")
@@ -905,7 +913,12 @@ def main(argv=None) -> int:
 
     args = parser.parse_args(argv)
     try:
-        return args.fn(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.fn(args)
+    except KeyboardInterrupt:
+        print("tessera: interrupted", file=sys.stderr)
+        return 130
     except TesseraError as e:
         print(f"tessera: error: {e}", file=sys.stderr)
         return 2

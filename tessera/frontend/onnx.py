@@ -143,18 +143,29 @@ def load_model(model, base_dir=None):
         return model
     if isinstance(model, (bytes, bytearray)):
         try:
-            return onnx.load_from_string(bytes(model))
+            m = onnx.load_from_string(bytes(model))
         except Exception as e:  # noqa: BLE001 - protobuf raises its own errors
             raise TesseraError(f"from_onnx: the bytes are not an ONNX model: {e}") from None
+        return _with_graph(m, "the bytes")
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise TesseraError(f"from_onnx: no such file {path!r}")
         try:
-            return onnx.load(path, load_external_data=base_dir is None)
+            m = onnx.load(path, load_external_data=base_dir is None)
         except Exception as e:  # noqa: BLE001
             raise TesseraError(f"from_onnx: cannot read {path!r} as an ONNX model: {e}") from None
+        return _with_graph(m, repr(path))
     raise TesseraError(f"from_onnx takes an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
+
+
+def _with_graph(m, what: str):
+    """The parsed ModelProto `m` of `what`, refused when it holds no graph: protobuf reads an empty file
+    (or one of many other formats) as an empty model without complaint."""
+    if not m.HasField("graph"):
+        raise TesseraError(f"from_onnx: no graph in {what}{' (empty)' if m.ByteSize() == 0 else ''}: not an "
+                           f"ONNX model")
+    return m
 
 
 def _base_dir(base_dir):

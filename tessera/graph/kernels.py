@@ -325,8 +325,11 @@ def _compile_all(sources) -> list:
         return [one(src) for src in sources]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
         return list(pool.map(one, sources))
+    finally:    # on Ctrl-C: no new build starts; those running finish or fail (and clean up) first
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _where(op, node):

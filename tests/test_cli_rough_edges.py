@@ -1,0 +1,100 @@
+"""What a newcomer met on the command line: --version, warnings as one line, `check` of an empty file,
+Ctrl-C during a compile (through tessera.cli.main, and a real SIGINT to a real process)."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import tessera
+from tessera.cli import main
+
+
+def _relu_model(path, shape=(2, 8)):
+    m = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                                            [helper.make_tensor_value_info("x", TP.FLOAT, list(shape))],
+                                            [helper.make_tensor_value_info("y", TP.FLOAT, None)]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return path
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tessera {tessera.__version__}"
+
+
+def test_warnings_reach_cli_users_as_one_tessera_warning_line(tmp_path, capsys):
+    """A corrupt line in the tuning database: one `tessera: warning: ...` line on stderr, no Python
+    warning category, file name or source line."""
+    model = _relu_model(tmp_path / "relu.onnx")
+    np.save(tmp_path / "x.npy", np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8))
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    assert main(["run", str(model), "--input", str(tmp_path / "x.npy"), "--db", str(tmp_path / "bad.jsonl")]) == 0
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "corrupt line" in ln]
+    assert lines and all(ln.startswith("tessera: warning: ") for ln in lines), err
+    assert f"{tmp_path / 'bad.jsonl'}:1: skipped a corrupt line" in lines[0]
+    assert "UserWarning" not in err and "database.py" not in err and "self._load()" not in err
+
+
+def test_check_refuses_an_empty_file_instead_of_passing_it(tmp_path, capsys):
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert main(["check", str(tmp_path / "empty.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera: error: ") and "empty.onnx" in err and "no graph" in err, err
+
+
+def test_from_onnx_refuses_bytes_that_hold_no_graph():
+    with pytest.raises(tessera.TesseraError, match="no graph"):
+        tessera.frontend.from_onnx(b"")
+
+
+def test_keyboard_interrupt_in_a_command_exits_130_with_one_line(tmp_path, capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tessera.cli, "_load_onnx_executable", interrupted)
+    assert main(["compile", str(_relu_model(tmp_path / "relu.onnx"))]) == 130
+    err = capsys.readouterr().err
+    assert err == "tessera: interrupted\n", err
+
+
+def _cache_temps(cache):
+    return glob.glob(os.path.join(cache, "**", ".tmp-*"), recursive=True)
+
+
+def test_ctrl_c_while_the_c_compiler_runs_stops_cleanly_and_leaves_no_temporary_file(tmp_path):
+    """SIGINT to the process group (what Ctrl-C on a terminal sends) while gcc writes a library into
+    the cache: exit status 130, one line on stderr, no .tmp- file left in the cache."""
+    cache = tmp_path / "cache"
+    model = _relu_model(tmp_path / "wide.onnx", (64, 4096))
+    env = dict(os.environ, TESSERA_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
+    p = subprocess.Popen([sys.executable, "-m", "tessera.cli", "compile", str(model), "-o", str(tmp_path / "w.so")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while not _cache_temps(cache) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if p.poll() is not None:
+            pytest.skip("the compile finished before a temporary file of the cache was seen")
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode()
+    assert p.returncode == 130, (p.returncode, err)
+    assert err.strip().splitlines() == ["tessera: interrupted"], err
+    assert _cache_temps(cache) == []
