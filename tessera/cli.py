@@ -8,6 +8,7 @@
     tessera compile model.pt2 -o model.so          ... or a program saved by torch.export.save
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
+    tessera show model.onnx                        the graph as tessera optimizes it (fused functions), as text
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tls://host:8786 ...]
                                                    tune every kernel of the model (a live table of tasks),
@@ -42,7 +43,10 @@ from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
 from .frontend.torch import from_exported_program, load_program
 from .graph import DeferredGraph
+from .graph.document import load_graph
+from .graph.ir import FUSED_OP
 from .graph.lowering import static_problem
+from .graph.passes import optimized_graph
 from .ir.names import fresh_name
 from .runtime import cache as kernel_cache
 from .runtime.contention import WaitMeter, busy_reason
@@ -431,6 +435,34 @@ def _check(args) -> int:
     kinds = sorted({p.op_type for p in problems})
     print(f"unsupported op types: {', '.join(kinds)}")
     return 1
+
+
+def _model_graph(args):
+    """(graph, params) of the model the command names: an ONNX file or zoo name, or a .pt2 program."""
+    if _is_program(args.model):
+        if args.shape:
+            raise TesseraError(f"--shape applies to ONNX models; {args.model}'s shapes are the exported program's")
+        return from_exported_program(load_program(args.model))
+    return from_onnx(_model_source(args.model), shape_dict=_parse_shapes(args.shape))
+
+
+def _show(args) -> int:
+    """`tessera show MODEL`: the graph as tessera.compile optimizes it (fused functions, layouts), as text;
+    a compiled library's graph as it was built."""
+    if _is_model(args.model) or _is_program(args.model):
+        graph, params = _model_graph(args)
+        if isinstance(graph, DeferredGraph):
+            raise TesseraError(f"{args.model}: its graph depends on input values, so it is built per value at the "
+                               f"first run; fix them with --shape to show it")
+        g = optimized_graph(graph, params, _target(args), args.opt_level)
+        how = f"optimized for {_target(args)} at opt level {args.opt_level}"
+    else:
+        g = load_graph(_load_any(args.model, args))
+        how = "as compiled into the library"
+    print(g.script())
+    fused = sum(1 for n in g.nodes if n.op == FUSED_OP)
+    print(f"\n# {args.model}: {len(g.nodes)} nodes ({fused} fused), {len(g.constants)} constants, {how}")
+    return 0
 
 
 def _bench(args) -> int:
@@ -835,6 +867,11 @@ def main(argv=None) -> int:
     check.add_argument("model", help="the .onnx model")
     model_opts(check, onnx_only=True)
     check.set_defaults(fn=_check)
+
+    show = sub.add_parser("show", help="print a model's graph as tessera optimizes it (fused functions, layouts)")
+    show.add_argument("model", help="an .onnx model, a .pt2 program, a built-in model name or a compiled library")
+    model_opts(show)
+    show.set_defaults(fn=_show)
 
     bench = sub.add_parser("bench", help="latency of a model through tessera beside ONNX Runtime")
     bench.add_argument("model", help="an .onnx model (or a library from `tessera compile`)")

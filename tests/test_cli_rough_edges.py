@@ -98,3 +98,32 @@ def test_ctrl_c_while_the_c_compiler_runs_stops_cleanly_and_leaves_no_temporary_
     assert p.returncode == 130, (p.returncode, err)
     assert err.strip().splitlines() == ["tessera: interrupted"], err
     assert _cache_temps(cache) == []
+
+
+def _conv_relu_model(path):
+    """conv (with a bias) -> relu: fused into one function at opt level 2 and above."""
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "conv_relu", [helper.make_tensor_value_info("x", TP.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(np.ones(4, np.float32), "b")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, path)
+    return path
+
+
+def test_show_prints_the_optimized_graph_with_its_fused_functions(tmp_path, capsys):
+    model = _conv_relu_model(tmp_path / "cr.onnx")
+    assert main(["show", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert "fn @fused_" in out and "nn.relu(" in out and "graph conv_relu(%x: float32[1, 3, 8, 8])" in out
+    assert out.strip().splitlines()[-1] == f"# {model}: 1 nodes (1 fused), 2 constants, optimized for c at opt level 3"
+    assert main(["show", str(model), "--opt-level", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "fn @fused_" not in out and "nn.conv2d(" in out and "(0 fused)" in out
+    assert main(["compile", str(model), "-o", str(tmp_path / "cr.so")]) == 0
+    capsys.readouterr()
+    assert main(["show", str(tmp_path / "cr.so")]) == 0
+    out = capsys.readouterr().out
+    assert "fn @fused_" in out and "as compiled into the library" in out
