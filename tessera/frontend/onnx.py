@@ -46,6 +46,7 @@ from ..ir.dtype import numpy_dtype
 from ..ir.dtype import dtype_of_numpy
 from ..graph.transform import topo_nodes
 from ..graph.const_eval import NotConstantError, evaluate_constants
+from ..ops._common import dim_sum
 from ..ops.shape import shape_range
 from ..ops.transform import slice_plan
 
@@ -97,6 +98,9 @@ def sanitize_name(name: str) -> str:
     """An ONNX tensor name as a tessera value name: [A-Za-z0-9_.] only ('/a/b:0' -> 'a_b_0')."""
     s = _NAME_BAD.sub("_", str(name)).strip("_")
     return s or "t"
+
+
+_SUM_DIM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*|[0-9]+)(\s*\+\s*([A-Za-z_][A-Za-z0-9_]*|[0-9]+))+\s*$")
 
 
 def _symbol(name: str) -> str:
@@ -524,6 +528,11 @@ class _Converter:
         dimension (key (input name, axis): a symbol of its own). Names that sanitize alike ('a-b', 'a_b')
         get distinct symbols."""
         sym = self._symbols.get(key)
+        if sym is None and isinstance(key, str) and _SUM_DIM.match(key):
+            # an exporter's sum of dims ("past_sequence_length + sequence_length"): the symbol a
+            # concatenation of those extents gets (ops dim_sum), so the two are one dimension
+            terms = [t.strip() for t in key.split("+")]
+            sym = self._symbols[key] = dim_sum([int(t) if t.isdigit() else self.dim_symbol(t) for t in terms])
         if sym is None:
             base = sym = _symbol(key if isinstance(key, str) else f"{key[0]}_d{key[1]}")
             taken = set(self._symbols.values())

@@ -124,6 +124,31 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     return tuple(out)
 
 
+SUM_SEP = "_plus_"   # the symbol of a sum of extents joins its terms' names (dim_sum)
+
+
+def dim_sum(dims):
+    """Sum of graph dims laid end to end (a concatenation's extent): an int when all are static, else
+    the symbol naming the sum, its symbolic terms sorted and joined by "_plus_" and the static part last
+    ("past_plus_seq", "past_plus_1"); a term that names a sum is taken apart, so the symbol of a sum
+    does not depend on how it was grouped. The executor binds the symbol from the value it takes at
+    run time, so two tensors whose extent is the same sum share a symbol."""
+    names, n = [], 0
+    for d in dims:
+        if isinstance(d, int):
+            n += d
+        else:
+            for t in d.split(SUM_SEP):
+                if t.isdigit():
+                    n += int(t)
+                else:
+                    names.append(t)
+    if not names:
+        return n
+    names.sort()
+    return SUM_SEP.join(names + ([str(n)] if n else []))
+
+
 def dim_product(dims):
     """Product of graph dims: an int when all are static, else None."""
     n = 1

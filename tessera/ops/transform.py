@@ -21,7 +21,7 @@ from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, INDEX, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype, cast,
-                      const, dim_product, fmt_shape, is_const, normalize_axes, normalize_axis, static)
+                      const, dim_product, dim_sum, fmt_shape, is_const, normalize_axes, normalize_axis, static)
 from ._schedule import schedule_injective
 from ..tir.transform.lower_checks import check_range
 from .registry import REQUIRED, OpPattern, register_op
@@ -359,7 +359,8 @@ def _broadcast_to_compute(tensors, attrs):
 # concatenate, split
 # ---------------------------------------------------------------------------------------------
 concatenate = _register("concatenate", ("data*",), {"axis": 0},
-                        doc="Join tensors along axis (its extents must be static; the others match).")
+                        doc="Join tensors along axis (the others match). A symbolic extent along axis makes "
+                            "the result's extent the symbol of the sum (ops._common.dim_sum).")
 
 
 def _concat_check(shapes, axis, dtypes=None):
@@ -369,7 +370,6 @@ def _concat_check(shapes, axis, dtypes=None):
     if nd == 0:
         raise ShapeError("concatenate: cannot concatenate scalars (rank 0)")
     axis = normalize_axis("concatenate", axis, nd)
-    total = 0
     for k, s in enumerate(shapes):
         if len(s) != nd:
             raise ShapeError(f"concatenate: input {k} has rank {len(s)}, input 0 rank {nd} "
@@ -378,13 +378,7 @@ def _concat_check(shapes, axis, dtypes=None):
             if d != axis and s[d] != shapes[0][d]:
                 raise ShapeError(f"concatenate: input {k} {fmt_shape(s)} and input 0 {fmt_shape(shapes[0])} "
                                  f"differ in dimension {d} (only axis {axis} may differ)")
-        if not isinstance(s[axis], int):
-            if len(shapes) == 1:
-                return axis, s[axis]
-            raise ShapeError(f"concatenate: input {k} has the symbolic extent {s[axis]!r} along the "
-                             f"concatenation axis {axis}; it must be static")
-        total += s[axis]
-    return axis, total
+    return axis, dim_sum([s[axis] for s in shapes])
 
 
 @concatenate.def_infer
@@ -398,23 +392,30 @@ def _concat_infer(types, attrs):
 @concatenate.def_compute
 def _concat_compute(tensors, attrs):
     shapes = [_graph_shape(t.shape) for t in tensors]
-    axis, total = _concat_check(shapes, attrs["axis"])
+    axis, _ = _concat_check(shapes, attrs["axis"])
     parts = [t for t in tensors if static(t.shape[axis]) != 0] or [tensors[0]]
+    # where each part starts along axis: ints, or expressions of the symbolic extents before it
+    starts, off = [], 0
+    for t in parts:
+        starts.append(off)
+        ext = static(t.shape[axis])
+        off = off + ext if ext is not None and isinstance(off, int) else E.convert(off) + t.shape[axis]
     shape = list(tensors[0].shape)
-    shape[axis] = total if isinstance(total, int) else tensors[0].shape[axis]
+    shape[axis] = off
 
     def body(*i):
-        offsets, off = [], 0
-        for t in parts:
-            offsets.append(off)
-            off += static(t.shape[axis]) or 0
-        k = len(parts) - 1
         ax = i[axis]
-        value = parts[k][tuple(i[:axis]) + (ax - const(offsets[k], ax.dtype),) + tuple(i[axis + 1:])]
+
+        def at(k):
+            start = starts[k]
+            local = ax - (const(start, ax.dtype) if isinstance(start, int) else cast(start, ax.dtype))
+            return parts[k][tuple(i[:axis]) + (local,) + tuple(i[axis + 1:])]
+
+        value = at(len(parts) - 1)
         for k in range(len(parts) - 2, -1, -1):
-            local = ax - const(offsets[k], ax.dtype)
-            here = parts[k][tuple(i[:axis]) + (local,) + tuple(i[axis + 1:])]
-            value = te.if_then_else(ax < const(offsets[k + 1], ax.dtype), here, value)
+            end = starts[k + 1]
+            end = const(end, ax.dtype) if isinstance(end, int) else cast(end, ax.dtype)
+            value = te.if_then_else(ax < end, at(k), value)
         return value
 
     return [te.compute(shape, body, name="T_concat")]

@@ -14,11 +14,15 @@
 | bert_base     | input_ids, attention_mask, token_type_ids i64 [N, L] (L = 128) | last_hidden_state f32 [N, L, H], pooler_output f32 [N, H] |
 | gpt2_block    | hidden_states f32 [N, L, H]                                    | output f32 [N, L, H]     |
 | gpt2_small    | input_ids i64 [N, L]                                           | logits f32 [N, L, vocab] |
+| gpt2_decoder  | input_ids, attention_mask, position_ids i64, past_key_values.i.key/value f32 [N, H, P, D] | logits, present.i.key/value [N, H, P + L, D] |
+| llama_decoder | as gpt2_decoder (key/value heads kv_heads)                     | as gpt2_decoder          |
 
 Every builder takes `batch` (an int, or a name such as "N" for a symbolic batch dimension), `seed`
 (the same seed gives the same weights), and its own size options (`model_info(name).options`), so
 tests can build the same architecture small. The graphs use the ops and layout torch.onnx.export
-writes at opset 17 (see tessera/zoo/cnn.py and transformer.py).
+writes at opset 17 (see tessera/zoo/cnn.py and transformer.py). The decoders (decoder.py) are the form
+exporters write for generation with a KV cache: every sequence length symbolic (L the new tokens, P
+the past ones); their sample input has a past of 4 positions (with_past=True).
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import TesseraError
-from . import cnn, transformer
+from . import cnn, decoder, transformer
 
 __all__ = ["get_model", "list_models", "sample_input", "model_info", "ModelInfo", "TensorSpec"]
 
@@ -116,6 +120,43 @@ def _gpt2_sample(rng, batch, o):
     return {"input_ids": rng.integers(0, o["vocab"], (batch, o["seq_len"]), dtype=np.int64)}
 
 
+def _decoder_dims(o):
+    """(key/value heads, head size) of a decoder's options."""
+    heads = o["heads"]
+    return o.get("kv_heads", heads), o["hidden"] // heads
+
+
+_SAMPLE_PAST, _SAMPLE_NEW = 4, 8     # the past and new positions of a decoder's sample input
+
+
+def _decoder_io(batch, o):
+    kvh, dh = _decoder_dims(o)
+    past, total = decoder.PAST, (decoder.TOTAL if o["with_past"] else decoder.SEQ)
+    ins = (TensorSpec("input_ids", (batch, decoder.SEQ), "int64"),
+           TensorSpec("attention_mask", (batch, total), "int64"),
+           TensorSpec("position_ids", (batch, decoder.SEQ), "int64"))
+    if o["with_past"]:
+        ins += tuple(TensorSpec(f"past_key_values.{i}.{kv}", (batch, kvh, past, dh), "float32")
+                     for i in range(o["n_layers"]) for kv in ("key", "value"))
+    outs = (TensorSpec("logits", (batch, decoder.SEQ, o["vocab"]), "float32"),)
+    outs += tuple(TensorSpec(f"present.{i}.{kv}", (batch, kvh, total, dh), "float32")
+                  for i in range(o["n_layers"]) for kv in ("key", "value"))
+    return ins, outs
+
+
+def _decoder_sample(rng, batch, o):
+    kvh, dh = _decoder_dims(o)
+    p = _SAMPLE_PAST if o["with_past"] else 0
+    feeds = {"input_ids": rng.integers(0, o["vocab"], (batch, _SAMPLE_NEW), dtype=np.int64),
+             "attention_mask": np.ones((batch, p + _SAMPLE_NEW), np.int64),
+             "position_ids": np.broadcast_to(np.arange(p, p + _SAMPLE_NEW, dtype=np.int64), (batch, _SAMPLE_NEW)).copy()}
+    if o["with_past"]:
+        for i in range(o["n_layers"]):
+            for kv in ("key", "value"):
+                feeds[f"past_key_values.{i}.{kv}"] = rng.standard_normal((batch, kvh, p, dh), dtype=np.float32)
+    return feeds
+
+
 _MODELS = {
     "resnet18": _Entry(cnn.resnet18, "ResNet-18 image classifier (torchvision layout)", _image_io, _image_sample),
     "resnet50": _Entry(cnn.resnet50, "ResNet-50 v1.5 image classifier (torchvision layout)", _image_io,
@@ -128,6 +169,10 @@ _MODELS = {
                          _gpt2_block_io, _gpt2_block_sample),
     "gpt2_small": _Entry(transformer.gpt2_small, "GPT-2 small language model (Hugging Face GPT2LMHeadModel)",
                          _gpt2_io, _gpt2_sample),
+    "gpt2_decoder": _Entry(decoder.gpt2_decoder, "GPT-2 small with past key/values, for generation with a KV cache",
+                           _decoder_io, _decoder_sample),
+    "llama_decoder": _Entry(decoder.llama_decoder, "LLaMA-style decoder (RMSNorm, rotary, SwiGLU, grouped-query "
+                            "attention) with past key/values", _decoder_io, _decoder_sample),
 }
 
 

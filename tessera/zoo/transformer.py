@@ -26,7 +26,7 @@ FLOAT, INT64, BOOL = 1, 7, 9  # onnx.TensorProto element types
 _FLOAT_MIN = float(np.finfo(np.float32).min)
 
 
-class _TfWriter(OnnxGraphWriter):
+class TransformerWriter(OnnxGraphWriter):
     """OnnxGraphWriter plus the transformer layers, for one (batch, sequence) layout."""
 
     def __init__(self, name: str, rng: np.random.Generator, batch, seq_len: int, dynamic_shapes: bool):
@@ -115,7 +115,7 @@ class _TfWriter(OnnxGraphWriter):
         return self.reshape(c, (hidden,), scope)
 
 
-def _check_heads(model: str, hidden: int, heads: int):
+def check_heads(model: str, hidden: int, heads: int):
     if hidden <= 0 or heads <= 0 or hidden % heads:
         raise TesseraError(f"zoo {model}: hidden ({hidden}) must be a positive multiple of heads ({heads})")
 
@@ -128,10 +128,10 @@ def bert_base(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, f
     """BERT-base encoder (Hugging Face BertModel); inputs "input_ids", "attention_mask",
     "token_type_ids" (int64 [batch, seq]) -> "last_hidden_state" [batch, seq, hidden] and, with
     `pooler`, "pooler_output" [batch, hidden]."""
-    _check_heads("bert_base", hidden, heads)
+    check_heads("bert_base", hidden, heads)
     if not 0 < seq_len <= max_position:
         raise TesseraError(f"zoo bert_base: seq_len must be in 1..max_position ({max_position}), got {seq_len}")
-    g = _TfWriter("bert_base", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
+    g = TransformerWriter("bert_base", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
     ids = g.input("input_ids", INT64, [batch, seq_len])
     mask = g.input("attention_mask", INT64, [batch, seq_len])
     types = g.input("token_type_ids", INT64, [batch, seq_len])
@@ -193,7 +193,7 @@ def bert_base(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, f
 # ---------------------------------------------------------------------------------------------
 # GPT-2
 # ---------------------------------------------------------------------------------------------
-def _gpt2_block(g: _TfWriter, x: str, i: int, hidden: int, heads: int, n_layers: int, causal_buf: str) -> str:
+def _gpt2_block(g: TransformerWriter, x: str, i: int, hidden: int, heads: int, n_layers: int, causal_buf: str) -> str:
     p = f"h.{i}"
     sc = f"/h.{i}"
     resid_std = 1.0 / math.sqrt(2 * n_layers)
@@ -221,11 +221,11 @@ def _gpt2_block(g: _TfWriter, x: str, i: int, hidden: int, heads: int, n_layers:
     return g.node("Add", [x, h], sc)
 
 
-def _causal_buffer(g: _TfWriter, n_positions: int) -> str:
+def causal_buffer(g: TransformerWriter, n_positions: int) -> str:
     return g.initializer("causal_bias", np.tril(np.ones((n_positions, n_positions), dtype=bool))[None, None])
 
 
-def _check_positions(model: str, seq_len: int, n_positions: int):
+def check_positions(model: str, seq_len: int, n_positions: int):
     if not 0 < seq_len <= n_positions:
         raise TesseraError(f"zoo {model}: seq_len must be in 1..n_positions ({n_positions}), got {seq_len}")
 
@@ -233,11 +233,11 @@ def _check_positions(model: str, seq_len: int, n_positions: int):
 def gpt2_block(batch=1, seed=0, seq_len=128, hidden=768, heads=12, n_positions=1024, dynamic_shapes=False):
     """One GPT-2 decoder block (pre-LayerNorm causal self-attention + MLP, Hugging Face GPT2Block);
     "hidden_states" float32 [batch, seq, hidden] -> "output" [batch, seq, hidden]."""
-    _check_heads("gpt2_block", hidden, heads)
-    _check_positions("gpt2_block", seq_len, n_positions)
-    g = _TfWriter("gpt2_block", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
+    check_heads("gpt2_block", hidden, heads)
+    check_positions("gpt2_block", seq_len, n_positions)
+    g = TransformerWriter("gpt2_block", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
     x = g.input("hidden_states", FLOAT, [batch, seq_len, hidden])
-    y = _gpt2_block(g, x, 0, hidden, heads, 1, _causal_buffer(g, n_positions))
+    y = _gpt2_block(g, x, 0, hidden, heads, 1, causal_buffer(g, n_positions))
     g.output(y, "output", FLOAT, [batch, seq_len, hidden])
     return g.model("gpt2_block: one Hugging Face GPT2Block, seeded random weights (tessera.zoo)")
 
@@ -246,9 +246,9 @@ def gpt2_small(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, 
                dynamic_shapes=False):
     """GPT-2 small (Hugging Face GPT2LMHeadModel without cache): "input_ids" int64 [batch, seq] ->
     "logits" [batch, seq, vocab], the LM head tied to the token embeddings."""
-    _check_heads("gpt2_small", hidden, heads)
-    _check_positions("gpt2_small", seq_len, n_positions)
-    g = _TfWriter("gpt2_small", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
+    check_heads("gpt2_small", hidden, heads)
+    check_positions("gpt2_small", seq_len, n_positions)
+    g = TransformerWriter("gpt2_small", np.random.default_rng(seed), batch, seq_len, dynamic_shapes)
     ids = g.input("input_ids", INT64, [batch, seq_len])
     wte = g.initializer("wte.weight", g.normal((vocab, hidden), 0.02))
     x = g.node("Gather", [wte, ids], "/wte", axis=0)
@@ -262,7 +262,7 @@ def gpt2_small(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, 
     pos = g.node("Unsqueeze", [pos, g.i64([0])], "")
     pe = g.node("Gather", [g.initializer("wpe.weight", g.normal((n_positions, hidden), 0.01)), pos], "/wpe", axis=0)
     x = g.node("Add", [x, pe], "")
-    causal_buf = _causal_buffer(g, n_positions)
+    causal_buf = causal_buffer(g, n_positions)
     for i in range(n_layers):
         x = _gpt2_block(g, x, i, hidden, heads, n_layers, causal_buf)
     x = g.layer_norm(x, "ln_f", "/ln_f", hidden, 1e-5)

@@ -79,8 +79,10 @@ def test_concat_and_split_refuse_mismatches():
         infer("concatenate", ((2, 3), "float32"), ((3, 3), "float32"), axis=1)
     with pytest.raises(DTypeError):
         infer("concatenate", ((2, 3), "float32"), ((2, 3), "int32"))
-    with pytest.raises(ShapeError, match="symbolic"):
-        infer("concatenate", (("N", 3), "float32"), ((2, 3), "float32"), axis=0)
+    # a symbolic extent along the axis: the result's is the symbol of the sum (static part last)
+    assert infer("concatenate", (("N", 3), "float32"), ((2, 3), "float32"), axis=0)[0].shape == ("N_plus_2", 3)
+    assert infer("concatenate", (("P", 3), "float32"), (("L", 3), "float32"), (("N_plus_2", 3), "float32"),
+                 axis=0)[0].shape == ("L_plus_N_plus_P_plus_2", 3)
     assert infer("concatenate", (("N", 3), "float32"), (("N", 2), "float32"), axis=1)[0].shape == ("N", 5)
     with pytest.raises(ShapeError, match="equal parts"):
         infer("split", ((5, 3), "float32"), indices_or_sections=2)

@@ -52,7 +52,8 @@ def test_small_model_is_valid_onnx_and_runs_in_onnxruntime(name):
 
 
 def test_list_models_names_every_architecture():
-    assert zoo.list_models() == ["bert_base", "gpt2_block", "gpt2_small", "mobilenet_v2", "resnet18", "resnet50"]
+    assert zoo.list_models() == ["bert_base", "gpt2_block", "gpt2_decoder", "gpt2_small", "llama_decoder",
+                                 "mobilenet_v2", "resnet18", "resnet50"]
 
 
 def test_resnet18_full_size_runs_and_has_torchvision_structure():

@@ -37,11 +37,16 @@ MAX_NAME = 80                 # longer function names are cut (TVM's kMaxFuncNam
 
 
 def node_pattern(node: Node) -> OpPattern:
-    """The fusion pattern of a node: its op's, OPAQUE for fused, compute-less or multi-output nodes."""
+    """The fusion pattern of a node: its op's, OPAQUE for fused, compute-less or multi-output nodes,
+    and for a node whose output extent is a symbol none of its inputs has (a concatenation along a
+    symbolic axis: the symbol of the sum): in its compute that extent is an expression of its inputs'
+    symbols, which a reader fused with it could not match with the symbol its other inputs bind."""
     if node.op == FUSED_OP or len(node.outputs) != 1:
         return OPAQUE
     opdef = get_op(node.op, node.name)
     if opdef.compute is None or opdef.pattern >= OpPattern.TUPLE:
+        return OPAQUE
+    if node.inputs and not set(node.outputs[0].type.symbols) <= {d for v in node.inputs for d in v.type.symbols}:
         return OPAQUE
     return OpPattern(opdef.pattern)
 
