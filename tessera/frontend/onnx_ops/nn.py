@@ -107,9 +107,16 @@ def _conv(ctx):
     return y
 
 
+def dequantized(v) -> bool:
+    """Whether v is a DequantizeLinear of something (a QDQ model's weight or bias): such a constant is
+    left as the node, so that graph/passes/fake_quantization_to_integer sees the integers behind it
+    (fold_constant evaluates it where that pass does not take it)."""
+    return v.producer is not None and v.producer.op == "qnn.dequantize"
+
+
 def _bias_add(ctx, y, b, index):
     nd = y.type.ndim - 2
-    if ctx.is_const(index):
+    if ctx.is_const(index) and not dequantized(b):
         arr = np.asarray(ctx.const_input(index))
         return ctx.op("add", y, ctx.const(arr.reshape((-1,) + (1,) * nd), "bias"))
     return ctx.op("add", y, ctx.op("reshape", b, newshape=(b.type.shape[0],) + (1,) * nd))
@@ -185,7 +192,10 @@ def _gemm(ctx):
     if a.type.ndim != 2 or b.type.ndim != 2:
         ctx.unsupported(f"Gemm takes 2-d A and B, got {a.type} and {b.type}")
     dt = _np_dtype(a)
-    if ctx.is_const(1):
+    if ctx.is_const(1) and dequantized(b) and not trans_a:
+        # a quantized weight stays DQ(w) (transposed by a node): the integer pass reads its integers
+        y = ctx.op("nn.matmul", a, ctx.op("transpose", b, axes=(1, 0)) if trans_b else b)
+    elif ctx.is_const(1):
         # a constant B is stored (K, N): the layout whose rows the matmul schedule vectorizes
         w = np.asarray(ctx.const_input(1))
         w = w.T if trans_b else w
@@ -201,7 +211,7 @@ def _gemm(ctx):
     c = ctx.input(2, optional=True)
     if c is None or beta == 0.0:
         return y
-    if ctx.is_const(2):
+    if ctx.is_const(2) and not (dequantized(c) and beta == 1.0):
         carr = np.asarray(ctx.const_input(2))
         if beta != 1.0:
             carr = (carr.astype(np.float64) * beta).astype(carr.dtype)

@@ -10,6 +10,7 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 
 | level | pass                      | what it does                                                    |
 | ----- | ------------------------- | --------------------------------------------------------------- |
+| 1     | fake_quantization_to_integer | QDQ groups and QOperator nodes as integer ops (int8 between layers) |
 | 1     | fold_constant             | evaluates constant-only subgraphs (and shape queries of static shapes) |
 | 1     | simplify_inference        | drops no-ops, batch norm -> scale/shift, folds scale/shift into conv/dense weights |
 | 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
@@ -32,6 +33,7 @@ from .alter_layout import alter_layout
 from .context import PassContext
 from .dead_code_elimination import dead_code_elimination
 from .eliminate_common_subexpr import eliminate_common_subexpr
+from .fake_quantization_to_integer import fake_quantization_to_integer
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops, fusion_groups
 from .pack_matmul_weights import pack_matmul_weights
@@ -50,6 +52,7 @@ class PassInfo:
 
 
 PIPELINE = (
+    PassInfo("fake_quantization_to_integer", 1, fake_quantization_to_integer),
     PassInfo("fold_constant", 1, fold_constant),
     PassInfo("simplify_inference", 1, simplify_inference),
     PassInfo("fold_constant", 1, fold_constant),
@@ -126,5 +129,5 @@ def run_pass(fn, graph: Graph, ctx, name: str) -> Graph:
 
 
 __all__ = ["optimize", "optimized_graph", "passes_for", "pass_names", "PassContext", "PassInfo", "PIPELINE", "run_pass",
-           "alter_layout", "fold_constant", "simplify_inference", "eliminate_common_subexpr",
+           "alter_layout", "fake_quantization_to_integer", "fold_constant", "simplify_inference", "eliminate_common_subexpr",
            "dead_code_elimination", "fuse_ops", "fusion_groups", "pack_matmul_weights", "winograd"]

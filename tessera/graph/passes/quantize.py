@@ -39,6 +39,10 @@ from ..ir import Graph, Value
 from . import optimize
 
 
+# the VTA form is built from the float (or QLinear) graph: the integer ops of QDQ groups are not its ops
+_VTA_FORM = ("fake_quantization_to_integer",)
+
+
 class QuantizeError(TesseraError):
     """A graph or calibration the quantizer cannot use (names the value or input)."""
 
@@ -270,7 +274,7 @@ def quantize(graph: Graph, params=None, calibration=(), target="c") -> Graph:
     list of {input name: array} feeds."""
     if not isinstance(graph, Graph):
         raise QuantizeError(f"quantize takes a tessera.graph.Graph, got {type(graph).__name__}")
-    g = optimize(bind_params(graph, params), 1, target)
+    g = optimize(bind_params(graph, params), 1, target, _VTA_FORM)
     stats = calibrate(g, calibration, target)
     return _Quantizer(g, stats).run()
 
@@ -296,7 +300,7 @@ def from_qlinear(graph: Graph, params=None, target="c") -> Graph:
     two, or with nonzero zero points, stays as it is (on the CPU)."""
     if not isinstance(graph, Graph):
         raise QuantizeError(f"from_qlinear takes a tessera.graph.Graph, got {type(graph).__name__}")
-    g = optimize(bind_params(graph, params), 1, target)
+    g = optimize(bind_params(graph, params), 1, target, _VTA_FORM)
     const = dict(g.constants)
     cons = g.consumers()
     b = Builder(g.name)
