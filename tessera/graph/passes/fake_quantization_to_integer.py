@@ -119,8 +119,22 @@ class _Fold:
         return _Param(p[0].reshape(()), p[1].reshape(()), dtype)
 
     def dq(self, v: Value):
-        """(integer Value, _Param) when v = DQ(integer) per tensor, else None."""
+        """(integer Value, _Param) when v = DQ(integer) per tensor, else None. Moves between the DQ and
+        v (reshape, transpose, ...: v = move(DQ(x)) = DQ(move(x))) are made on the integers here, and v
+        stands for their result."""
         n = v.producer
+        if n is not None and n.op in MOVES and v not in self.outputs \
+                and all(self.const(i) is not None for i in n.inputs[1:]):
+            a = self.dq(n.inputs[0])
+            if a is None:
+                return None
+            if v not in self.u8:
+                ins = [self.holder(*a)] + [self.rw.get(i) for i in n.inputs[1:]]
+                node = Node(n.op, ins, n.attrs, self.rw.fresh(f"{n.name}_int"), [v.type.with_dtype("uint8")],
+                            [self.rw.fresh(f"{v.name}_int")])
+                self.rw.nodes.append(node)
+                self.u8[v] = node.outputs[0]
+            return v, a[1].u8()
         if n is None or n.op != "qnn.dequantize" or n.attrs.get("out_dtype") not in ("", "float32"):
             return None
         p = self.tensor_param(n)
@@ -496,6 +510,16 @@ class _Fold:
     def keep(self, n: Node) -> None:
         """n as it was; a Q on int8 is made on uint8 (+128) and given back as int8 to readers that
         need it, a DQ of a value held as uint8 reads that."""
+        if n.op == "qnn.quantize":
+            p = self.tensor_param(n)
+            if p is not None and p.dtype == "int8":
+                u = p.u8()
+                new = self.rw.make("qnn.quantize", self.rw.get(n.inputs[0]),
+                                   self.rw.const(np.float32(u.scale), f"{n.name}_scale"),
+                                   self.rw.const(np.uint8(u.zp), f"{n.name}_zero_point"), name=n.name,
+                                   out_dtype="uint8")
+                self.publish(n, new, p)
+                return
         if n.op == "qnn.dequantize":
             a = self.dq(n.outputs[0])
             if a is not None and a[0] in self.u8 and a[1].dtype == "int8":
