@@ -76,10 +76,12 @@ def _root_param(v: Value, defs: dict):
             return None
 
 
-def plan(func: Function) -> set:
+def plan(func: Function, reread_loads: bool = False) -> set:
     """The values to materialize (module docstring): results of reductions, dots, loops and atomics;
     non-cheap values used more than once or inside a loop they are not defined in; a load whose
-    lazy consumer would run after a store to the same tensor."""
+    lazy consumer would run after a store to the same tensor. reread_loads (CPU): a load used more
+    than once in its own region stays lazy, read again by each consumer (from the cache: cheaper
+    than a copy into a tile buffer and a read of that)."""
     defs, uses, where, order = {}, {}, {}, {}
 
     def visit(r: Region, depth_key):
@@ -105,7 +107,9 @@ def plan(func: Function) -> set:
         if _cheap(op, defs, memo):
             continue
         us = uses.get(v, [])
-        if len(us) > 1 or any(d is not where[v] for _, d in us) or any(u is None for u, _ in us):
+        if any(d is not where[v] for _, d in us) or any(u is None for u, _ in us):
+            out.add(v)
+        elif len(us) > 1 and not (reread_loads and op.kind == "load"):
             out.add(v)
     # loads: a store to the same tensor between the load and where its value is consumed
     stores = [(order[op], _root_param(op.operands[0], defs), op) for op in order if op.kind in ("store", "atomic_add")]
@@ -113,36 +117,39 @@ def plan(func: Function) -> set:
         if op.kind != "load" or v in out:
             continue
         param = _root_param(op.operands[0], defs)
-        consumer = _consumer(v, uses, out, defs)
-        if consumer is None:
+        consumers = _consumers(v, uses, out)
+        if consumers is None:
+            out.add(v)
             continue
-        lo, hi = order[op], order[consumer]
-        for pos, p, s in stores:
-            if lo < pos < hi and (p is None or param is None or p is param):
+        lo = order[op]
+        for consumer in consumers:
+            hi = order[consumer]
+            if any((lo < pos < hi and (p is None or param is None or p is param))
+                   or (s is consumer and (p is None or param is None or p is param)
+                       and s.operands[0] is not op.operands[0])   # a store reading it through other offsets
+                   for pos, p, s in stores):
                 out.add(v)
-                break
-            if s is consumer and (p is None or param is None or p is param) \
-                    and s.operands[0] is not op.operands[0]:
-                out.add(v)     # a store reading the load through other offsets of the same tensor
                 break
     return out
 
 
-def _consumer(v: Value, uses: dict, materialized: set, defs: dict):
-    """The op whose nest evaluates lazy value v (following single-use lazy chains)."""
-    seen = 0
-    while seen < 10000:
-        seen += 1
-        us = uses.get(v, [])
-        if len(us) != 1:
-            return None
-        op = us[0][0]
-        if op is None:
-            return None
-        if not op.results or op.kind in ALWAYS or op.results[0] in materialized:
-            return op
-        v = op.results[0]
-    return None
+def _consumers(v: Value, uses: dict, materialized: set):
+    """The ops whose nests evaluate lazy value v (following its lazy users), or None if one is a
+    loop's yield."""
+    found, stack, seen = [], [v], set()
+    while stack:
+        x = stack.pop()
+        for op, _ in uses.get(x, []):
+            if op is None:
+                return None
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if not op.results or op.kind in ALWAYS or op.results[0] in materialized:
+                found.append(op)
+            else:
+                stack.extend(op.results)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,6 +258,7 @@ class Lowering:
 
     scope = "global"
     peel = True      # masked nests get an unmasked copy for whole tiles (vector code on CPU)
+    reread_loads = True   # a load used twice is read twice (plan's docstring)
 
     def __init__(self, func: Function, target: Target, static: dict | None = None):
         self.func, self.target = func, target
@@ -261,7 +269,7 @@ class Lowering:
         self.allocs: list = []
         self.stmts: list = []
         self.names: dict = {}
-        self.materialize = plan(func)
+        self.materialize = plan(func, self.reread_loads)
         self.defs = {r: op for op in ir.walk(func.body) for r in op.results}
         self.use_count: dict = {}
         for op in ir.walk(func.body):
@@ -512,6 +520,17 @@ class Lowering:
 
         def at(idx, cx):
             return binary_expr(kind, a.at(idx, cx), b.at(idx, cx), el)
+
+        divisor = self.defs.get(op.operands[1])
+        if kind == "truediv" and el.is_floating() and op.result.type.shape and divisor is not None \
+                and divisor.kind == "splat":
+            # a block divided by one value: multiplied by its reciprocal, computed once (a division
+            # per element costs several multiplies; like Triton's fp32 `/`, within 1 ulp of it)
+            s = self.values[divisor.operands[0]]
+
+            def at(idx, cx):  # noqa: F811
+                x = a.at(idx, cx)
+                return x * (E._const_like(1.0, x.dtype) / s.at((), cx))
 
         aff, all_true = None, None
         if a.affine is not None and b.affine is not None and el.is_int():
@@ -831,11 +850,13 @@ class Lowering:
 
     def emit_reduction(self, x: Tile, in_ty, out: Buffer, out_of_r, axis, kind, combine, el):
         """out = reduce(x) along axis (out_of_r: the output index from the kept axes' indices); on
-        CPU a reduction along the last axis keeps one partial result per vector lane (a vectorizable
-        loop), combined at the end."""
+        CPU a reduction along the last axis keeps partial results per vector lane (a vectorizable
+        loop; four vectors of them on long rows), combined at the end."""
         shape = in_ty.shape
         lanes = self.reduction_lanes(el)
         n = shape[axis]
+        if lanes > 1 and n >= 8 * lanes:
+            lanes *= 4    # four vectors of partials: independent chains hide the add's / max's latency
         rshape = tuple(s for d, s in enumerate(shape) if d != axis)
         init = _ident(kind, el)
         if axis == len(shape) - 1 and lanes > 1 and n >= 2 * lanes:

@@ -31,6 +31,7 @@ from .lower import Lowering
 class GPULowering(Lowering):
     scope = "shared"
     peel = False     # a GPU predicates a masked access at no cost worth a second copy of the nest
+    reread_loads = False  # a tile read twice is kept in shared memory, not loaded twice from global
 
     def __init__(self, func: Function, target: Target, launch: tuple, num_warps: int, shapes: dict,
                  static: dict | None = None):
