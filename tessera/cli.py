@@ -35,6 +35,7 @@ from tessera import te, zoo
 
 from . import autotune
 from .accel.vdla import layers as vdla_layers
+from .autotune.curve import plot_tuning_curve, tuning_curve
 from .autotune.graph_progress import GraphTuneTable, format_duration
 from .autotune.measure.dask import check_pool_address, pool_security
 from .autotune.scheduler import pretrain_from
@@ -620,34 +621,6 @@ def _cost_model(args, tasks, target):
     return model
 
 
-def plot_tuning_curve(history, path, title: str = "", default_latency=None) -> str:
-    """A PNG of the estimated end-to-end latency (ms) vs trials and vs seconds: history is
-    GraphTuneResult.history ((trials, seconds, estimate in seconds or None) per round)."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415 (optional dependency)
-        from matplotlib.figure import Figure  # noqa: PLC0415
-    except ImportError:
-        raise TesseraError("the tuning-curve PNG needs matplotlib (pip install 'tessera[tune]'); "
-                           "leave --png out to skip it") from None
-    pts = [(t, s, e * 1e3) for t, s, e in history if e is not None]
-    if not pts:
-        raise TesseraError("no tuning round completed a latency estimate: nothing to plot")
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    FigureCanvasAgg(fig)
-    for k, (ax, xlabel) in enumerate(zip(fig.subplots(1, 2), ("trials", "seconds"))):
-        ax.step([p[k] for p in pts], [p[2] for p in pts], where="post", label="tuned")
-        if default_latency:
-            ax.axhline(default_latency * 1e3, color="grey", linestyle="--", label="default schedules")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("estimated latency (ms)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    if title:
-        fig.suptitle(title)
-    fig.savefig(path, dpi=100)
-    return str(path)
-
-
 def _pool_security(args):
     """The Security --pool is reached with (its --pool-* options), the address checked before the model
     is read: tls:// needs the certificates, plain tcp:// to another machine --pool-insecure."""
@@ -739,7 +712,8 @@ def _tune(args) -> int:
     png = args.png or os.path.splitext(args.db)[0] + ".png"
     if res.history and any(e is not None for _, _, e in res.history):
         try:
-            print(f"wrote {plot_tuning_curve(res.history, png, f'{args.model} on {target}', res.default_latency)} "
+            curve = tuning_curve(res, resumed=bool(table.start_trials))
+            print(f"wrote {plot_tuning_curve(curve, png, f'{args.model} on {target}')} "
                   f"(estimated latency vs trials and vs seconds)")
         except TesseraError as e:
             if args.png:

@@ -117,6 +117,7 @@ class ApplyHistoryBest:
         self._keys: dict = {}      # id(func) -> (func, workload key)
         self.used: dict = {}       # workload key -> (record's mean seconds, where it came from)
         self.kept: dict = {}       # workload key -> database whose pick keeps the default schedule
+        self.defaults: set = set() # workload keys whose chosen record is the default schedule's trace
         self.missed: set = set()   # workload keys without a record
 
     def _sources(self, target) -> list:
@@ -161,18 +162,27 @@ class ApplyHistoryBest:
         got = self._keys.get(id(func))
         return got[1] if got is not None and got[0] is func else None
 
+    def default_record(self, func) -> None:
+        """The graph compiler found that the record lookup chose for func is its default schedule
+        (measured by the tuner, nothing faster found): func builds untuned, and the summary says so."""
+        key = self.key_of(func)
+        if key is not None:
+            self.defaults.add(key)
+
     def summary(self, kernels) -> str:
         """One line: how many of the compiled kernels use tuned schedules, from which databases
         (only records that applied), how many an in-model pick kept at the default, and the kernels
         whose record did not apply (they run the default schedule)."""
         kernels = [k for k in kernels if not getattr(k, "host", False)]
-        where, failed, kept = set(), [], 0
+        where, failed, kept, default = set(), [], 0, 0
         for k in kernels:
             key = self.key_of(getattr(k, "func", None))
             if key is None:
                 continue
             if getattr(k, "tuned", False) and key in self.used:
                 where.add(self.used[key][1])
+            elif key in self.defaults:
+                default += 1
             elif key in self.used:
                 failed.append(f"{k.op} (node {k.node!r}) from {Path(self.used[key][1]).name}" if k.node
                               else f"{k.op} from {Path(self.used[key][1]).name}")
@@ -182,8 +192,11 @@ class ApplyHistoryBest:
         names = ", ".join(Path(w).name for w in sorted(where)) or "none"
         line = (f"tuned schedules for {tuned} of {len(kernels)} kernels (records: {names}); "
                 f"the other {len(kernels) - tuned} use the default schedules")
-        if kept:
-            line += f" ({kept} kept there by the tuner's in-model check)"
+        notes = [f"{kept} kept there by the tuner's in-model check"] if kept else []
+        if default:
+            notes.append(f"{default} whose fastest record is the default schedule")
+        if notes:
+            line += f" ({'; '.join(notes)})"
         if failed:
             line += f"; records that did not apply: {', '.join(failed)}"
         return line

@@ -56,7 +56,7 @@ class TaskReport:
 @dataclass
 class GraphTuneResult:
     """What tune_graph did: per task its TuneResult and report; history: one (trials, seconds, estimated
-    model latency in seconds) per round; latency / default_latency: the estimate (sum of weight x
+    model latency in seconds) per round, and last the final estimate (`latency`); latency / default_latency: the estimate (sum of weight x
     best kernel time) now and with every default schedule; validation: the in-model check's
     InModelCheck (which tasks it checked, what it picked and what that changed), None when off."""
 
@@ -341,6 +341,9 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
         found = _default_secs(tu, tasks[k], measure=False)
         if found is not None:
             defaults[k] = found
+    final = estimated_latency(reports(), "best_secs")
+    if history and final is not None and final != history[-1][2]:
+        history.append((total, time.perf_counter() - t0, final))    # the final estimate, measured again
     validation = None
     if validate:
         if optimized is None:

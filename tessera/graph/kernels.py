@@ -244,16 +244,35 @@ def kernel_traces(requests, target, schedules) -> dict:
     """The one step where tuning records apply: {node name: the trace JSON its kernel is scheduled
     by} for the kernel requests (op, attrs, input_types, output_types, node) whose program has a
     record in `schedules` (autotune.ApplyHistoryBest, or anything with `lookup(func, target) ->
-    trace JSON or None`); get_kernels then schedules those kernels by their traces."""
+    trace JSON or None`); get_kernels then schedules those kernels by their traces.
+    A record whose trace is the kernel's default schedule (tuning measured it and found nothing faster)
+    is left out: the kernel is built as without records, not counted as tuned, and `schedules` is told
+    through its `default_record(func)` where it has one."""
     target = Target(target)
     out = {}
     for op, attrs, in_types, out_types, node in requests:
         if op != FUSED_OP and get_op(op, node).host is not None:
             continue
-        trace = schedules.lookup(get_program(op, attrs, in_types, out_types, target, node).func, target)
-        if trace is not None:
-            out[node] = trace
+        prog = get_program(op, attrs, in_types, out_types, target, node)
+        trace = schedules.lookup(prog.func, target)
+        if trace is None:
+            continue
+        if trace == _default_trace(prog):
+            if hasattr(schedules, "default_record"):
+                schedules.default_record(prog.func)
+            continue
+        out[node] = trace
     return out
+
+
+def _default_trace(prog):
+    """The trace JSON of the program's default schedule (as the tuner records it: the unscheduled
+    program's where it has none), None where that schedule fails."""
+    try:
+        sch = prog.schedule()
+    except TesseraError:
+        return None
+    return (sch if sch is not None else Schedule(prog.func)).trace.as_json()
 
 
 def get_kernels(requests, target="c", compile: bool = True, traces=None) -> list:  # noqa: A002
