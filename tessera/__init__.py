@@ -15,7 +15,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("te", "tir", "arith", "codegen", "runtime", "graph", "ops", "frontend", "zoo", "autotune", "backend",
-                "accel", "language"):
+                "accel", "language", "generation"):
         return importlib.import_module(f".{name}", __name__)
     if name == "nd":
         return importlib.import_module(".runtime.nd", __name__)
@@ -27,6 +27,10 @@ def __getattr__(name):
         from . import language
 
         return getattr(language, name)
+    if name in ("generate", "Generator"):   # generation with decoder language models (tessera.generation)
+        from . import generation
+
+        return getattr(generation, name)
     if name == "compile":
         from .compile_graph import compile
 

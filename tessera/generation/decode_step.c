@@ -1,0 +1,266 @@
+/* One decoding step of a decoder language model over its KV cache (tessera.generation).
+
+   dec_step reads the token of each batch row, runs every layer for that one position and writes
+   the logits. The model is a GPT-2 (LayerNorm with bias, learned positions, GELU MLP, biases) or a
+   LLaMA-style decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU MLP); cfg says
+   which, with its sizes and where each weight lies. The indices CFG_*, L_* and FP_* are defined in
+   front of this file by tessera/generation/engine.py, which owns the layout.
+
+   Where the time goes: the matrix-vector products read every weight once per step, so they are
+   written to stream the weights (rows [n, k] contiguous, four rows at a time against the activation
+   vector of each batch row, 16-lane vectors the compiler maps onto the target's registers: one
+   AVX-512 register, two AVX2 ones, four SSE ones). A matrix stored as int8 (per-row scales) is
+   widened to float inside the product: a quarter of the bytes read. The new key and value of each
+   layer are written into the cache at slot `pos` in place; attention reads the slots
+   [start[b], pos] of its row. One OpenMP team runs the whole step: each stage is a worksharing loop
+   whose barrier orders it before the next. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define DEC_LANES 16
+typedef float dec_vf __attribute__((vector_size(64), aligned(4), may_alias));
+typedef int8_t dec_vq __attribute__((vector_size(16), aligned(1), may_alias));
+
+typedef struct {
+  const float* w;       /* float rows [n, k], or NULL when the matrix is int8 */
+  const int8_t* q;      /* int8 rows [n, k], its per-row scales s */
+  const float* s;
+  const float* b;       /* bias [n] or NULL */
+  int64_t n, k;
+} dec_mat;
+
+static const float* dec_at(const float* base, int64_t off) { return off < 0 ? 0 : base + off; }
+
+/* entries W, Q, S, B of a matrix in the table (offsets into the float and int8 weights, -1: none) */
+static dec_mat dec_matrix(const int64_t* e, const float* wf, const int8_t* wq, int64_t n, int64_t k) {
+  dec_mat m;
+  m.w = dec_at(wf, e[0]);
+  m.q = e[1] < 0 ? 0 : wq + e[1];
+  m.s = dec_at(wf, e[2]);
+  m.b = dec_at(wf, e[3]);
+  m.n = n;
+  m.k = k;
+  return m;
+}
+
+static inline float dec_hsum(dec_vf v) {
+  float s = 0.f;
+  for (int j = 0; j < DEC_LANES; ++j) s += v[j];
+  return s;
+}
+
+static inline dec_vf dec_load(const dec_mat* m, int64_t row, int64_t i) {
+  if (m->q) return __builtin_convertvector(*(const dec_vq*)(m->q + row * m->k + i), dec_vf);
+  return *(const dec_vf*)(m->w + row * m->k + i);
+}
+
+static inline float dec_elem(const dec_mat* m, int64_t row, int64_t i) {
+  return m->q ? (float)m->q[row * m->k + i] : m->w[row * m->k + i];
+}
+
+static inline void dec_put(const dec_mat* m, int64_t row, float dot, float* y, int acc) {
+  float v = m->s ? dot * m->s[row] : dot;
+  if (m->b) v = v + m->b[row];
+  *y = acc ? *y + v : v;
+}
+
+/* y[b, r] (+)= W[r] . x[b] (* s[r]) (+ bias[r]) for rows r0 .. r0 + 3 */
+static void dec_rows4(const dec_mat* m, int64_t r0, const float* x, int64_t ldx, float* y, int64_t ldy,
+                      int64_t B, int acc) {
+  const int64_t k = m->k, kv = k - k % DEC_LANES;
+  for (int64_t b = 0; b < B; ++b) {
+    const float* xb = x + b * ldx;
+    dec_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    int64_t i = 0;
+    if (m->q) {
+      const int8_t *q0 = m->q + r0 * k, *q1 = q0 + k, *q2 = q1 + k, *q3 = q2 + k;
+      for (; i < kv; i += DEC_LANES) {
+        dec_vf xv = *(const dec_vf*)(xb + i);
+        a0 += __builtin_convertvector(*(const dec_vq*)(q0 + i), dec_vf) * xv;
+        a1 += __builtin_convertvector(*(const dec_vq*)(q1 + i), dec_vf) * xv;
+        a2 += __builtin_convertvector(*(const dec_vq*)(q2 + i), dec_vf) * xv;
+        a3 += __builtin_convertvector(*(const dec_vq*)(q3 + i), dec_vf) * xv;
+      }
+    } else {
+      const float *w0 = m->w + r0 * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+      for (; i < kv; i += DEC_LANES) {
+        dec_vf xv = *(const dec_vf*)(xb + i);
+        a0 += *(const dec_vf*)(w0 + i) * xv;
+        a1 += *(const dec_vf*)(w1 + i) * xv;
+        a2 += *(const dec_vf*)(w2 + i) * xv;
+        a3 += *(const dec_vf*)(w3 + i) * xv;
+      }
+    }
+    float s[4] = {dec_hsum(a0), dec_hsum(a1), dec_hsum(a2), dec_hsum(a3)};
+    for (; i < k; ++i)
+      for (int r = 0; r < 4; ++r) s[r] += dec_elem(m, r0 + r, i) * xb[i];
+    for (int r = 0; r < 4; ++r) dec_put(m, r0 + r, s[r], y + b * ldy + r0 + r, acc);
+  }
+}
+
+static void dec_row1(const dec_mat* m, int64_t r, const float* x, int64_t ldx, float* y, int64_t ldy,
+                     int64_t B, int acc) {
+  const int64_t k = m->k, kv = k - k % DEC_LANES;
+  for (int64_t b = 0; b < B; ++b) {
+    const float* xb = x + b * ldx;
+    dec_vf a = {0};
+    int64_t i = 0;
+    for (; i < kv; i += DEC_LANES) a += dec_load(m, r, i) * *(const dec_vf*)(xb + i);
+    float s = dec_hsum(a);
+    for (; i < k; ++i) s += dec_elem(m, r, i) * xb[i];
+    dec_put(m, r, s, y + b * ldy + r, acc);
+  }
+}
+
+/* y[b, :] (+)= m x[b, :] for every batch row: the rows split among the team in contiguous ranges */
+static void dec_gemv(const dec_mat* m, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t B, int acc) {
+  const int64_t blocks = (m->n + 3) / 4;
+#pragma omp for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t r0 = blk * 4;
+    if (r0 + 4 <= m->n) {
+      dec_rows4(m, r0, x, ldx, y, ldy, B, acc);
+    } else {
+      for (int64_t r = r0; r < m->n; ++r) dec_row1(m, r, x, ldx, y, ldy, B, acc);
+    }
+  }
+}
+
+static float dec_dot(const float* a, const float* b, int64_t n) {
+  const int64_t nv = n - n % DEC_LANES;
+  dec_vf acc = {0};
+  int64_t i = 0;
+  for (; i < nv; i += DEC_LANES) acc += *(const dec_vf*)(a + i) * *(const dec_vf*)(b + i);
+  float s = dec_hsum(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+/* LayerNorm (gain g, bias b) or RMSNorm (b NULL, rms) of each batch row of x into y */
+static void dec_norm(int rms, const float* x, float* y, int64_t B, int64_t n, const float* g, const float* bias,
+                     float eps) {
+#pragma omp for schedule(static)
+  for (int64_t r = 0; r < B; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    if (rms) {
+      float ss = 0.f;
+      for (int64_t i = 0; i < n; ++i) ss += xr[i] * xr[i];
+      const float inv = 1.f / sqrtf(ss / (float)n + eps);
+      for (int64_t i = 0; i < n; ++i) yr[i] = g[i] * (xr[i] * inv);
+    } else {
+      float mean = 0.f, var = 0.f;
+      for (int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= (float)n;
+      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      const float inv = 1.f / sqrtf(var / (float)n + eps);
+      for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - mean) * inv * g[i] + bias[i];
+    }
+  }
+}
+
+/* rotate_half rotary embedding of one head vector v[d] at position p (inv_freq[d / 2]) */
+static void dec_rope(float* v, int64_t d, int64_t p, const float* inv_freq) {
+  const int64_t half = d / 2;
+  for (int64_t j = 0; j < half; ++j) {
+    const float a = (float)p * inv_freq[j], c = cosf(a), s = sinf(a);
+    const float x1 = v[j], x2 = v[j + half];
+    v[j] = x1 * c - x2 * s;
+    v[j + half] = x2 * c + x1 * s;
+  }
+}
+
+void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8_t* wq, float* cache_k,
+                  float* cache_v, const int64_t* tokens, const int64_t* start, int64_t pos, float* work,
+                  float* logits) {
+  const int llama = cfg[CFG_ARCH] == ARCH_LLAMA;
+  const int64_t L = cfg[CFG_LAYERS], Hd = cfg[CFG_HIDDEN], H = cfg[CFG_HEADS], KV = cfg[CFG_KV_HEADS],
+                D = cfg[CFG_HEAD_DIM], F = cfg[CFG_FFN], V = cfg[CFG_VOCAB], MAX = cfg[CFG_MAX_LEN],
+                B = cfg[CFG_BATCH];
+  const int64_t nq = H * D, nqkv = (H + 2 * KV) * D, nup = llama ? 2 * F : F, rep = H / KV;
+  const float eps = fpar[FP_EPS];
+  const float* pos_emb = dec_at(wf, cfg[CFG_POS_EMB]);
+  const float* inv_freq = dec_at(wf, cfg[CFG_ROPE]);
+  float *x = work + cfg[CFG_W_X], *h = work + cfg[CFG_W_H], *qkv = work + cfg[CFG_W_QKV],
+        *att = work + cfg[CFG_W_ATT], *up = work + cfg[CFG_W_UP], *act = work + cfg[CFG_W_ACT],
+        *scores = work + cfg[CFG_W_SCORES];
+#pragma omp parallel num_threads(cfg[CFG_THREADS])
+  {
+    /* token (and learned position) embeddings */
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < B; ++b) {
+      const float* e = wf + cfg[CFG_EMB] + tokens[b] * Hd;
+      for (int64_t i = 0; i < Hd; ++i) x[b * Hd + i] = e[i];
+      if (pos_emb)
+        for (int64_t i = 0; i < Hd; ++i) x[b * Hd + i] += pos_emb[(pos - start[b]) * Hd + i];
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t* t = cfg + cfg[CFG_LAYER0] + l * L_STRIDE;
+      float* ck = cache_k + l * B * KV * MAX * D;
+      float* cv = cache_v + l * B * KV * MAX * D;
+      dec_norm(llama, x, h, B, Hd, dec_at(wf, t[L_N1G]), dec_at(wf, t[L_N1B]), eps);
+      dec_mat m = dec_matrix(t + L_QKV, wf, wq, nqkv, Hd);
+      dec_gemv(&m, h, Hd, qkv, nqkv, B, 0);
+      /* rotary embeddings; this position's keys and values into the cache at slot pos */
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < B * (H + KV); ++bh) {
+        const int64_t b = bh / (H + KV), j = bh % (H + KV);
+        float* v = qkv + b * nqkv + j * D;
+        if (inv_freq) dec_rope(v, D, pos - start[b], inv_freq);
+        if (j >= H) {
+          const int64_t slot = ((b * KV + (j - H)) * MAX + pos) * D;
+          memcpy(ck + slot, v, (size_t)D * sizeof(float));
+          memcpy(cv + slot, v + KV * D, (size_t)D * sizeof(float));
+        }
+      }
+      /* attention of each head over the slots [start[b], pos] of its row */
+#pragma omp for schedule(static)
+      for (int64_t bh = 0; bh < B * H; ++bh) {
+        const int64_t b = bh / H, j = bh % H, g = j / rep;
+        const float* q = qkv + b * nqkv + j * D;
+        const float* kb = ck + (b * KV + g) * MAX * D;
+        const float* vb = cv + (b * KV + g) * MAX * D;
+        float* s = scores + bh * MAX;
+        float* o = att + b * nq + j * D;
+        const float scale = sqrtf((float)D);
+        float mx = -INFINITY, sum = 0.f;
+        for (int64_t p = start[b]; p <= pos; ++p) {
+          s[p] = dec_dot(q, kb + p * D, D) / scale;
+          mx = s[p] > mx ? s[p] : mx;
+        }
+        for (int64_t p = start[b]; p <= pos; ++p) {
+          s[p] = expf(s[p] - mx);
+          sum += s[p];
+        }
+        for (int64_t i = 0; i < D; ++i) o[i] = 0.f;
+        for (int64_t p = start[b]; p <= pos; ++p) {
+          const float w = s[p] / sum;
+          const float* vp = vb + p * D;
+          for (int64_t i = 0; i < D; ++i) o[i] += w * vp[i];
+        }
+      }
+      m = dec_matrix(t + L_O, wf, wq, Hd, nq);
+      dec_gemv(&m, att, nq, x, Hd, B, 1);
+      dec_norm(llama, x, h, B, Hd, dec_at(wf, t[L_N2G]), dec_at(wf, t[L_N2B]), eps);
+      m = dec_matrix(t + L_UP, wf, wq, nup, Hd);
+      dec_gemv(&m, h, Hd, up, nup, B, 0);
+      /* llama: silu(gate) * up (gate rows first); gpt2: gelu_new */
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < B * F; ++i) {
+        const int64_t b = i / F, c = i % F;
+        const float u = up[b * nup + c];
+        if (llama) {
+          act[i] = u * (1.f / (1.f + expf(-u))) * up[b * nup + F + c];
+        } else {
+          act[i] = 0.5f * u * (1.f + tanhf(0.7978845608028654f * (u + 0.044715f * (u * u * u))));
+        }
+      }
+      m = dec_matrix(t + L_DOWN, wf, wq, Hd, F);
+      dec_gemv(&m, act, F, x, Hd, B, 1);
+    }
+    dec_norm(llama, x, h, B, Hd, dec_at(wf, cfg[CFG_NORM_G]), dec_at(wf, cfg[CFG_NORM_B]), eps);
+    dec_mat head = dec_matrix(cfg + CFG_HEAD, wf, wq, V, Hd);
+    dec_gemv(&head, h, Hd, logits, V, B, 0);
+  }
+}
