@@ -555,7 +555,10 @@ class CodeGenCBase:
                 f"/* the rounding to float16 stays where the program has it: the empty asm keeps the compiler\n"
                 f"   from fusing it away (an AVX512-FP16 target would contract a*b+c into one rounding) */\n"
                 f"{self.func_qualifier} float tsr_round_float16(float x) {{\n"
-                f"  _Float16 h = (_Float16)x;\n  __asm__(\"\" : \"+x\"(h));\n  return (float)h;\n}}"))
+                f"  _Float16 h = (_Float16)x;\n"
+                f"#if defined(__clang__)  /* clang cannot give a _Float16 an xmm asm operand */\n"
+                f"  __asm__(\"\" : \"+r\"(h));\n#else\n  __asm__(\"\" : \"+x\"(h));\n#endif\n"
+                f"  return (float)h;\n}}"))
         self.bf16_helpers()
         self.helpers.require("tsr_round_bfloat16", (
             f"{self.func_qualifier} float tsr_round_bfloat16(float f) {{\n"
