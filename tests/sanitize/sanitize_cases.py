@@ -367,6 +367,7 @@ def misc_cases():
     c.append(OpCase("qnn.dynamic_quantize", [f32(5, 7)]))
     c.append(OpCase("qnn.requantize", [i32(4, 3, 5, lo=-10**6, hi=10**6), f32(4, 1, 1, lo=1e-4, hi=1e-2),
                                        np.array(3, np.int8)]))
+    c += _integer_cases()
     xw, h, r = f32(3, 2, 4), f32(2, 4), f32(4, 4)
     c.append(OpCase("rnn.rnn_cell", [xw, np.array(1, np.int64), h, r],
                     {"activations": ("tanh",), "alphas": (0.0,), "betas": (0.0,), "clip": 1.1}))
@@ -375,6 +376,36 @@ def misc_cases():
                                       f32(4 * hs, hs), np.array([2, 1, 0], np.int32)],
                     {"has_seq_lens": True, "activations": ("sigmoid", "tanh", "tanh"), "alphas": (0.0,) * 3,
                      "betas": (0.0,) * 3}))
+    return c
+
+
+def _integer_cases():
+    """The integer kernels of quantized models: odd extents, padding, stride, zero points that are not 0,
+    the blocked int8 convolutions at a block every x86 level runs (8 output channels a call)."""
+    u8 = lambda *shape: i32(*shape, lo=0, hi=256, dtype=np.uint8)          # noqa: E731
+    s8 = lambda *shape: i32(*shape, lo=-128, hi=128, dtype=np.int8)        # noqa: E731
+    req = {"output_zero_point": 3, "out_dtype": "uint8"}
+    c = [OpCase("qnn.conv2d", [u8(1, 5, 7, 6), s8(6, 5, 3, 3), i32(6, lo=-500, hi=500), f32(6, lo=1e-4, hi=1e-3)],
+                {"strides": (2, 1), "padding": (1, 0, 1, 1), "input_zero_point": 7, **req}),
+         OpCase("qnn.conv2d", [u8(1, 4, 5, 5), s8(4, 1, 3, 3), i32(4, lo=-500, hi=500), f32(4, lo=1e-3, hi=1e-2)],
+                {"padding": (1, 1, 1, 1), "groups": 4, "input_zero_point": 9, "output_zero_point": -5,
+                 "out_dtype": "int8"}, tag="depthwise"),
+         OpCase("qnn.dense", [u8(3, 13), s8(13, 6), i32(6, lo=-500, hi=500), f32(6, lo=1e-4, hi=1e-3)],
+                {"input_zero_point": 11, **req}),
+         OpCase("qnn.dense", [u8(17, 64), s8(64, 33), i32(33, lo=-500, hi=500), f32(33, lo=1e-5, hi=1e-4)],
+                {"input_zero_point": 128, **req}, tag="gemm"),
+         OpCase("qnn.rescale", [u8(3, 7)], {"input_scale": 0.05, "input_zero_point": 12, "output_scale": 0.02, **req}),
+         OpCase("qnn.add", [u8(2, 3, 5), u8(3, 1)], {"lhs_scale": 0.03, "lhs_zero_point": 4, "rhs_scale": 0.07,
+                                                    "rhs_zero_point": 250, "output_scale": 0.05, **req}),
+         OpCase("qnn.global_avg_pool", [u8(1, 3, 5, 7)], {"input_scale": 0.1, "input_zero_point": 6,
+                                                         "output_scale": 0.08, **req}),
+         OpCase("qnn.pack_nchwc", [u8(1, 3, 5, 6)], {"block": 4, "fill": 9})]
+    blocked = {"strides": (2, 1), "padding": (1, 0, 1, 1), "pad_value": 5, **req}
+    c.append(OpCase("qnn.contrib_conv2d_NCHWc", [u8(1, 2, 7, 9, 8), s8(1, 2, 3, 3, 2, 8, 4),
+                                                 i32(1, 8, lo=-500, hi=500), f32(1, 8, lo=1e-5, hi=1e-4)], blocked))
+    c.append(OpCase("qnn.contrib_depthwise_conv2d_NCHWc", [u8(1, 2, 7, 9, 8), s8(2, 3, 3, 8),
+                                                           i32(2, 8, lo=-500, hi=500), f32(2, 8, lo=1e-3, hi=1e-2)],
+                    blocked))
     return c
 
 
