@@ -35,9 +35,17 @@ import threading
 
 import numpy as np
 
-from ..errors import TesseraError
+from ..autotune import Database, TuningRecord
+from ..autotune.cost_model import make_cost_model
 from ..autotune.database import record_target
-from .jit import JITFunction, _as_array, _flat
+from ..autotune.features import extract_features
+from ..autotune.measure import MeasureResult
+from ..autotune.workload import Workload
+from ..errors import TesseraError
+from ..ir import Evaluate, PrimFunc
+from ..runtime import cache
+from .arguments import as_array, flat
+from .jit import JITFunction
 
 
 class Config:
@@ -72,8 +80,6 @@ class Config:
 
 
 def default_database_path() -> str:
-    from ..runtime import cache
-
     return os.path.join(cache.folder("tile"), "autotune.jsonl")
 
 
@@ -131,8 +137,6 @@ class Autotuner:
 
     # ----------------------------------------------------------------------------------------
     def _db(self):
-        from ..autotune import Database
-
         if isinstance(self.database, Database):
             return self.database
         return Database(self.database or default_database_path())
@@ -150,8 +154,6 @@ class Autotuner:
         return (str(target), tuple(vals), dtypes)
 
     def _workload(self, key):
-        from ..ir import Evaluate, PrimFunc
-
         attrs = {"tile_kernel": f"{self.kernel.fn.__module__}.{self.kernel.fn.__qualname__}",
                  "tile_source": self._source_hash, "tile_key": json.dumps(list(key[1:]), default=str)}
         return PrimFunc([], Evaluate(0), attrs=attrs, name=f"tile_{self.kernel.__name__}")
@@ -174,8 +176,6 @@ class Autotuner:
     def _from_database(self, key, target):
         db = self._db()
         wl = self._workload(key)
-        from ..autotune.workload import Workload
-
         w = Workload(wl)
         if not db.has_workload(w.key):
             return None
@@ -205,17 +205,15 @@ class Autotuner:
 
     def _reset(self, bound, saved):
         for name in self.reset_to_zero:
-            a = _flat(_as_array(bound[name], name, self.__name__, None))
+            a = flat(as_array(bound[name], name, self.__name__, None))
             a[...] = 0
         for name, copy in saved.items():
-            _flat(_as_array(bound[name], name, self.__name__, None))[...] = copy
+            flat(as_array(bound[name], name, self.__name__, None))[...] = copy
 
     def tune(self, args, kwargs, grid, key, target) -> Config:
         """Measure the configs (all of them, or the search's trials) and keep and record the fastest."""
-        from ..autotune import TuningRecord
-
         bound, _ = self.kernel.bind(args, {**kwargs, **{k: None for k in self._config_names() if k not in kwargs}})
-        saved = {name: _flat(_as_array(bound[name], name, self.__name__, None)).copy() for name in self.restore_value}
+        saved = {name: flat(as_array(bound[name], name, self.__name__, None)).copy() for name in self.restore_value}
         configs = list(self.configs)
         if self.prune is not None:
             fn = self.prune.get("early_config_prune") if isinstance(self.prune, dict) else self.prune
@@ -254,10 +252,6 @@ class Autotuner:
     def _search_order(self, configs, args, kwargs, grid, target, timed, saved) -> list:
         """Measure random candidates, then the cost model's best predicted, in rounds, up to max_trials;
         returns the measured configs (timed is filled)."""
-        from ..autotune.cost_model import make_cost_model
-        from ..autotune.features import extract_features
-        from ..autotune.measure import MeasureResult
-
         feats = {}
         for c in configs:
             call_kwargs = {**kwargs, **c.kwargs, "num_warps": c.num_warps}

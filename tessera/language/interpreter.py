@@ -14,7 +14,9 @@ import math
 import numpy as np
 
 from ..ir.dtype import numpy_dtype
+from ..target import Target
 from . import core, ir
+from .arguments import flat
 from .core import tensor, to_tensor
 from .frontend import location
 from .ir import TileType
@@ -218,9 +220,6 @@ class Interpreter:
 
 def interpret(kernel, bound: dict, grid: tuple):
     """Run kernel (a JITFunction) with the bound arguments over grid on numpy."""
-    from ..target import Target
-    from .jit import _flat
-
     params, consts, values, _ = kernel.specialize(bound, Target("c"), False)
     make = kernel.rewritten()
     interp = Interpreter(grid)
@@ -232,7 +231,7 @@ def interpret(kernel, bound: dict, grid: tuple):
             if not isinstance(arr, np.ndarray):
                 raise core.KernelError(f"kernel {kernel.__name__}: the interpreter runs on host arrays; argument "
                                        f"{name} is a {type(arr).__name__}")
-            args[name] = tensor(Pointer(name, _flat(arr), 0), TileType(ir.PointerType(what), ()))
+            args[name] = tensor(Pointer(name, flat(arr), 0), TileType(ir.PointerType(what), ()))
         elif kind == "scalar":
             args[name] = tensor(np.asarray(next(vals), numpy_dtype(what.ir)), TileType(what, ()))
         else:

@@ -8,7 +8,8 @@ unit stride makes accesses contiguous),
 `tl.constexpr` parameters and `None` are bound into the trace. The specialization key is those
 signatures and values, the target and num_warps; each key is traced, optimized, lowered and built
 once per process (the backend's kernel cache keeps the compiled library on disk across processes).
-The grid is a tuple or a function of the arguments by name (`lambda meta: (cdiv(n, meta["BLOCK"]),)`).
+The grid is a tuple or a function of the arguments by name (`lambda meta: (cdiv(n, meta["BLOCK"]),)`);
+arguments.py views the arrays and checks the grid.
 
 On the C target the grid is a runtime argument of one compiled function. A GPU kernel's launch shape
 is fixed when it is built: the grid there is rounded up to a power of two per axis (a bucket) and
@@ -28,10 +29,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backend import build, get_backend
 from ..errors import TesseraError
+from ..runtime.ndarray import NDArray
 from ..target import Target
-from . import core, ir
+from . import arguments, core, interpreter, ir, passes
 from .core import constexpr
+from .frontend import rewrite
+from .lower import lower_cpu
+from .lower_gpu import lower_gpu
+from .trace import trace
 
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "target", "interpret", "num_ctas", "enable_fp_fusion", "maxnreg",
                   "debug")
@@ -93,8 +100,6 @@ class JITFunction:
     # the rewritten Python function ---------------------------------------------------------
     def rewritten(self):
         if self._make is None:
-            from .frontend import rewrite
-
             self._make = rewrite(self.fn)
         return self._make
 
@@ -128,12 +133,12 @@ class JITFunction:
             if name in self.constexpr_names:
                 v = v.value if isinstance(v, constexpr) else v
                 consts[name] = v
-                key.append((name, "c", _hashable(v, name, self.__name__)))
+                key.append((name, "c", arguments.hashable(v, name, self.__name__)))
                 continue
             if v is None or isinstance(v, constexpr):
                 v = v.value if isinstance(v, constexpr) else v
                 consts[name] = v
-                key.append((name, "c", _hashable(v, name, self.__name__)))
+                key.append((name, "c", arguments.hashable(v, name, self.__name__)))
                 continue
             if isinstance(v, (bool, np.bool_)):
                 params.append((name, ("const", bool(v))))
@@ -163,19 +168,17 @@ class JITFunction:
                 values.append(float(v))
                 key.append((name, "s", dt.ir))
                 continue
-            arr = _as_array(v, name, self.__name__, target)
+            arr = arguments.as_array(v, name, self.__name__, target)
             dt = ir.dtype_of(str(arr.dtype if not hasattr(arr, "np_dtype") else arr.dtype))
             params.append((name, ("ptr", dt)))
             values.append(arr)
-            key.append((name, "p", dt.ir) + ((_size(arr),) if gpu else ()))
+            key.append((name, "p", dt.ir) + ((arguments.size(arr),) if gpu else ()))
         return params, consts, values, tuple(key)
 
     # compile and launch -----------------------------------------------------------------
     def target_of(self, opts, values) -> Target:
         t = opts.get("target") or self.default_target
         if t is None:
-            from ..runtime.ndarray import NDArray
-
             for v in values:
                 if hasattr(v, "__cuda_array_interface__"):
                     t = "cuda"
@@ -194,26 +197,19 @@ class JITFunction:
         gpu = target.kind in ("opencl", "cuda")
         params, consts, values, key = self.specialize(bound, target, gpu)
         num_warps = int(opts.get("num_warps") or 4)
-        bucket = _grid_bucket(grid) if gpu else None
+        bucket = arguments.grid_bucket(grid) if gpu else None
         full_key = (str(target), key, num_warps, bucket)
-        from . import passes
-        from .trace import trace
-
         traced = trace(self.rewritten(), self.__name__, params, consts)
         func = passes.optimize(traced)
         runtime = list(zip([p for p in params if p[1][0] != "const"], values))
         bind = None
         if static:
             bind = {"args": {n: v for (n, (k, _)), v in runtime if k == "scalar"},
-                    "numel": {n: _size(v) for (n, (k, _)), v in runtime if k == "ptr"}, "grid": tuple(grid)}
+                    "numel": {n: arguments.size(v) for (n, (k, _)), v in runtime if k == "ptr"}, "grid": tuple(grid)}
         if gpu:
-            from .lower_gpu import lower_gpu
-
-            shapes = {n: _shape_of(v) for (n, (k, _)), v in runtime if k == "ptr"}
+            shapes = {n: arguments.shape_of(v) for (n, (k, _)), v in runtime if k == "ptr"}
             primfunc = lower_gpu(func, target, bucket, num_warps, shapes, bind)
         else:
-            from .lower import lower_cpu
-
             primfunc = lower_cpu(func, target, bind)
         return full_key, target, params, values, traced, func, primfunc, bucket
 
@@ -221,7 +217,7 @@ class JITFunction:
         target = self.target_of(opts, bound.values())
         gpu = target.kind in ("opencl", "cuda")
         _, _, values, key = self.specialize(bound, target, gpu)
-        bucket = _grid_bucket(grid) if gpu else None
+        bucket = arguments.grid_bucket(grid) if gpu else None
         return (str(target), key, int(opts.get("num_warps") or 4), bucket), values
 
     def compile(self, bound, opts, grid=None):
@@ -231,8 +227,6 @@ class JITFunction:
         if hit is not None:
             return hit, values
         full_key, target, params, values, traced, func, primfunc, bucket = self.lower(bound, opts, grid)
-        from ..backend import build
-
         art = build(primfunc, target)
         compiled = _Compiled(art.module, func, primfunc, target, params, bucket, traced)
         with self._lock:
@@ -243,22 +237,20 @@ class JITFunction:
         """The tir.PrimFunc a launch with these arguments compiles (not built); static: with this
         launch's runtime scalars, sizes and grid bound as constants (static extents)."""
         bound, opts = self.bind(args, kwargs)
-        return self.lower(bound, opts, _grid(grid, bound, self.__name__), static)[6]
+        return self.lower(bound, opts, arguments.launch_grid(grid, bound, self.__name__), static)[6]
 
     def run(self, *args, grid, **kwargs):
         bound, opts = self.bind(args, kwargs)
-        g = _grid(grid, bound, self.__name__)
+        g = arguments.launch_grid(grid, bound, self.__name__)
         interp = opts.get("interpret", self.interpret)
         if interp is None:
             interp = os.environ.get("TESSERA_INTERPRET", "0") not in ("", "0")
         if interp:
-            from .interpreter import interpret
-
-            return interpret(self, bound, g)
+            return interpreter.interpret(self, bound, g)
         if 0 in g:
             return None
         compiled, values = self.compile(bound, opts, g)
-        call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
+        call = [arguments.flat(v) if not isinstance(v, numbers.Number) else v for v in values]
         compiled.module(*call, *g)
         return None
 
@@ -266,9 +258,9 @@ class JITFunction:
         """A BenchmarkResult (seconds per launch) of the compiled kernel on these arguments, timed
         inside the compiled module (its C timer loop; device events on GPU targets)."""
         bound, opts = self.bind(args, kwargs)
-        g = _grid(grid, bound, self.__name__)
+        g = arguments.launch_grid(grid, bound, self.__name__)
         compiled, values = self.compile(bound, opts, g)
-        call = [_flat(v) if not isinstance(v, numbers.Number) else v for v in values]
+        call = [arguments.flat(v) if not isinstance(v, numbers.Number) else v for v in values]
         fn = compiled.module.time_evaluator(compiled.func.name, number=number, repeat=repeat,
                                             min_repeat_ms=min_repeat_ms)
         return fn(*call, *g)
@@ -276,11 +268,8 @@ class JITFunction:
     def inspect(self, *args, grid=(1,), **kwargs) -> Inspection:
         """The tile IR (traced and optimized), the loop program and the source of the kernel
         specialized for these arguments (arrays may be numpy arrays of the right dtype)."""
-        from . import passes
-        from ..backend import get_backend
-
         bound, opts = self.bind(args, kwargs)
-        g = _grid(grid, bound, self.__name__)
+        g = arguments.launch_grid(grid, bound, self.__name__)
         compiled, _ = self.compile(bound, opts, g)
         lowered = get_backend(compiled.target).lower(compiled.primfunc, compiled.target)
         info = passes.axis_info(compiled.func)
@@ -293,131 +282,6 @@ def jit(fn=None, *, target=None, do_not_specialize=(), interpret=None, debug=Non
     if fn is None:
         return lambda f: JITFunction(f, target=target, do_not_specialize=do_not_specialize, interpret=interpret)
     return JITFunction(fn, target=target, do_not_specialize=do_not_specialize, interpret=interpret)
-
-
-# ---------------------------------------------------------------------------------------------
-# arguments
-# ---------------------------------------------------------------------------------------------
-def _hashable(v, name, kernel):
-    try:
-        hash(v)
-    except TypeError:
-        raise TesseraError(f"kernel {kernel}: constexpr {name}={v!r} is not hashable (constexprs key the "
-                           f"compiled kernels)") from None
-    if isinstance(v, ir.DType):
-        return ("dtype", v.ir)
-    return (type(v).__name__, v)
-
-
-def _as_array(v, name, kernel, target):
-    """An argument as something a compiled module takes: a numpy array (NDArrays, CPU torch tensors
-    and other DLPack producers are viewed without copying) or an OpenCL DeviceArray."""
-    from ..runtime.ndarray import NDArray
-
-    if isinstance(v, np.ndarray):
-        return v
-    if isinstance(v, NDArray):
-        return v.numpy()
-    if getattr(v, "device", None) == "opencl" and hasattr(v, "buffer"):
-        return v
-    if hasattr(v, "__cuda_array_interface__"):      # a CUDA device array (cupy's): for cuda targets
-        if target is not None and Target(target).kind != "cuda":
-            raise TesseraError(f"kernel {kernel}: argument {name} is a CUDA device array; launch with target='cuda'")
-        return v
-    if hasattr(v, "__dlpack__"):
-        dev = getattr(v, "device", None)
-        if dev is not None and getattr(dev, "type", "cpu") != "cpu":
-            raise TesseraError(f"kernel {kernel}: argument {name} is on device {dev}; tessera's tile kernels take "
-                               f"CPU tensors (and OpenCL device arrays)")
-        try:
-            return np.from_dlpack(v)
-        except (TypeError, BufferError, RuntimeError) as e:
-            if "bfloat16" in str(getattr(v, "dtype", "")):
-                import ml_dtypes
-                import torch
-
-                return np.from_dlpack(v.view(torch.int16)).view(ml_dtypes.bfloat16)
-            raise TesseraError(f"kernel {kernel}: argument {name} could not be viewed through DLPack: {e}") from None
-    raise TesseraError(f"kernel {kernel}: argument {name} is a {type(v).__name__}; a kernel takes arrays (numpy, "
-                       f"tessera NDArray, CPU torch tensors, OpenCL device arrays), Python ints and floats, and "
-                       f"constexprs")
-
-
-def _size(arr) -> int:
-    return int(np.prod(arr.shape, dtype=np.int64)) if not isinstance(arr, np.ndarray) else _span(arr)
-
-
-def _shape_of(arr):
-    return (_size(arr),)
-
-
-def _span(a: np.ndarray) -> int:
-    """Elements from a's first element to its last one in memory (its pointer's reach)."""
-    if a.size == 0:
-        return 0
-    if any(s < 0 for s in a.strides):
-        raise TesseraError("a kernel argument with negative strides (a reversed view) is not supported; pass "
-                           "np.ascontiguousarray(x)")
-    item = a.itemsize
-    for s in a.strides:
-        if s % item:
-            raise TesseraError(f"a kernel argument's strides {a.strides} are not multiples of its element size")
-    return 1 + sum((d - 1) * (s // item) for d, s in zip(a.shape, a.strides))
-
-
-def _flat(a):
-    """The 1-d view a kernel's pointer parameter addresses (elements from the first one on)."""
-    if not isinstance(a, np.ndarray):
-        return _flat_device(a)
-    if a.flags.c_contiguous:
-        return a.reshape(-1)
-    n = _span(a)
-    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
-
-
-def _flat_device(a):
-    if hasattr(a, "__cuda_array_interface__"):
-        if not a.flags.c_contiguous:
-            raise TesseraError("a CUDA device array argument must be C-contiguous")
-        return a.reshape(-1)
-    from ..runtime.opencl import DeviceArray
-
-    if a.ndim == 1:
-        return a
-    out = DeviceArray.__new__(DeviceArray)
-    for slot in DeviceArray.__slots__:
-        if slot != "__weakref__":
-            object.__setattr__(out, slot, getattr(a, slot))
-    out.shape = (a.size,)
-    return out
-
-
-def _grid(grid, bound, kernel) -> tuple:
-    g = grid(bound) if callable(grid) else grid
-    if isinstance(g, numbers.Integral):
-        g = (g,)
-    try:
-        g = tuple(int(x.value if isinstance(x, constexpr) else x) for x in g)
-    except TypeError:
-        raise TesseraError(f"kernel {kernel}: the grid must be a tuple of ints (or a function of the arguments "
-                           f"returning one), got {g!r}") from None
-    if not 1 <= len(g) <= 3 or any(x < 0 for x in g):
-        raise TesseraError(f"kernel {kernel}: the grid must have 1 to 3 non-negative extents, got {g}")
-    if any(x >= 2**31 for x in g):
-        raise TesseraError(f"kernel {kernel}: grid {g} has an extent of 2^31 or more")
-    return g + (1,) * (3 - len(g))
-
-
-def _grid_bucket(g) -> tuple:
-    """Launch extents of a GPU build: each axis rounded up to a power of two, capped."""
-    caps = (1 << 16, 1 << 12, 1 << 8)
-    out = []
-    for x, cap in zip(g, caps):
-        b = 1
-        while b < x and b < cap:
-            b *= 2
-        out.append(b)
-    return tuple(out)
 
 
 __all__ = ["JITFunction", "jit", "Inspection"]

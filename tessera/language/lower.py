@@ -30,6 +30,7 @@ from ..ir import (Allocate, AttrStmt, Broadcast, Buffer, BufferStore, Call, Cast
                   structural_equal)
 from ..ir import expr as E
 from ..target import Target
+from ..tir.tensor_intrin import TensorIntrin, x86
 from . import ir
 from .core import KernelError
 from .ir import Function, Op, Region, Value
@@ -1094,8 +1095,6 @@ class CPULowering(Lowering):
 
     @staticmethod
     def intrin_fn(name: str) -> str:
-        from ..tir.tensor_intrin import TensorIntrin
-
         impl = TensorIntrin.get(name).impl
         calls = []
 
@@ -1115,9 +1114,6 @@ class CPULowering(Lowering):
         product of in_el operands (fp32, or fp16/bf16 packed as fp32), or None."""
         if out_el != ir.float32 or in_el not in (ir.float32, ir.float16, ir.bfloat16):
             return None
-        from ..tir.tensor_intrin import TensorIntrin
-        from ..tir.tensor_intrin import x86
-
         tiles = [t for t in self.preferred_tiles() if m % t[0] == 0 and n % t[1] == 0]
         if not tiles:
             return None
@@ -1130,8 +1126,6 @@ class CPULowering(Lowering):
         return name, mr, nr, intrin.c_source, intrin.features
 
     def preferred_tiles(self):
-        from ..tir.tensor_intrin import x86
-
         avx512 = self.target.has_feature("avx512f")
         order = [(8, 32), (4, 64), (14, 32), (6, 64)] if avx512 else [(4, 24), (6, 16), (4, 16), (8, 8)]
         isa = "avx512" if avx512 else "avx2"

@@ -24,6 +24,7 @@ from ..ir import expr as E
 from ..target import Target
 from ..tir.schedule.loops import thread_iter_var
 from . import passes
+from .core import KernelError
 from .ir import Function, Value
 from .lower import Lowering
 
@@ -214,8 +215,6 @@ def lower_gpu(func: Function, target, launch: tuple, num_warps: int, shapes: dic
     """The tile function as a PrimFunc for a GPU target, launched on `launch` work-groups of
     num_warps x 32 threads; shapes: each pointer parameter's (elements,)."""
     if num_warps < 1 or num_warps & (num_warps - 1):
-        from .core import KernelError
-
         raise KernelError(f"num_warps must be a power of two, got {num_warps}")
     return GPULowering(func, Target(target), launch, num_warps, shapes, static).run()
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.dtype import numpy_dtype
 from . import ir
 from .ir import Function, Op, Region, TileType, Value
 
@@ -91,8 +92,6 @@ def _const_value(rw, v: Value):
 
 
 def _np_dtype(el):
-    from ..ir.dtype import numpy_dtype
-
     return numpy_dtype(el.ir)
 
 
