@@ -13,6 +13,9 @@
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tls://host:8786 ...]
                                                    tune every kernel of the model (a live table of tasks),
                                                    then compile|run|bench ... --db tune.jsonl use the records
+    tessera generate model.onnx --prompt-ids 1,2,3 --max-new-tokens 64 [--int8-weights] [--top-k 50 --seed 0]
+                                                   a decoder language model token by token over a KV cache:
+                                                   the new tokens, ms/token and tokens/s
     tessera cache info | prune [--max-size 2G] | clear
                                                    the compiled-kernel cache: its size and cap, evict the
                                                    least recently used now, or empty it
@@ -43,6 +46,7 @@ from .autotune.tune import graph_timing, weights_outgrow_cache
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
 from .frontend.torch import from_exported_program, load_program
+from .generation.command import run_generate
 from .graph import DeferredGraph
 from .graph.document import load_graph
 from .graph.ir import FUSED_OP
@@ -789,6 +793,16 @@ def _cache(args) -> int:
     return 0
 
 
+def _generate(args) -> int:
+    """`tessera generate MODEL --prompt-ids 1,2,3 --max-new-tokens N`: see tessera.generation.command."""
+    builtin = not os.path.isfile(args.model) and args.model in list_models()
+    model = zoo.get_model(args.model, batch="batch_size") if builtin else args.model    # any batch of prompts
+    return run_generate(model, args.prompt_ids, args.max_new_tokens, target=_target(args),
+                        int8_weights=args.int8_weights, config=args.config, stop_tokens=args.stop_tokens,
+                        label=args.model, temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        seed=args.seed, sample=args.sample)
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings as the command line's own lines (`tessera: warning: ...`), without Python's category,
     file and source line."""
@@ -921,6 +935,32 @@ def main(argv=None) -> int:
                             f"{kernel_cache.MIN_AGE_S // 60} minutes stay")
     actions.add_parser("clear", help="remove every entry (asks nothing)")
     cache.set_defaults(fn=_cache)
+
+    gen = sub.add_parser("generate", help="generate tokens with a decoder language model over a KV cache",
+                         description="Continue a prompt (token ids) with a decoder language model (the ONNX form "
+                                     "transformers' and optimum's exporters write, GPT-2 or LLaMA-style): the "
+                                     "prompt through the compiled model, then one compiled decoding step a token; "
+                                     "prints the new tokens and tokens/s.")
+    gen.add_argument("model", help="a decoder .onnx model (or a built-in one: gpt2_decoder, llama_decoder)")
+    gen.add_argument("--prompt-ids", action="append", required=True, metavar="1,2,3",
+                     help="the prompt's token ids (repeat for a batch of prompts)")
+    gen.add_argument("--max-new-tokens", type=int, default=32, help="tokens to generate (default 32)")
+    gen.add_argument("--int8-weights", action="store_true",
+                     help="the decoding step's matrices as int8 with per-row scales (a quarter of the bytes)")
+    gen.add_argument("--sample", action="store_true", help="sample (default: greedy unless --temperature, "
+                                                           "--top-k or --top-p is given)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1)")
+    gen.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
+    gen.add_argument("--top-p", type=float, default=1.0, help="sample within this probability mass (default 1)")
+    gen.add_argument("--seed", type=int, default=None, help="random seed of the sampling")
+    gen.add_argument("--stop-tokens", metavar="ID,ID", help="token ids that end a row (kept)")
+    gen.add_argument("--config", metavar="config.json",
+                     help="the transformers configuration when the model does not carry it (default: config.json "
+                          "beside the model)")
+    gen.add_argument("--target", default="c", help='a CPU target string (default "c")')
+    gen.add_argument("--threads", type=int, default=0,
+                     help="threads (adds -num-threads=N to the target; default: all)")
+    gen.set_defaults(fn=_generate)
 
     args = parser.parse_args(argv)
     try:
