@@ -8,6 +8,12 @@ Rewrites, for a CPU target with L fp32 lanes (8 with AVX2, 16 with AVX-512, 4 ot
   are packed once at compile time (o = L where it divides O, else 8; i = the block the input
   already has, else L, 8, or C itself for narrow inputs such as RGB);
 - depthwise `nn.conv2d` (groups = C = O) -> `nn.contrib_depthwise_conv2d_NCHWc` (weight OIHW1i{x}o);
+- the integer convolutions of quantized models (`qnn.conv2d`, uint8 data, constant int8 weights) ->
+  `qnn.contrib_conv2d_NCHWc` / `qnn.contrib_depthwise_conv2d_NCHWc` (ops/nn/qconv_nchwc.py) in blocks of
+  the target's int32 dot-product lanes (16 with AVX512-VNNI, else 8), the weights packed here (four input
+  channels of an output channel side by side) and the input zero point's share of the sum folded into the
+  bias; an input whose channels the block does not divide (RGB) is blocked by `qnn.pack_nchwc`, the
+  extra channels the zero point (their weights zero);
 - and carries the blocked layout through what follows: elementwise ops, broadcast ops (a
   per-channel operand such as a bias (C, 1, 1) gets the blocked shape (1, C/x, 1, 1, x), again a
   node over constants that folds; a full-size operand is blocked too, so a residual add stays
@@ -21,6 +27,8 @@ the same values as the NCHW graph (the convolution sums in another order).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import TesseraError
 from ..ir import Graph, Node, Value
 from ._rewrite import Rewriter, const_derived
@@ -28,11 +36,14 @@ from ...target import Target
 from ...ops.registry import get_op
 from ...ops.registry import OpPattern
 from .context import PassContext
+from ...tir.tensor_intrin.x86_qconv import block_lanes, isa_for
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
 POOLS = ("nn.max_pool2d", "nn.avg_pool2d")
-GLOBAL_POOLS = ("nn.global_avg_pool", "nn.global_max_pool")
+GLOBAL_POOLS = ("nn.global_avg_pool", "nn.global_max_pool", "qnn.global_avg_pool")
+QCONV = "qnn.contrib_conv2d_NCHWc"
+QDEPTHWISE = "qnn.contrib_depthwise_conv2d_NCHWc"
 # broadcast ops whose semantics are not plain numpy broadcasting over the operands
 _NOT_BROADCAST = ("nn.batch_norm", "nn.prelu", "qnn.requantize")
 
@@ -68,9 +79,11 @@ def _in_block(channels: int, lanes: int, have: int | None) -> int:
 
 
 class _Alter:
-    def __init__(self, graph: Graph, lanes: int):
+    def __init__(self, graph: Graph, lanes: int, target=None):
         self.g = graph
         self.lanes = lanes
+        self.target = target
+        self.qlanes = block_lanes(target) if target is not None else None
         self.rw = Rewriter(graph)
         self.consts = const_derived(graph)
         self.blocked: dict = {}       # old Value -> (new Value in NCHW{x}c, x)
@@ -168,6 +181,60 @@ class _Alter:
             return True
         return False
 
+    def qconv(self, n: Node) -> bool:
+        """qnn.conv2d -> its blocked int8 form (module docstring)."""
+        data, weight, bias, mult = n.inputs
+        a = n.attrs
+        consts = self.g.constants
+        if self.qlanes is None or str(data.dtype) != "uint8" or any(v not in consts for v in n.inputs[1:]):
+            return False
+        t = data.type
+        if not all(isinstance(d, int) for d in t.shape[1:]):
+            return False
+        w = np.asarray(consts[weight]).astype(np.int64)
+        b, m = np.asarray(consts[bias]).astype(np.int64), np.asarray(consts[mult])
+        C, O, groups, zp = t.shape[1], w.shape[0], int(a["groups"]), int(a["input_zero_point"])
+        have = self.block_of(data)
+        common = dict(strides=a["strides"], padding=a["padding"], dilation=a["dilation"], pad_value=zp,
+                      output_zero_point=a["output_zero_point"], out_dtype=a["out_dtype"], out_min=a["out_min"],
+                      out_max=a["out_max"], precision=a["precision"])
+        # the zero point's share of each output's sum: the op then multiplies the data as it is
+        bias_folded = np.clip(b - zp * w.reshape(O, -1).sum(1), -2**31, 2**31 - 1)
+        if groups == 1:
+            ob = next((x for x in (self.qlanes, 8) if O % x == 0 and isa_for(self.target, x)), None)
+            if ob is None:
+                return False
+            if have and have % 4 == 0 and C % have == 0:
+                ib = have
+            else:
+                ib = next((x for x in (self.qlanes, 8, 4) if C % x == 0), 4)
+            cp = -(-C // ib) * ib
+            wp = np.zeros((O, cp) + w.shape[2:], np.int8)
+            wp[:, :C] = w
+            KH, KW = w.shape[2:]
+            packed = wp.reshape(O // ob, ob, cp // ib, ib // 4, 4, KH, KW).transpose(0, 2, 5, 6, 3, 1, 4)
+            if C % ib:
+                x = self.rw.make("qnn.pack_nchwc", self.plain(data), name=f"{data.name}_nchw{ib}c", block=ib, fill=zp)
+            else:
+                x = self.to_blocked(data, ib)
+            ins = [x, self.rw.const(np.ascontiguousarray(packed), f"{weight.name}_packed")]
+            op = QCONV
+        elif groups == C == O and w.shape[1] == 1:
+            ob = have if have in (16, 8) and C % have == 0 and isa_for(self.target, have) else \
+                next((x for x in (self.qlanes, 8) if C % x == 0 and isa_for(self.target, x)), None)
+            if ob is None:
+                return False
+            KH, KW = w.shape[2:]
+            packed = w.reshape(C // ob, ob, KH, KW).transpose(0, 2, 3, 1).astype(np.int8)
+            ins = [self.to_blocked(data, ob), self.rw.const(np.ascontiguousarray(packed), f"{weight.name}_packed")]
+            op = QDEPTHWISE
+        else:
+            return False
+        ins += [self.rw.const(bias_folded.astype(np.int32).reshape(O // ob, ob), f"{bias.name}_blocked"),
+                self.rw.const(m.astype(np.float32).reshape(O // ob, ob), f"{mult.name}_blocked")]
+        self.emit_blocked(n, op, ins, common, ob)
+        return True
+
     def elementwise(self, n: Node) -> bool:
         """An op of pattern ELEMWISE/BROADCAST with a blocked input: the same op in NCHW{x}c."""
         if len(n.outputs) != 1 or n.op in _NOT_BROADCAST:
@@ -236,6 +303,8 @@ class _Alter:
             done = False
             if n.op == "nn.conv2d":
                 done = self.conv(n)
+            elif n.op == "qnn.conv2d":
+                done = self.qconv(n)
             elif n.op in POOLS or n.op in GLOBAL_POOLS:
                 done = self.pool(n)
             elif any(v in self.blocked for v in n.inputs):
@@ -254,9 +323,9 @@ def alter_layout(graph: Graph, ctx=None) -> Graph:
     if not isinstance(graph, Graph):
         raise TesseraError(f"alter_layout takes a tessera.graph.Graph, got {type(graph).__name__}")
     lanes = _lanes(target)
-    if lanes is None or not any(n.op == "nn.conv2d" for n in graph.nodes):
+    if lanes is None or not any(n.op in ("nn.conv2d", "qnn.conv2d") for n in graph.nodes):
         return graph
-    return _Alter(graph, lanes).run()
+    return _Alter(graph, lanes, target).run()
 
 
 __all__ = ["alter_layout"]

@@ -110,7 +110,9 @@ def _desc(lanes, v, cb, strides, dilation, OW, rows) -> PrimFunc:
            IterVar(_rng(KW), "vkw", "reduce"), IterVar(_rng(cb), "vci", "reduce")]
     vv, vr, vi, vj, vc, vkh, vkw, vci = (iv.var for iv in ivs)
     x = Cast("int32", A[vc, vr * sh + vkh * dh, vi * sw + vkw * dw, vci])
-    w = Cast("int32", B[vv, vc, vkh, vkw, vci // 4, vj, vci % 4])
+    # one group of four channels (cb = 4): the indices as the simplifier leaves a block's (0 and vci)
+    q, r = (IntImm("int32", 0), vci) if cb == 4 else (vci // 4, vci % 4)
+    w = Cast("int32", B[vv, vc, vkh, vkw, q, vj, r])
     value = C[vv, vr, vi, vj] + x * w
     reads = [BufferRegion(A, [_rng(s) for s in A.shape]), BufferRegion(B, [_rng(s) for s in B.shape])]
     writes = [BufferRegion(C, [_rng(s) for s in C.shape])]
