@@ -9,6 +9,9 @@
     tessera run model.so|model.onnx --input x.npy  run it; print or save (--output) the outputs
     tessera check model.onnx                       list every op tessera cannot convert (exit 1 if any)
     tessera show model.onnx                        the graph as tessera optimizes it (fused functions), as text
+    tessera report model.onnx [--db tune.jsonl] -o report.html
+                                                   one HTML page: the optimized graph coloured by measured
+                                                   time, each kernel's code, the memory plan, the tuning
     tessera bench model.onnx [--threads N]         latency beside ONNX Runtime in the same run
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tls://host:8786 ...]
                                                    tune every kernel of the model (a live table of tasks),
@@ -52,6 +55,7 @@ from .graph.document import load_graph
 from .graph.ir import FUSED_OP
 from .graph.lowering import static_problem
 from .graph.passes import optimized_graph
+from .report.inputs import sample_inputs
 from .ir.names import fresh_name
 from .runtime import cache as kernel_cache
 from .runtime.contention import WaitMeter, busy_reason
@@ -803,6 +807,18 @@ def _generate(args) -> int:
                         seed=args.seed, sample=args.sample)
 
 
+def _report(args) -> int:
+    """`tessera report MODEL -o report.html`: the report page of the compiled model (tessera.report)."""
+    exe = _load_any(args.model, args)
+    builtin = not os.path.isfile(args.model) and args.model in list_models()
+    inputs = zoo.sample_input(args.model) if builtin else sample_inputs(exe, args.symbol_value)
+    out = args.output or os.path.splitext(args.model)[0] + ".html"
+    path = exe.report(out, database=args.db, inputs=inputs)
+    print(f"wrote {path} ({os.path.getsize(path) / 1e6:.1f} MB): graph, kernels, memory plan"
+          f"{', tuning' if args.db else ''} and machine of {args.model}; open it in a browser (no network needed)")
+    return 0
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """Warnings as the command line's own lines (`tessera: warning: ...`), without Python's category,
     file and source line."""
@@ -920,6 +936,15 @@ def main(argv=None) -> int:
     tune.add_argument("--quiet", action="store_true", help="no live table or progress lines")
     model_opts(tune)
     tune.set_defaults(fn=_tune)
+
+    report = sub.add_parser("report", help="one HTML page: the optimized graph coloured by measured time, each "
+                                           "kernel's code, the memory plan, the tuning (with --db), the machine")
+    report.add_argument("model", help="an .onnx model, a .pt2 program or a built-in model name")
+    report.add_argument("-o", "--output", help="the page's path (default: the model's name with .html)")
+    report.add_argument("--symbol-value", type=int, default=1,
+                        help="value of symbolic dimensions in the random inputs profiled (default 1)")
+    model_opts(report, threads=True, db=True)
+    report.set_defaults(fn=_report)
 
     cache = sub.add_parser("cache", help="the compiled-kernel cache: its size and cap, prune or clear it",
                            description="The compiled-kernel cache ($TESSERA_CACHE_DIR, default ~/.cache/tessera): "

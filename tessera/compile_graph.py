@@ -7,6 +7,7 @@ input is given as a list of arrays and a sequence output comes back as one (grap
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 
@@ -21,6 +22,7 @@ from .graph.const_eval import bind_params
 from .graph.deferred import DeferredGraph, check_input, flatten, regroup, structure_of, value_key
 from .graph.ir import Graph, TensorType
 from .graph.passes import optimized_graph, passes_for
+from .report import write_report
 from .runtime.inputs import check_input_names, gather_inputs, named_inputs
 from .runtime.plan import TensorSpec
 from .target import Target
@@ -101,6 +103,7 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
             _LOG.info("tessera.compile(%s): %s", g.name, exe.tuning)
     else:
         exe.tuning = "no tuning records used (database=False)"
+    exe.reporter = functools.partial(write_report, records=schedules)
     if getattr(params, "defaults", ()):
         _take_defaults(exe, graph, params, options)
     return exe
@@ -307,6 +310,15 @@ class SpecializingExecutor:
     def __call__(self, *args, **kwargs):
         outs = self._run_given(self._given(args, kwargs))
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def report(self, path, database=None, inputs=None, **options):
+        """The report page (Executor.report) of the specialization these inputs run (given as a dict)."""
+        if inputs is None:
+            raise TesseraError(f"report: model {self.name!r} is compiled per {' and per '.join(self._per()) or 'run'}; "
+                               f"give the inputs to report on (exe.report(path, inputs={{...}}))")
+        given = self._given((), dict(inputs))
+        exe = self._specialization(given)[0]
+        return exe.report(path, database=database, inputs=self._feeds(exe, given), **options)
 
     def profile(self, inputs=None, **kwargs):
         """The per-node profile of the specialization these inputs run."""

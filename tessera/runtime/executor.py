@@ -45,6 +45,7 @@ class Executor:
         self.memory_plan = plan.memory
         self.opt_level = None
         self.exporter = None           # set by the graph compiler: (exe, path, prefix) -> path
+        self.reporter = None           # set by tessera.compile: (exe, path, **options) -> path (tessera.report)
         self.library_path = None       # set when loaded from a library
         self.defaults: dict = {}       # set by tessera.compile: {input name: value} of inputs a run may give
         self.overriding = None         # set with them: () -> the executor compiled with them as inputs
@@ -176,6 +177,18 @@ class Executor:
                                f"{prefix!r} needs the compiled graph (tessera.compile), not a loaded library")
         write_library(self.library_path, self._header(), path)
         return path
+
+    # ------------------------------------------------------------------ report
+    def report(self, path, database=None, inputs=None, **options) -> str:
+        """Write the report page of this model to `path` (one self-contained HTML file: the optimized
+        graph coloured by measured time, each kernel's code, the memory plan, the tuning with
+        `database`, the machine); returns the path. inputs: what to profile on (default: seeded random
+        inputs). options: tessera.report.write_report's (profile, number, repeat, title)."""
+        if self.reporter is None:
+            raise TesseraError(f"report: the {self.kind} executor of {self.name!r} was not compiled by tessera.compile "
+                               f"in this process (a loaded library keeps no kernels' programs); compile the model "
+                               f"to report on it")
+        return self.reporter(self, path, database=database, inputs=inputs, **options)
 
     def _prefix(self):
         return None

@@ -1,0 +1,53 @@
+"""Shared by the report tests: a small BERT (one layer, 16 tokens) compiled once per session, and a
+synthetic graph of any size (a chain of elementwise ops with a residual add every 8 nodes)."""
+import json
+import re
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera import graph, zoo
+
+TARGET = "c -num-threads=2"
+SMALL_BERT = dict(n_layers=1, seq_len=16, hidden=64, heads=4, ffn=128, vocab=500, max_position=64)
+
+
+@pytest.fixture(scope="session")
+def small_bert():
+    pytest.importorskip("onnx")
+    g, params = tessera.frontend.from_onnx(zoo.get_model("bert_base", **SMALL_BERT))
+    return tessera.compile(g, params, target=TARGET)
+
+
+def synthetic_graph(n: int, name: str = "synthetic"):
+    """n nodes: relu, tanh, sigmoid, negative in turn, every 8th an add of the last residual."""
+    gb = graph.Builder(name)
+    x = gb.input("x", (1, 64))
+    h, skip = x, x
+    ops = ("nn.relu", "tanh", "sigmoid", "negative")
+    for i in range(n):
+        if i % 8 == 7:
+            h = skip = gb.op("add", h, skip)
+        else:
+            h = gb.op(ops[i % 4], h)
+    gb.output(h)
+    return gb.finish()
+
+
+def page_data(text: str) -> dict:
+    """The page's drawing data (the report-data script element)."""
+    m = re.search(r"<script type=\"application/json\" id=\"report-data\">(.*?)</script>", text, re.S)
+    assert m, "no report-data element"
+    return json.loads(m.group(1))
+
+
+def kernel_blobs(text: str) -> dict:
+    """kernel id -> its panel (the kernel-kN script elements)."""
+    return {m.group(1): json.loads(m.group(2)) for m in
+            re.finditer(r"<script type='application/json' id='kernel-(k\d+)'>(.*?)</script>", text, re.S)}
+
+
+def rng_inputs(exe, seed=0):
+    rng = np.random.default_rng(seed)
+    return {n: rng.integers(0, 2, s.shape).astype(s.np_dtype) for n, s in zip(exe.input_names, exe.inputs)}
