@@ -39,7 +39,7 @@ import warnings
 import tessera
 from tessera import te, zoo
 
-from . import autotune
+from . import autotune, progress
 from .accel.vdla import layers as vdla_layers
 from .autotune.curve import plot_tuning_curve, tuning_curve
 from .autotune.graph_progress import GraphTuneTable, format_duration
@@ -134,6 +134,11 @@ def _demo_vdla() -> int:
     return 0 if ok else 1
 
 
+def _add_quiet_option(p) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress lines (shown on stderr when compiling takes more than 2 s)")
+
+
 def _add_demo_model_option(demo) -> None:
     demo.add_argument("--model", metavar="NAME", choices=list_models(),
                       help=f"instead, compile and run a built-in model (no download): {', '.join(list_models())}")
@@ -150,15 +155,18 @@ def _demo_model(args) -> int:
     info = zoo.model_info(args.model)
     print(f"tessera demo: {args.model}, {info.summary}; seeded random weights, built offline by tessera.zoo")
     t0 = time.perf_counter()
-    model = zoo.get_model(args.model)
-    inputs = zoo.sample_input(args.model)
+    with progress.stage(f"building {args.model} (ONNX)"):
+        model = zoo.get_model(args.model)
+        inputs = zoo.sample_input(args.model)
     n_params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
     print(f"model: {len(model.graph.node)} ONNX nodes (opset 17), {n_params / 1e6:.1f}M weights, "
           f"built in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
-    graph, params = tessera.frontend.from_onnx(model)
+    with progress.stage(f"converting {args.model} from ONNX"):
+        graph, params = tessera.frontend.from_onnx(model)
     exe = tessera.compile(graph, params, target=args.target)
-    outs = exe.run(inputs)                       # the first run loads every kernel
+    with progress.stage("first run"):
+        outs = exe.run(inputs)                   # the first run loads every kernel
     print(f"compile: from_onnx + tessera.compile + first run {time.perf_counter() - t0:.1f} s: "
           f"{len(exe.graph.nodes)} graph nodes, {len(exe.kernels)} distinct kernels, target {exe.target}")
     for spec in info.inputs:
@@ -229,7 +237,8 @@ def _is_model(name: str) -> bool:
 
 
 def _load_onnx_executable(path, args):
-    graph, params = from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
+    with progress.stage(f"converting {path} from ONNX"):
+        graph, params = from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
     db = getattr(args, "db", None)
     exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
     if db is not None:
@@ -250,7 +259,8 @@ def _load_program_executable(path, args):
     if getattr(args, "shape", None):
         raise TesseraError(f"--shape applies to ONNX models; {path}'s shapes are the exported program's "
                            f"(torch.export.Dim gives symbolic ones)")
-    graph, params = from_exported_program(load_program(path))
+    with progress.stage(f"converting {path} (torch.export)"):
+        graph, params = from_exported_program(load_program(path))
     db = getattr(args, "db", None)
     exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
     if db is not None:
@@ -373,7 +383,8 @@ def _compile(args) -> int:
         _load_onnx_executable(args.model, args)
     t1 = time.perf_counter()
     out = args.output or os.path.splitext(args.model)[0] + ".so"
-    path = exe.export_library(out)
+    with progress.stage(f"writing {out}"):
+        path = exe.export_library(out)
     g = exe.graph
     print(f"compiled {args.model}: {len(g.nodes)} nodes, {len(exe.kernels)} kernels, {len(g.constants)} "
           f"constants ({time.perf_counter() - t0:.1f} s; graph + kernels {t1 - t0:.1f} s)")
@@ -435,6 +446,8 @@ def _check(args) -> int:
     m = load_model(_model_source(args.model))
     problems = check_model(m, shape_dict=_parse_shapes(args.shape))
     n = len(m.graph.node)
+    if n == 0:
+        raise TesseraError(f"{args.model}: the model's graph has no nodes, so there is nothing to check")
     if not problems:
         print(f"{args.model}: all {n} nodes are supported")
         return 0
@@ -987,9 +1000,13 @@ def main(argv=None) -> int:
                      help="threads (adds -num-threads=N to the target; default: all)")
     gen.set_defaults(fn=_generate)
 
+    for p in (demo, comp, run, show, bench):
+        _add_quiet_option(p)
     args = parser.parse_args(argv)
+    # what a long compile is doing, on stderr once it has taken 2 s (tune draws its own table)
+    show_progress = not getattr(args, "quiet", False) and args.command != "tune"
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), progress.Reporter(show=show_progress):
             warnings.showwarning = _show_warning
             return args.fn(args)
     except KeyboardInterrupt:

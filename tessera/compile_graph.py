@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from . import progress as _progress
 from .autotune.apply_history import ApplyHistoryBest
 from .errors import TesseraError, resource_errors
 from .frontend.torch import from_exported_program, is_exported_program
@@ -33,7 +34,7 @@ _LOG = logging.getLogger("tessera")
 
 
 def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=(),  # noqa: A001
-            executor: str = "auto", database=None):
+            executor: str = "auto", database=None, progress=None):
     """Compile `graph` for `target`; returns an executor (`exe(x)`, `exe.run({...})`, `exe.profile()`).
 
     executor: "auto" (default): with static shapes (after the optimizations: bound by `params` or the
@@ -62,15 +63,25 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
     shipped with tessera (tuned zoo models) are searched after them; database=False uses none, not
     even those. `exe.tuning` says which kernels are tuned (one line; also logged at INFO on the
     "tessera" logger), and `exe.profile()` marks their nodes.
+
+    progress: what the compile says while it works (tessera.progress), once it has taken 2 s:
+    None (default) says it on a terminal only (stderr a tty: one live line, erased when done; nothing in
+    a pipe, a log or a notebook), or through the Reporter already active (the command line's); True says
+    it anywhere (plain lines on stderr when not a terminal); False says nothing; a function is called
+    with every tessera.progress.ProgressEvent (steps: optimizing the graph, preparing kernels i/M,
+    building kernels i/M with how many came from the compiler cache, compiling the library). The steps
+    are also logged at DEBUG on the "tessera.progress" logger.
     """
-    if is_exported_program(graph):
-        if params:
-            raise TesseraError("tessera.compile of a torch.export program: the program holds its own weights; "
-                               "params binds the inputs of a Graph (from_exported_program(ep, keep_params_as_input="
-                               "True) gives one)")
-        graph, params = from_exported_program(graph)
-    with resource_errors(f"tessera.compile of graph {getattr(graph, 'name', '?')!r}"):
-        return _compile(graph, params, target, opt_level, disabled_passes, executor, database)
+    with _progress.reporting(progress):
+        if is_exported_program(graph):
+            if params:
+                raise TesseraError("tessera.compile of a torch.export program: the program holds its own weights; "
+                                   "params binds the inputs of a Graph (from_exported_program(ep, "
+                                   "keep_params_as_input=True) gives one)")
+            with _progress.stage("converting the torch.export program"):
+                graph, params = from_exported_program(graph)
+        with resource_errors(f"tessera.compile of graph {getattr(graph, 'name', '?')!r}"):
+            return _compile(graph, params, target, opt_level, disabled_passes, executor, database)
 
 
 def _compile(graph, params, target, opt_level, disabled_passes, executor, database):
@@ -88,13 +99,15 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
                            f"{type(graph).__name__}")
     _check_options(opt_level, executor, disabled_passes)
     target = Target(target)
-    g = optimized_graph(graph, params, target, opt_level, disabled_passes)
+    with _progress.stage("optimizing the graph", detail=f"{len(graph.nodes)} nodes, opt level {opt_level}"):
+        g = optimized_graph(graph, params, target, opt_level, disabled_passes)
     options = dict(target=target, opt_level=opt_level, disabled_passes=tuple(disabled_passes), executor=executor,
                    database=database)
     if executor == "auto":
         executor = "aot" if target.is_cpu and static_problem(g) is None else "graph"
     schedules = None if database is False else ApplyHistoryBest(database, builtin=True)
-    traces = graph_traces(g, target, schedules) if schedules is not None else None
+    with _progress.stage("looking up tuning records"):
+        traces = graph_traces(g, target, schedules) if schedules is not None else None
     compiled = compile_graph(g, target, build_kernels=executor == "graph", traces=traces)
     exe = build_aot(compiled, opt_level=opt_level) if executor == "aot" else graph_executor(compiled, opt_level)
     if schedules is not None:

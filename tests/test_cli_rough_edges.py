@@ -54,6 +54,18 @@ def test_check_refuses_an_empty_file_instead_of_passing_it(tmp_path, capsys):
     assert err.startswith("tessera: error: ") and "empty.onnx" in err and "no graph" in err, err
 
 
+def test_check_refuses_a_graph_without_nodes(tmp_path, capsys):
+    """A valid ONNX file whose graph has no node (an input passed through): an error, not 'all 0 nodes
+    are supported'."""
+    m = helper.make_model(helper.make_graph([], "nothing", [helper.make_tensor_value_info("x", TP.FLOAT, [2])],
+                                            [helper.make_tensor_value_info("x", TP.FLOAT, [2])]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, tmp_path / "nothing.onnx")
+    assert main(["check", str(tmp_path / "nothing.onnx")]) == 2
+    out, err = capsys.readouterr()
+    assert "all 0 nodes" not in out and err.startswith("tessera: error: ") and "has no nodes" in err, (out, err)
+
+
 def test_from_onnx_refuses_bytes_that_hold_no_graph():
     with pytest.raises(tessera.TesseraError, match="no graph"):
         tessera.frontend.from_onnx(b"")
@@ -67,6 +79,19 @@ def test_keyboard_interrupt_in_a_command_exits_130_with_one_line(tmp_path, capsy
     assert main(["compile", str(_relu_model(tmp_path / "relu.onnx"))]) == 130
     err = capsys.readouterr().err
     assert err == "tessera: interrupted\n", err
+
+
+@pytest.mark.parametrize("argv", [["bench", "{model}"], ["demo", "--model", "resnet18"], ["demo", "--size", "16"]])
+def test_keyboard_interrupt_in_bench_and_demo_exits_130_with_one_line(argv, tmp_path, capsys, monkeypatch):
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tessera.cli, "_load_onnx_executable", interrupted)
+    monkeypatch.setattr(tessera.zoo, "get_model", interrupted)
+    monkeypatch.setattr(tessera, "build", interrupted)
+    model = str(_relu_model(tmp_path / "relu.onnx"))
+    assert main([a.format(model=model) for a in argv]) == 130
+    assert capsys.readouterr().err == "tessera: interrupted\n"
 
 
 def _cache_temps(cache):
@@ -96,7 +121,9 @@ def test_ctrl_c_while_the_c_compiler_runs_stops_cleanly_and_leaves_no_temporary_
             p.wait()
     err = err.decode()
     assert p.returncode == 130, (p.returncode, err)
-    assert err.strip().splitlines() == ["tessera: interrupted"], err
+    lines = err.strip().splitlines()      # progress lines may come first (the compile ran for 2 s)
+    assert lines[-1] == "tessera: interrupted" and all(ln.startswith("tessera: ") for ln in lines), err
+    assert "Traceback" not in err and "interrupted" not in "".join(lines[:-1]), err
     assert _cache_temps(cache) == []
 
 

@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import progress
 from ..backend import Source, functions_of, get_backend
 from ..codegen.c_aot import (EntryCall, ModelEntry, ModelHeader, OutputCopy, Place, WEIGHT_ALIGN, c_names,
                              entry_source, header_text, weights_c)
@@ -268,14 +269,17 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
         plan = compiled.memory_plan
         if plan is None or plan.strategy != strategy:
             plan = plan_memory(g, strategy=strategy)
-    unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend)
+    with progress.stage("writing the library's C", detail=f"{len(compiled.kernels)} kernels"):
+        unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend)
     try:
-        path = backend.compile(unit)
+        with progress.stage("compiling the library", detail=f"{len(compiled.kernels)} kernels in one C file"):
+            path = backend.compile(unit)
     except BuildError:
         if not _unschedule_failing(compiled):
             raise
         unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend)   # the fallen-back kernels in it
-        path = backend.compile(unit)
+        with progress.stage("compiling the library again", detail="the failing kernels unscheduled"):
+            path = backend.compile(unit)
     return Library(path, header, doc, plan)
 
 

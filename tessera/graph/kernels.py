@@ -10,6 +10,7 @@ disk by source hash); the ahead-of-time module compiles the lowered programs in 
 """
 from __future__ import annotations
 
+import contextvars
 import copy
 from dataclasses import dataclass, field
 import hashlib
@@ -26,6 +27,7 @@ from ..errors import DTypeError, ShapeError, TesseraError, UnsupportedOpError
 from ..ir import expr as E
 from ..ir.functor import collect_vars, substitute
 from ..ir.names import identifier
+from .. import progress
 from ..ops.gpu import schedule_gpu_default
 from ..ops.registry import ScheduleContext, get_op
 from ..target import Target
@@ -287,24 +289,29 @@ def get_kernels(requests, target="c", compile: bool = True, traces=None) -> list
     target = Target(target)
     traces = traces or {}
     out: list = [None] * len(requests)
-    for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
-        key = _kernel_key(op, attrs, in_types, out_types, target)
-        if op != FUSED_OP and get_op(op, node).host is not None:
-            k = _KERNELS.get(key) or HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
-            out[i] = k
-            continue
-        trace = traces.get(node)
-        if trace is not None:
-            key = key + (trace_key(trace),)
-        k = _KERNELS.get(key)
-        if k is None:
-            k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node, trace), target)
-            with _KERNEL_LOCK:
-                k = _KERNELS.setdefault(key, k)
-        out[i] = k
+    with progress.stage("preparing kernels", total=len(requests), detail="schedule, lower, write C") as st:
+        for i, (op, attrs, in_types, out_types, node) in enumerate(requests):
+            out[i] = _prepared(op, attrs, in_types, out_types, node, target, traces)
+            st.advance()
     if compile:
         compile_kernels(out)
     return out
+
+
+def _prepared(op, attrs, in_types, out_types, node, target, traces):
+    """The kernel of one request of get_kernels (cached, else prepared now)."""
+    key = _kernel_key(op, attrs, in_types, out_types, target)
+    if op != FUSED_OP and get_op(op, node).host is not None:
+        return _KERNELS.get(key) or HostKernel(op, attrs, tuple(in_types), tuple(out_types), target, node)
+    trace = traces.get(node)
+    if trace is not None:
+        key = key + (trace_key(trace),)
+    k = _KERNELS.get(key)
+    if k is None:
+        k = Kernel(prepare_kernel(op, attrs, tuple(in_types), tuple(out_types), target, node, trace), target)
+        with _KERNEL_LOCK:
+            k = _KERNELS.setdefault(key, k)
+    return k
 
 
 def compile_kernels(kernels) -> None:
@@ -322,7 +329,8 @@ def compile_kernels(kernels) -> None:
         k._lock.acquire()
     try:
         todo2 = [k for k in todo if not k.compiled]
-        paths = _compile_all([k.source for k in todo2])
+        with progress.stage("building kernels", total=len(todo2), detail="C compiler") as st:
+            paths = _compile_all([k.source for k in todo2], st.advance)
         for k, path in zip(todo2, paths):
             k._finish(path)
     finally:
@@ -330,14 +338,18 @@ def compile_kernels(kernels) -> None:
             k._lock.release()
 
 
-def _compile_all(sources) -> list:
-    """Compile every backend Source (several at once); a list of paths (or exceptions)."""
+def _compile_all(sources, done=lambda: None) -> list:
+    """Compile every backend Source (several at once); a list of paths (or exceptions). done() is
+    called after each (progress: the builds run in copies of this thread's context, so the C compiler
+    driver's tallies reach this thread's progress reporter)."""
 
     def one(src):
         try:
             return get_backend(src.target).compile(src)
         except TesseraError as e:
             return e
+        finally:
+            done()
 
     jobs = min(build_jobs(), len(sources))
     if jobs <= 1 or not sources:
@@ -346,7 +358,8 @@ def _compile_all(sources) -> list:
 
     pool = ThreadPoolExecutor(max_workers=jobs)
     try:
-        return list(pool.map(one, sources))
+        futures = [pool.submit(contextvars.copy_context().run, one, src) for src in sources]
+        return [f.result() for f in futures]
     finally:    # on Ctrl-C: no new build starts; those running finish or fail (and clean up) first
         pool.shutdown(wait=True, cancel_futures=True)
 

@@ -24,6 +24,7 @@ import re
 import shlex
 import subprocess
 
+from .. import progress
 from ..abi import c_string
 from ..errors import BuildError, TesseraError
 from ..target import Target
@@ -50,6 +51,7 @@ def compile_source(source: str, target=None, name_hint: str = "kernel", prepare=
     sub = cache.folder(key[:2])
     so_path = os.path.join(sub, key + ".so")
     if cache.hit(so_path):
+        progress.tally("from cache")
         return so_path
 
     # not built yet, or damaged (truncated, changed, no integrity record): built (again)
@@ -72,4 +74,5 @@ def compile_source(source: str, target=None, name_hint: str = "kernel", prepare=
                              f"code {proc.returncode}; command: {shlex.join(cmd)})", c_path,
                              proc.stderr.decode("utf-8", "replace"))
     cache.after_build(cache_dir(), cap)
+    progress.tally("compiled")
     return so_path
