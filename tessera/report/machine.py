@@ -41,7 +41,9 @@ def machine_info(target) -> list:
             ("CPU", cpu_model()), ("machine", f"{platform.system()} {platform.release()} {platform.machine()}")]
     if target.is_cpu:
         rows.append(("target CPU features", " ".join(sorted(target.features)) or "none"))
-        rows.append(("host CPU features", " ".join(sorted(host_features())) or "none"))
+        extra = sorted(host_features() - target.features)
+        rows.append(("host CPU features", "the target's" + (f", and {' '.join(extra)} (not used by the target)"
+                                                             if extra else "")))
         try:
             argv = find_compiler()
             rows.append(("C compiler", f"{' '.join(argv)}: {compiler_version(argv)}"))

@@ -70,7 +70,7 @@ def _memory_html(m) -> str:
                                   f"constants {_size(m['constant_bytes'])}")]
     return (_facts(facts) + "<p class='note'>each rectangle a tensor: from the node that writes it to the last "
             "that reads it (x, in execution order), at its offset in the arena (y); one colour per storage "
-            "(hover for names)</p><div id='memory-view'></div>")
+            "(hover for names); the line: the bytes alive at each node</p><div id='memory-view'></div>")
 
 
 def _tuning_html(t) -> str:

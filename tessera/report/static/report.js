@@ -78,7 +78,7 @@
       h += "<tr><td>kernel</td><td>" + esc(k.name) + " (" + esc(k.op) + ")</td></tr>";
       h += "<tr><td>schedule</td><td id='kernel-origin'>" + esc(k.origin) + "</td></tr>";
       if (k.nodes.length > 1) h += "<tr><td>shared by</td><td>" + k.nodes.length + " nodes" +
-        (k.total_ms !== null ? ", " + k.total_ms.toPrecision(4) + " ms in all" : "") + ": " + esc(k.nodes.slice(0, 8).join(", ")) + (k.nodes.length > 8 ? ", ..." : "") + "</td></tr>";
+        (k.total_ms !== null ? ", " + k.total_ms.toPrecision(4) + " ms in all" : "") + ": " + esc(k.nodes.slice(0, 4).join(", ")) + (k.nodes.length > 4 ? ", ..." : "") + "</td></tr>";
     } else {
       h += "<tr><td>kernel</td><td>none (runs no generated code)</td></tr>";
     }
@@ -117,8 +117,8 @@
     svg.setAttribute("height", ((data.graph.height + 40) * state.zoom).toFixed(0));
   }
 
-  function memorySvg(m) {
-    var n = Math.max(1, m.nodes.length), W = Math.max(600, Math.min(1600, n * 8)), H = 260, L = 70, B = 22;
+  function memorySvg(m, width) {
+    var n = Math.max(1, m.nodes.length), W = Math.max(600, width - 100), H = 260, L = 70, B = 22;
     var top = Math.max(1, m.arena_bytes), sx = W / n, sy = H / top, parts = [];
     parts.push('<svg id="memory-svg" xmlns="http://www.w3.org/2000/svg" width="' + (W + L + 10) + '" height="' + (H + B + 10) + '">');
     parts.push('<text class="axis" x="2" y="12">' + esc(fmtBytes(m.arena_bytes)) + '</text><text class="axis" x="2" y="' + H + '">0</text>');
@@ -133,6 +133,12 @@
         ".." + t.last + " (" + esc(m.nodes[t.first]) + " .. " + esc(m.nodes[t.last]) + ")\noffset " + t.offset + ", " +
         esc(fmtBytes(t.bytes)) + ", storage " + t.storage + "</title></rect>");
     }
+    // bytes alive at each node (the tensors' sizes, unaligned): the curve the arena must cover
+    var live = new Array(n).fill(0), d = "";
+    m.tensors.forEach(function (t) { for (var p = t.first; p <= t.last; p++) live[p] += t.bytes; });
+    for (i = 0; i < n; i++) d += (i ? "L" : "M") + (L + i * sx).toFixed(1) + "," + (H - live[i] * sy).toFixed(1) +
+      "L" + (L + (i + 1) * sx).toFixed(1) + "," + (H - live[i] * sy).toFixed(1);
+    parts.push('<path id="live-bytes" d="' + d + '" fill="none" stroke="#1d232a" stroke-width="1.2"><title>bytes alive at each node</title></path>');
     parts.push("</svg>");
     return parts.join("");
   }
@@ -176,7 +182,7 @@
       });
     });
     var mv = document.getElementById("memory-view");
-    if (mv && data.memory) mv.innerHTML = memorySvg(data.memory);
+    if (mv && data.memory) mv.innerHTML = memorySvg(data.memory, mv.clientWidth);
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw);
