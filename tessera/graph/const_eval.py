@@ -17,6 +17,7 @@ from ..runtime.graph_executor import GraphExecutor
 from ..runtime.ndarray import NDArray
 from ..target import Target
 from .ir import Graph, Node, TensorType, Value
+from .kernels import compile_together
 from .lowering import compile_graph
 from .transform import substitute, topo_nodes
 
@@ -81,7 +82,8 @@ def _run_once(graph: Graph, target) -> list:
     if target.kind in ("cuda", "opencl"):
         # a GPU target's constants are folded on the host: once, no device needed at compile time
         target = Target.host()
-    compiled = compile_graph(graph, target, memory_plan=False)
+    compiled = compile_graph(graph, target, memory_plan=False, build_kernels=False)
+    compile_together(compiled.kernels.values())      # run once: a few C units, not one a kernel
     return GraphExecutor(compiled.plan, compiled.kernels).run({})
 
 

@@ -628,4 +628,48 @@ def _input_names(opdef, n: int) -> list:
     return out
 
 
-__all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "kernel_traces", "compile_kernels", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
+def compile_together(kernels) -> None:
+    """Build the kernels not built yet into one library per build job, each a single translation unit
+    holding several kernels (for kernels run once, such as constant evaluation's: there the C
+    compiler's start and the runtime helpers every kernel's own unit repeats cost more than the
+    kernels). A kernel keeps its own library where it has one, or where it cannot share (a unit of
+    several functions, a backend other than C, a source that prepares files); a shared unit the
+    compiler refuses falls back to compile_kernels (each kernel on its own)."""
+    todo, alone, seen = [], [], set()
+    for k in kernels:
+        if k is None or isinstance(k, HostKernel) or k.compiled or id(k) in seen:
+            continue
+        seen.add(id(k))
+        shares = k.lowered is not None and k.target.kind == "c" and k.source.prepare is None
+        (todo if shares else alone).append(k)
+    if len(todo) < 2:
+        compile_kernels(todo + alone)
+        return
+    # a deterministic split (by source), so that the next process finds the same units in the disk cache
+    todo.sort(key=lambda k: k.source.text)
+    jobs = min(build_jobs(), len(todo))
+    groups = [todo[j::jobs] for j in range(jobs)]
+    locked = sorted(todo, key=id)
+    for k in locked:
+        k._lock.acquire()
+    try:
+        units = []
+        for group in groups:
+            names = [f"{k.lowered.name}_{i}" for i, k in enumerate(group)]
+            backend = get_backend(group[0].target)
+            units.append(backend.render([k.lowered.replace(name=n) for k, n in zip(group, names)],
+                                        group[0].target, "kernels"))
+        paths = _compile_all(units)
+        for group, unit, path in zip(groups, units, paths):
+            if isinstance(path, Exception) or any(k.compiled for k in group):
+                continue
+            module = get_backend(group[0].target).load(path)
+            for i, k in enumerate(group):
+                k._module, k._fn = module, module.get_function(f"{k.lowered.name}_{i}")
+    finally:
+        for k in locked:
+            k._lock.release()
+    compile_kernels([k for k in todo if not k.compiled] + alone)
+
+
+__all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "kernel_traces", "compile_kernels", "compile_together", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]
