@@ -43,15 +43,33 @@ def schedule_origin(kernel, records) -> str:
     return "default schedule (no tuning record for this workload and target)"
 
 
-def kernel_details(name: str, kernel, nodes: list, ms_of: dict, records, hl: Highlighter) -> dict:
+class SharedHeads:
+    """The parts of generated C that precede the kernels (headers, runtime helpers, intrinsics): many
+    kernels share one, so the page holds each once. `id_of(text)` -> its id ("h0", "h1", ...);
+    `highlighted` -> {id: (HTML, lines)}."""
+
+    def __init__(self, hl: Highlighter):
+        self._hl, self._ids, self.highlighted = hl, {}, {}
+
+    def id_of(self, text: str) -> str:
+        got = self._ids.get(text)
+        if got is None:
+            got = self._ids[text] = f"h{len(self._ids)}"
+            self.highlighted[got] = (self._hl(text, "c"), text.count("\n"))
+        return got
+
+
+def kernel_details(name: str, kernel, nodes: list, ms_of: dict, records, hl: Highlighter,
+                   heads: SharedHeads) -> dict:
     """One kernel's panel (JSON-ready): name, op, nodes running it and their times, how it was
-    scheduled, and its code as highlighted HTML: te, script, trace, c."""
+    scheduled, and its code as highlighted HTML: te, script, trace, c (the kernel's own code; c_head:
+    the id of what precedes it in heads, or "")."""
     times = [ms_of[n] for n in nodes if n in ms_of]
     out = {"name": name, "op": kernel.op, "nodes": list(nodes), "ms": times,
            "total_ms": sum(times) if times else None, "origin": schedule_origin(kernel, records),
            "tuned": bool(getattr(kernel, "tuned", False))}
     if getattr(kernel, "host", False):
-        out.update(te="", script="", trace="", c="", c_head="", c_head_lines=0)
+        out.update(te="", script="", trace="", c="", c_head="")
         return out
     func = kernel.func
     out["te"] = hl(func.script(), "python")
@@ -61,8 +79,7 @@ def kernel_details(name: str, kernel, nodes: list, ms_of: dict, records, hl: Hig
     src = getattr(kernel, "source", None)
     head, body = split_source(src.text, [f.name for f in src.functions]) if src is not None else ("", "")
     out["c"] = hl(body, "c")
-    out["c_head"] = hl(head, "c")
-    out["c_head_lines"] = head.count("\n")
+    out["c_head"] = heads.id_of(head) if head else ""
     return out
 
 
@@ -76,4 +93,4 @@ def split_source(text: str, names: list) -> tuple:
     return text[:at], text[at:]
 
 
-__all__ = ["kernel_details", "schedule_origin"]
+__all__ = ["SharedHeads", "kernel_details", "schedule_origin", "split_source"]

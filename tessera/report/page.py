@@ -99,13 +99,16 @@ def _tuning_html(t) -> str:
     return "".join(out)
 
 
-def render_page(title: str, summary: list, graph: dict, kernels: dict, memory, tuning, machine: list,
+def render_page(title: str, summary: list, graph: dict, kernels: dict, heads: dict, memory, tuning, machine: list,
                 code_css: str) -> str:
-    """The whole page. kernels: kernel name -> its panel (kernels.kernel_details)."""
+    """The whole page. kernels: kernel name -> its panel (kernels.kernel_details); heads: id -> (HTML,
+    lines) of the C that precedes kernels (kernels.SharedHeads), each held once."""
     ids = {name: f"k{i}" for i, name in enumerate(kernels)}
     data = {"graph": graph, "memory": memory, "kernel_ids": ids}
     blobs = "".join(f"<script type='application/json' id='kernel-{ids[n]}'>{script_json(k)}</script>"
                     for n, k in kernels.items())
+    blobs += "".join(f"<script type='application/json' id='head-{h}'>{script_json({'html': text, 'lines': lines})}"
+                     f"</script>" for h, (text, lines) in heads.items())
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">

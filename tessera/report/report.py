@@ -14,7 +14,7 @@ from ..graph.ir import FUSED_OP
 from .graph_view import graph_view
 from .highlight import Highlighter
 from .inputs import sample_inputs
-from .kernels import kernel_details
+from .kernels import SharedHeads, kernel_details
 from .machine import machine_info
 from .memory import memory_view
 from .page import render_page
@@ -44,7 +44,9 @@ def build_report(exe, database=None, inputs=None, records=None, profile: bool = 
     tuned_of = {n: getattr(kernels.get(k), "tuned", False) for n, k in kernel_of.items()}
     g = graph_view(graph, kernel_of, ms_of, tuned_of)
     hl = Highlighter()
-    panels = {name: kernel_details(name, k, nodes_of.get(name, []), ms_of, records, hl) for name, k in kernels.items()}
+    heads = SharedHeads(hl)
+    panels = {name: kernel_details(name, k, nodes_of.get(name, []), ms_of, records, hl, heads)
+              for name, k in kernels.items()}
     memory = memory_view(getattr(exe, "memory_plan", None), graph)
     tuning = tuning_view(database, kernels, plan.steps, target, f"{graph.name} on {target}") \
         if database is not None else None
@@ -68,7 +70,7 @@ def build_report(exe, database=None, inputs=None, records=None, profile: bool = 
                                         + ("" if hl.available else " (install pygments to colour them)")))
     summary.append(("generated", f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC} in "
                                  f"{time.perf_counter() - t0:.1f} s"))
-    return render_page(title or f"{graph.name} on {target}", summary, g, panels, memory, tuning,
+    return render_page(title or f"{graph.name} on {target}", summary, g, panels, heads.highlighted, memory, tuning,
                        machine_info(target), hl.css())
 
 

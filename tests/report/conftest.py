@@ -3,7 +3,6 @@ synthetic graph of any size (a chain of elementwise ops with a residual add ever
 import json
 import re
 
-import numpy as np
 import pytest
 
 import tessera
@@ -20,10 +19,11 @@ def small_bert():
     return tessera.compile(g, params, target=TARGET)
 
 
-def synthetic_graph(n: int, name: str = "synthetic"):
-    """n nodes: relu, tanh, sigmoid, negative in turn, every 8th an add of the last residual."""
+def synthetic_graph(n: int, name: str = "synthetic", batch=1):
+    """n nodes: relu, tanh, sigmoid, negative in turn, every 8th an add of the last residual; the
+    input is [batch, 64] (batch a name: symbolic)."""
     gb = graph.Builder(name)
-    x = gb.input("x", (1, 64))
+    x = gb.input("x", (batch, 64))
     h, skip = x, x
     ops = ("nn.relu", "tanh", "sigmoid", "negative")
     for i in range(n):
@@ -48,6 +48,8 @@ def kernel_blobs(text: str) -> dict:
             re.finditer(r"<script type='application/json' id='kernel-(k\d+)'>(.*?)</script>", text, re.S)}
 
 
-def rng_inputs(exe, seed=0):
-    rng = np.random.default_rng(seed)
-    return {n: rng.integers(0, 2, s.shape).astype(s.np_dtype) for n, s in zip(exe.input_names, exe.inputs)}
+def head_blobs(text: str) -> dict:
+    """head id -> {html, lines}: the C preceding kernels, each held once (the head-hN elements)."""
+    return {m.group(1): json.loads(m.group(2)) for m in
+            re.finditer(r"<script type='application/json' id='head-(h\d+)'>(.*?)</script>", text, re.S)}
+

@@ -19,7 +19,7 @@ from tessera.graph.lowering import compile_graph  # noqa: E402
 from tessera.report import build_report, write_report  # noqa: E402
 from tessera.tir.schedule import Schedule  # noqa: E402
 
-from conftest import SMALL_BERT, TARGET, kernel_blobs, page_data, synthetic_graph  # noqa: E402
+from conftest import SMALL_BERT, TARGET, head_blobs, kernel_blobs, page_data, synthetic_graph  # noqa: E402
 
 
 def test_exe_report_has_a_box_per_node_and_every_kernel_s_code(small_bert, tmp_path):
@@ -43,10 +43,13 @@ def test_exe_report_has_a_box_per_node_and_every_kernel_s_code(small_bert, tmp_p
     assert any(e["label"] == "f32[1,16,64]" for e in data["graph"]["edges"])
     # each kernel's panel: the tensor expression, the scheduled loop program, the generated C
     blobs = kernel_blobs(text)
+    heads = head_blobs(text)
+    assert 1 <= len(heads) < len(blobs)               # the C before the kernels is shared, held once
     ids = data["kernel_ids"]
     assert set(ids) == set(exe.compiled.kernels) and len(blobs) == len(ids)
     for name, k in exe.compiled.kernels.items():
         panel = blobs[ids[name]]
+        panel = dict(panel, c_head=heads[panel["c_head"]]["html"] if panel["c_head"] else "")
         plain = {key: html.unescape(re.sub(r"<[^>]+>", "", panel[key])) for key in ("te", "script", "c", "c_head")}
         assert plain["te"].rstrip("\n") == k.func.script().rstrip("\n")      # Pygments ends a listing with a newline
         prog = k.prim.mod if isinstance(k.prim, Schedule) else k.prim
@@ -109,6 +112,16 @@ def test_a_loaded_library_cannot_report(small_bert, tmp_path):
     loaded = tessera.runtime.load_module(lib)
     with pytest.raises(TesseraError, match="not compiled by tessera.compile in this process"):
         loaded.report(tmp_path / "r.html")
+
+
+def test_a_symbolic_batch_reports_through_the_graph_executor(tmp_path):
+    exe = tessera.compile(synthetic_graph(16, batch="N"), {}, target=TARGET)
+    assert exe.kind == "graph" and exe.memory_plan is None
+    text = build_report(exe, number=1, repeat=1)       # inputs: seeded, the symbol N set to 1
+    data = page_data(text)
+    assert len(data["graph"]["boxes"]) == len(exe.graph.nodes) and data["memory"] is None
+    assert "no static memory plan" in text and any("N" in e["label"] for e in data["graph"]["edges"])
+    assert all(b["ms"] is not None for b in data["graph"]["boxes"])
 
 
 def test_a_600_node_graph_reports_in_seconds(tmp_path):

@@ -100,8 +100,9 @@
           panel.querySelectorAll(".tabs button").forEach(function (x) { x.classList.remove("on"); });
           btn.classList.add("on");
           var code = document.getElementById("kernel-code");
-          code.innerHTML = (btn.dataset.tab === "c" && k.c_head ? "<details class='head'><summary>" + k.c_head_lines +
-            " lines before the kernel: headers, runtime helpers, intrinsics</summary>" + k.c_head + "</details>" : "") +
+          var head = btn.dataset.tab === "c" && k.c_head ? JSON.parse(document.getElementById("head-" + k.c_head).textContent) : null;
+          code.innerHTML = (head ? "<details class='head'><summary>" + head.lines +
+            " lines before the kernel: headers, runtime helpers, intrinsics</summary>" + head.html + "</details>" : "") +
             k[btn.dataset.tab];
           code.dataset.tab = btn.dataset.tab;
         });
