@@ -31,6 +31,10 @@ def __getattr__(name):
         from . import generation
 
         return getattr(generation, name)
+    if name == "quantize":     # post-training int8 quantization for the CPU (graph/quantization.py)
+        from .graph.quantization import quantize
+
+        return quantize
     if name == "compile":
         from .compile_graph import compile
 
