@@ -15,7 +15,7 @@ import numpy as np
 
 from . import progress as _progress
 from .autotune.apply_history import ApplyHistoryBest
-from .errors import TesseraError, resource_errors
+from .errors import TesseraError, UnsupportedOpError, resource_errors
 from .frontend.torch import from_exported_program, is_exported_program
 from .executor import build_aot, graph_executor
 from .graph.lowering import compile_graph, graph_traces, static_problem
@@ -85,6 +85,8 @@ def compile(graph, params=None, target="c", opt_level: int = 3, disabled_passes=
 
 
 def _compile(graph, params, target, opt_level, disabled_passes, executor, database):
+    if Target(target).kind == "vdla":
+        raise _vdla_refusal(graph)
     if isinstance(graph, DeferredGraph):
         _check_options(opt_level, executor, disabled_passes)
         if database is not None and database is not False:
@@ -120,6 +122,34 @@ def _compile(graph, params, target, opt_level, disabled_passes, executor, databa
     if getattr(params, "defaults", ()):
         _take_defaults(exe, graph, params, options)
     return exe
+
+
+_VDLA_INSTEAD = ("a whole graph does not compile for the accelerator: compile it for the CPU (target 'c'), or "
+                 "quantize it (tessera.graph.passes.quantize.quantize) and run it with "
+                 "tessera.executor.partition_for_vdla (its int8 convolutions on VDLA, the rest on the CPU; "
+                 "docs/vdla.md); single int8 conv2d / dense layers build with tessera.build(..., target='vdla') "
+                 "from tessera.accel.vdla.layers")
+
+
+def _vdla_refusal(graph) -> TesseraError:
+    """Why tessera.compile refuses the VDLA target, said before any work (the code generator would fail
+    deep inside on the first kernel): VDLA runs int8 layers in its packed layouts with tensorized schedules
+    (tessera.accel.vdla.layers), which the operator library does not make, and its out buffer stores int8
+    only -- an int32 accumulator or a float value cannot be written back. Names the first node whose
+    result VDLA cannot store, else the first node."""
+    nodes = list(graph.nodes) if isinstance(graph, Graph) else []
+    for n in nodes:
+        for o in n.outputs:
+            if isinstance(o.type, TensorType) and o.type.dtype != "int8":
+                return UnsupportedOpError(n.op, n.name, f"on target vdla it returns {o.type} ({o.name!r}), and VDLA "
+                                                        f"stores int8 tensors only (its out buffer: an int32 "
+                                                        f"accumulator or a float value cannot be written back); "
+                                                        + _VDLA_INSTEAD)
+    if nodes:
+        return UnsupportedOpError(nodes[0].op, nodes[0].name, "the operator library has no VDLA schedule for it "
+                                                              "(VDLA runs int8 layers in its packed layouts); "
+                                                              + _VDLA_INSTEAD)
+    return TesseraError("tessera.compile(target='vdla'): " + _VDLA_INSTEAD)
 
 
 def _take_defaults(exe, graph: Graph, params, options: dict) -> None:
