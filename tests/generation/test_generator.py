@@ -10,6 +10,7 @@ from tessera import zoo
 from tessera.errors import TesseraError
 from tessera.generation import Generator
 from tessera.generation.engine import DecodeEngine
+from tessera.generation.generator import last_position_logits
 from tessera.generation.weights import load_config, read_weights
 
 from decoder_reference import greedy, logits, params_of
@@ -186,3 +187,28 @@ def test_tessera_generate_is_the_generators_greedy_loop(model):
     out = tessera.generate(model, [2, 3], max_new_tokens=5, target=TARGET)
     assert out.tokens == [greedy(p, cfg, [2, 3], 5)]
     assert out.tokens_per_second > 0 and out.ms_per_token > 0
+
+
+def test_the_prefill_model_computes_the_last_positions_logits_only(model):
+    cut, ok = last_position_logits(model)
+    assert ok and cut is not model
+    ids = [[3, 141, 59, 26, 5], [7, 8, 9, 10, 11]]
+    feeds = _ort_feeds(model, ids[0])
+    feeds["input_ids"] = np.array(ids, np.int64)
+    for k in list(feeds):
+        if k.startswith("past_key_values"):
+            feeds[k] = np.zeros((2,) + feeds[k].shape[1:], np.float32)
+    feeds["attention_mask"] = np.ones((2, 5), np.int64)
+    feeds["position_ids"] = np.tile(np.arange(5, dtype=np.int64), (2, 1))
+    full = _ort(model).run(None, feeds)
+    last = _ort(cut).run(None, feeds)
+    assert last[0].shape == (2, 1, full[0].shape[2])
+    np.testing.assert_allclose(last[0][:, 0], full[0][:, -1], rtol=1e-5, atol=1e-5)
+    for a, b in zip(full[1:], last[1:]):                 # the presents are the model's own
+        np.testing.assert_array_equal(a, b)
+    # logits not from a MatMul on a weight: the model is kept whole
+    other = type(model)()
+    other.CopyFrom(model)
+    node = next(n for n in other.graph.node if "logits" in n.output)
+    node.op_type, node.input[0] = "Identity", other.graph.input[0].name
+    assert last_position_logits(other) == (other, False)
