@@ -120,6 +120,7 @@ def render_page(title: str, summary: list, graph: dict, kernels: dict, heads: di
 <section id="summary"><h2>Summary</h2>{_facts(summary)}<h2>Heaviest nodes</h2>{_hot_table(graph)}</section>
 <section id="graph"><h2>Optimized graph ({len(graph["boxes"])} nodes)</h2>
 <div id="graph-tools"><button id="zoom-out">&minus;</button><button id="zoom-in">+</button><button id="zoom-fit">fit</button>
+<input id="find" size="24" placeholder="find a node or op (Enter: next)"> <span id="find-count" class="note"></span>
 share of the measured latency: 0 <span id="legend"></span> most; a green border: a tuned kernel. Click a box for its kernel.</div>
 <div id="graph-wrap"><div id="graph-view"></div><div id="kernel-panel"></div></div></section>
 <section id="memory"><h2>Memory plan</h2>{_memory_html(memory)}</section>

@@ -61,6 +61,12 @@ def test_the_graph_draws_and_a_click_shows_the_kernel(browser, small_bert, tmp_p
         assert kernel.source.functions[0].name in c and "tessera_call_" in c
         assert page.locator("#box-n%d.selected" % i).count() == 1
         assert page.locator("#memory-svg rect.tensor").count() == len(exe.memory_plan.allocations)
+        # the find box: a node by name opens its box
+        last = exe.plan.steps[-1]
+        page.fill("#find", last.name)
+        page.press("#find", "Enter")
+        assert last.name in page.inner_text("#kernel-panel h3")
+        assert page.locator(f"#box-n{len(exe.plan.steps) - 1}.selected").count() == 1
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot))
         assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

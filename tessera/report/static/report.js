@@ -162,6 +162,27 @@
     document.getElementById("zoom-fit").onclick = function () {
       setZoom(Math.min(1, (view.clientWidth - 10) / (data.graph.width + 40)));
     };
+    var find = document.getElementById("find"), found = [], at = -1;
+    find.addEventListener("keydown", function (ev) {
+      if (ev.key !== "Enter") return;
+      var q = find.value.trim().toLowerCase();
+      if (!q) return;
+      if (find.dataset.query !== q) {
+        found = [];
+        data.graph.boxes.forEach(function (b, i) {
+          if ((b.node + " " + b.title + " " + b.ops.join(" ")).toLowerCase().indexOf(q) >= 0) found.push(i);
+        });
+        find.dataset.query = q;
+        at = -1;
+      }
+      document.getElementById("find-count").textContent = found.length ? "" : "no match";
+      if (!found.length) return;
+      at = (at + 1) % found.length;
+      document.getElementById("find-count").textContent = (at + 1) + " of " + found.length;
+      openBox(found[at]);
+      var el = document.getElementById("box-" + data.graph.boxes[found[at]].id);
+      if (el && el.scrollIntoView) el.scrollIntoView({ block: "center", inline: "center" });
+    });
     document.querySelectorAll("tr.hot").forEach(function (tr) {
       tr.addEventListener("click", function () {
         openBox(+tr.dataset.index);
