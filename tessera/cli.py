@@ -134,6 +134,16 @@ def _demo_vdla() -> int:
     return 0 if ok else 1
 
 
+def _add_disable_pass_option(p) -> None:
+    p.add_argument("--disable-pass", action="append", metavar="PASS",
+                   help="leave this graph pass out (repeatable), e.g. winograd: a library about the size of the "
+                        "ONNX weights, with slower 3x3 convolutions (docs/deploying.md, 'Library size')")
+
+
+def _disabled_passes(args) -> tuple:
+    return tuple(getattr(args, "disable_pass", None) or ())
+
+
 def _add_quiet_option(p) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no progress lines (shown on stderr when compiling takes more than 2 s)")
@@ -240,7 +250,8 @@ def _load_onnx_executable(path, args):
     with progress.stage(f"converting {path} from ONNX"):
         graph, params = from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
     db = getattr(args, "db", None)
-    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
+    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db,
+                          disabled_passes=_disabled_passes(args))
     if db is not None:
         print(f"tuning: {exe.tuning}")
     return exe
@@ -262,7 +273,8 @@ def _load_program_executable(path, args):
     with progress.stage(f"converting {path} (torch.export)"):
         graph, params = from_exported_program(load_program(path))
     db = getattr(args, "db", None)
-    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db)
+    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db,
+                          disabled_passes=_disabled_passes(args))
     if db is not None:
         print(f"tuning: {exe.tuning}")
     return exe
@@ -476,7 +488,7 @@ def _show(args) -> int:
         if isinstance(graph, DeferredGraph):
             raise TesseraError(f"{args.model}: its graph depends on input values, so it is built per value at the "
                                f"first run; fix them with --shape to show it")
-        g = optimized_graph(graph, params, _target(args), args.opt_level)
+        g = optimized_graph(graph, params, _target(args), args.opt_level, _disabled_passes(args))
         how = f"optimized for {_target(args)} at opt level {args.opt_level}"
     else:
         g = load_graph(_load_any(args.model, args))
@@ -1002,6 +1014,8 @@ def main(argv=None) -> int:
 
     for p in (demo, comp, run, show, bench):
         _add_quiet_option(p)
+    for p in (comp, run, show, bench):
+        _add_disable_pass_option(p)
     args = parser.parse_args(argv)
     # what a long compile is doing, on stderr once it has taken 2 s (tune draws its own table)
     show_progress = not getattr(args, "quiet", False) and args.command != "tune"

@@ -14,7 +14,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright drives 
 from tessera.graph.lowering import compile_graph  # noqa: E402
 from tessera.report import build_report  # noqa: E402
 
-from conftest import TARGET, synthetic_graph  # noqa: E402
+from report_helpers import TARGET, synthetic_graph  # noqa: E402
 
 CHROMIUM = os.environ.get("TESSERA_CHROMIUM", "/usr/bin/chromium")
 # no sandbox as root; no background networking: the page must need none, and the machine has none

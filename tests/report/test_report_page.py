@@ -19,7 +19,7 @@ from tessera.graph.lowering import compile_graph  # noqa: E402
 from tessera.report import build_report, write_report  # noqa: E402
 from tessera.tir.schedule import Schedule  # noqa: E402
 
-from conftest import SMALL_BERT, TARGET, head_blobs, kernel_blobs, page_data, synthetic_graph  # noqa: E402
+from report_helpers import SMALL_BERT, TARGET, head_blobs, kernel_blobs, page_data, synthetic_graph  # noqa: E402
 
 
 def test_exe_report_has_a_box_per_node_and_every_kernel_s_code(small_bert, tmp_path):
