@@ -8,7 +8,7 @@
 
    Where the time goes: the matrix-vector products read every weight once per step, so they are
    written to stream the weights (rows [n, k] contiguous, four rows at a time against the activation
-   vector of each batch row, 16-lane vectors the compiler maps onto the target's registers: one
+   vector of each batch row, 16 weights a row an iteration in vectors of the target's width: one
    AVX-512 register, two AVX2 ones, four SSE ones). A matrix stored as int8 (per-row scales) is
    widened to float inside the product: a quarter of the bytes read. The new key and value of each
    layer are written into the cache at slot `pos` in place; attention reads the slots
@@ -18,13 +18,30 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Vectors are the target's own width (DEC_NL float lanes: 16 with AVX-512, 8 with AVX/AVX2, 4
+   otherwise): a wider generic vector is split by gcc into register pairs that it moves through the
+   stack in every iteration (measured: the AVX2 float product at 0.7x the read bandwidth). A row
+   block is consumed 16 weights (DEC_LANES) a row per iteration, in DEC_U native vectors each. */
+#if defined(__AVX512F__)
+#define DEC_NL 16
+#elif defined(__AVX__)
+#define DEC_NL 8
+#else
+#define DEC_NL 4
+#endif
 #define DEC_LANES 16
-typedef float dec_vf __attribute__((vector_size(64), aligned(4), may_alias));
-typedef int8_t dec_vq __attribute__((vector_size(16), aligned(1), may_alias));
+#define DEC_U (DEC_LANES / DEC_NL)
+/* An int8 row block is read 16 bytes of each of four rows at a time, which the hardware prefetchers
+   follow too late (measured: half the read bandwidth of a float row block, which reads whole lines);
+   a software prefetch this far ahead of the block's linear sweep brings it to the read kernel's. */
+#define DEC_PREFETCH 8192
+typedef float dec_vf __attribute__((vector_size(DEC_NL * 4), aligned(4), may_alias));
+typedef float dec_v8 __attribute__((vector_size(32)));
+typedef float dec_v4 __attribute__((vector_size(16)));
 
-/* 16 int8 weights widened to a float vector. Written per x86 level: gcc turns a generic
-   __builtin_convertvector from int8 lanes into sixteen scalar conversions, which made the int8 step
-   slower than the float one; these are one sign extension and one conversion per register. */
+/* DEC_NL int8 weights widened to a float vector: one sign extension and one conversion (gcc turns
+   a generic __builtin_convertvector from int8 lanes into one scalar conversion a lane, which made
+   the int8 step slower than the float one). */
 #if defined(__AVX512F__)
 #include <immintrin.h>
 static inline dec_vf dec_widen(const int8_t* p) {
@@ -33,28 +50,36 @@ static inline dec_vf dec_widen(const int8_t* p) {
 #elif defined(__AVX2__)
 #include <immintrin.h>
 static inline dec_vf dec_widen(const int8_t* p) {
-  union { dec_vf v; __m256 h[2]; } u;
-  u.h[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
-  u.h[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(p + 8))));
-  return u.v;
+  return (dec_vf)_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)p)));
 }
-#elif defined(__SSE4_1__)
+#elif defined(__SSE4_1__) && !defined(__AVX__)
 #include <immintrin.h>
 static inline dec_vf dec_widen(const int8_t* p) {
-  union { dec_vf v; __m128 h[4]; } u;
-  for (int j = 0; j < 4; ++j) {
-    int32_t w;
-    memcpy(&w, p + 4 * j, sizeof w);
-    u.h[j] = _mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(w)));
-  }
-  return u.v;
+  int32_t w;
+  memcpy(&w, p, sizeof w);
+  return (dec_vf)_mm_cvtepi32_ps(_mm_cvtepi8_epi32(_mm_cvtsi32_si128(w)));
 }
 #else
-typedef int32_t dec_vi __attribute__((vector_size(64)));
+typedef int8_t dec_vq __attribute__((vector_size(DEC_NL), aligned(1), may_alias));
+typedef int32_t dec_vi __attribute__((vector_size(DEC_NL * 4)));
 static inline dec_vf dec_widen(const int8_t* p) {
   return __builtin_convertvector(__builtin_convertvector(*(const dec_vq*)p, dec_vi), dec_vf);
 }
 #endif
+
+/* the sum of the lanes, halving (a serial sum per row cost a quarter of an int8 row's product) */
+static inline float dec_hsum(dec_vf v) {
+#if DEC_NL == 16
+  dec_v8 h = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+             __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  dec_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+#elif DEC_NL == 8
+  dec_v4 q = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+#else
+  dec_v4 q = v;
+#endif
+  return (q[0] + q[2]) + (q[1] + q[3]);
+}
 
 typedef struct {
   const float* w;       /* float rows [n, k], or NULL when the matrix is int8 */
@@ -78,18 +103,6 @@ static dec_mat dec_matrix(const int64_t* e, const float* wf, const int8_t* wq, i
   return m;
 }
 
-typedef float dec_v8 __attribute__((vector_size(32)));
-typedef float dec_v4 __attribute__((vector_size(16)));
-
-/* the sum of the lanes, halving (four dependent adds, not sixteen: a row of 768 int8 weights is only
-   48 vectors, so a serial sum per row cost a quarter of the product) */
-static inline float dec_hsum(dec_vf v) {
-  dec_v8 h = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-             __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  dec_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-  return (q[0] + q[2]) + (q[1] + q[3]);
-}
-
 static inline dec_vf dec_load(const dec_mat* m, int64_t row, int64_t i) {
   if (m->q) return dec_widen(m->q + row * m->k + i);
   return *(const dec_vf*)(m->w + row * m->k + i);
@@ -105,34 +118,50 @@ static inline void dec_put(const dec_mat* m, int64_t row, float dot, float* y, i
   *y = acc ? *y + v : v;
 }
 
-/* y[b, r] (+)= W[r] . x[b] (* s[r]) (+ bias[r]) for rows r0 .. r0 + 3 */
+/* y[b, r] (+)= W[r] . x[b] (* s[r]) (+ bias[r]) for rows r0 .. r0 + 3: per row DEC_U accumulators
+   of the target's width (4 DEC_U independent chains; the loops over u unroll) */
 static void dec_rows4(const dec_mat* m, int64_t r0, const float* x, int64_t ldx, float* y, int64_t ldy,
                       int64_t B, int acc) {
   const int64_t k = m->k, kv = k - k % DEC_LANES;
   for (int64_t b = 0; b < B; ++b) {
     const float* xb = x + b * ldx;
-    dec_vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+    dec_vf a0[DEC_U], a1[DEC_U], a2[DEC_U], a3[DEC_U];
+    for (int u = 0; u < DEC_U; ++u) a0[u] = a1[u] = a2[u] = a3[u] = (dec_vf){0};
     int64_t i = 0;
     if (m->q) {
       const int8_t *q0 = m->q + r0 * k, *q1 = q0 + k, *q2 = q1 + k, *q3 = q2 + k;
       for (; i < kv; i += DEC_LANES) {
-        dec_vf xv = *(const dec_vf*)(xb + i);
-        a0 += dec_widen(q0 + i) * xv;
-        a1 += dec_widen(q1 + i) * xv;
-        a2 += dec_widen(q2 + i) * xv;
-        a3 += dec_widen(q3 + i) * xv;
+        /* the four rows are 4k contiguous bytes read 64 a step: fetch the line DEC_PREFETCH bytes ahead */
+        __builtin_prefetch(q0 + DEC_PREFETCH + 4 * i);
+        for (int u = 0; u < DEC_U; ++u) {
+          const int64_t j = i + u * DEC_NL;
+          const dec_vf xv = *(const dec_vf*)(xb + j);
+          a0[u] += dec_widen(q0 + j) * xv;
+          a1[u] += dec_widen(q1 + j) * xv;
+          a2[u] += dec_widen(q2 + j) * xv;
+          a3[u] += dec_widen(q3 + j) * xv;
+        }
       }
     } else {
       const float *w0 = m->w + r0 * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
       for (; i < kv; i += DEC_LANES) {
-        dec_vf xv = *(const dec_vf*)(xb + i);
-        a0 += *(const dec_vf*)(w0 + i) * xv;
-        a1 += *(const dec_vf*)(w1 + i) * xv;
-        a2 += *(const dec_vf*)(w2 + i) * xv;
-        a3 += *(const dec_vf*)(w3 + i) * xv;
+        for (int u = 0; u < DEC_U; ++u) {
+          const int64_t j = i + u * DEC_NL;
+          const dec_vf xv = *(const dec_vf*)(xb + j);
+          a0[u] += *(const dec_vf*)(w0 + j) * xv;
+          a1[u] += *(const dec_vf*)(w1 + j) * xv;
+          a2[u] += *(const dec_vf*)(w2 + j) * xv;
+          a3[u] += *(const dec_vf*)(w3 + j) * xv;
+        }
       }
     }
-    float s[4] = {dec_hsum(a0), dec_hsum(a1), dec_hsum(a2), dec_hsum(a3)};
+    for (int u = 1; u < DEC_U; ++u) {
+      a0[0] += a0[u];
+      a1[0] += a1[u];
+      a2[0] += a2[u];
+      a3[0] += a3[u];
+    }
+    float s[4] = {dec_hsum(a0[0]), dec_hsum(a1[0]), dec_hsum(a2[0]), dec_hsum(a3[0])};
     for (; i < k; ++i)
       for (int r = 0; r < 4; ++r) s[r] += dec_elem(m, r0 + r, i) * xb[i];
     for (int r = 0; r < 4; ++r) dec_put(m, r0 + r, s[r], y + b * ldy + r0 + r, acc);
@@ -141,12 +170,12 @@ static void dec_rows4(const dec_mat* m, int64_t r0, const float* x, int64_t ldx,
 
 static void dec_row1(const dec_mat* m, int64_t r, const float* x, int64_t ldx, float* y, int64_t ldy,
                      int64_t B, int acc) {
-  const int64_t k = m->k, kv = k - k % DEC_LANES;
+  const int64_t k = m->k, kv = k - k % DEC_NL;
   for (int64_t b = 0; b < B; ++b) {
     const float* xb = x + b * ldx;
     dec_vf a = {0};
     int64_t i = 0;
-    for (; i < kv; i += DEC_LANES) a += dec_load(m, r, i) * *(const dec_vf*)(xb + i);
+    for (; i < kv; i += DEC_NL) a += dec_load(m, r, i) * *(const dec_vf*)(xb + i);
     float s = dec_hsum(a);
     for (; i < k; ++i) s += dec_elem(m, r, i) * xb[i];
     dec_put(m, r, s, y + b * ldy + r, acc);
@@ -168,10 +197,10 @@ static void dec_gemv(const dec_mat* m, const float* x, int64_t ldx, float* y, in
 }
 
 static float dec_dot(const float* a, const float* b, int64_t n) {
-  const int64_t nv = n - n % DEC_LANES;
+  const int64_t nv = n - n % DEC_NL;
   dec_vf acc = {0};
   int64_t i = 0;
-  for (; i < nv; i += DEC_LANES) acc += *(const dec_vf*)(a + i) * *(const dec_vf*)(b + i);
+  for (; i < nv; i += DEC_NL) acc += *(const dec_vf*)(a + i) * *(const dec_vf*)(b + i);
   float s = dec_hsum(acc);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;

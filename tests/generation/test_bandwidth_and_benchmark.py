@@ -14,8 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_the_read_kernel_reads_every_element(threads):
-    k = ReadKernel(3_000_001, f"c -num-threads={threads}")
+def test_the_read_kernel_reads_every_element(threads, isa_target):
+    k = ReadKernel(3_000_001, f"{isa_target} -num-threads={threads}")
     assert k.nbytes >= 3_000_001 and k.nbytes % 256 == 0 and k.out.size == threads
     k.array[:] = np.arange(k.array.size) % 3          # sums exact in float32 partials of this size
     k.run()
@@ -23,7 +23,7 @@ def test_the_read_kernel_reads_every_element(threads):
     k.array[:] = 1.0
     assert k.seconds() > 0
     k.check()
-    assert read_bandwidth(1 << 20, f"c -num-threads={threads}", repeat=2) > 0
+    assert read_bandwidth(1 << 20, f"{isa_target} -num-threads={threads}", repeat=2) > 0
 
 
 def test_the_read_kernel_refuses_bad_sizes_and_targets():
