@@ -102,38 +102,32 @@ def _nonzero(b):
     return bl, bh
 
 
-def floordiv_bound(a, b):
-    """Bound of floor(a / b); a zero divisor is excluded (division by zero is undefined)."""
+def _div_bound(a, b, div, below_zero):
+    """Bound of div(a, b), a division rounding down (floor) or toward zero (trunc); `below_zero` is
+    div(x, +inf) for a negative finite x: -1 for floor, 0 for trunc."""
     b = _nonzero(b)
     if b is None:
         return UNBOUNDED
     al, ah = a
     bl, bh = b
     if bl > 0:
-        hi = _fdiv(ah, bl) if ah >= 0 else (_fdiv(ah, bh) if bh != INF else -1)
-        lo = (_fdiv(al, bh) if bh != INF else 0) if al >= 0 else _fdiv(al, bl)
+        hi = div(ah, bl) if ah >= 0 else (div(ah, bh) if bh != INF else below_zero)
+        lo = (div(al, bh) if bh != INF else 0) if al >= 0 else div(al, bl)
         return (lo, hi)
-    if bh < 0:  # floor(a / b) == floor(-a / -b)
-        return floordiv_bound((-ah, -al), (-bh, -bl))
-    m = max(-al, ah)  # |b| >= 1 so |floor(a / b)| <= |a|
+    if bh < 0:  # div(a, b) == div(-a, -b)
+        return _div_bound((-ah, -al), (-bh, -bl), div, below_zero)
+    m = max(-al, ah)  # |b| >= 1 so |div(a, b)| <= |a|
     return (-m, m)
+
+
+def floordiv_bound(a, b):
+    """Bound of floor(a / b); a zero divisor is excluded (division by zero is undefined)."""
+    return _div_bound(a, b, _fdiv, -1)
 
 
 def truncdiv_bound(a, b):
     """Bound of C division trunc(a / b)."""
-    b = _nonzero(b)
-    if b is None:
-        return UNBOUNDED
-    al, ah = a
-    bl, bh = b
-    if bl > 0:
-        hi = _tdiv(ah, bl) if ah >= 0 else (_tdiv(ah, bh) if bh != INF else 0)
-        lo = (_tdiv(al, bh) if bh != INF else 0) if al >= 0 else _tdiv(al, bl)
-        return (lo, hi)
-    if bh < 0:
-        return truncdiv_bound((-ah, -al), (-bh, -bl))
-    m = max(-al, ah)
-    return (-m, m)
+    return _div_bound(a, b, _tdiv, 0)
 
 
 def floormod_bound(a, b):

@@ -134,25 +134,26 @@ def _prefix(target: Target) -> list:
     return passes
 
 
+def _static(buf, values, what: str, need: str) -> list:
+    """The ints of buf's shape or strides (`values`); a symbolic one is an error."""
+    out = []
+    for v in values:
+        if type(v) is not IntImm:
+            raise TesseraError(f"extract_features: buffer {buf.name!r} has the symbolic {what} {v.script()}; "
+                               f"features need static {need}")
+        out.append(v.value)
+    return out
+
+
 def _buffer_info(buf):
     """(element bytes, strides in elements, total bytes) of a buffer, cached per buffer."""
     hit = _BUFFERS.get(id(buf))
     if hit is not None and hit[0] is buf:
         return hit[1]
     eb = buf.dtype.bytes
-    shape = []
-    for d in buf.shape:
-        if type(d) is not IntImm:
-            raise TesseraError(f"extract_features: buffer {buf.name!r} has the symbolic extent {d.script()}; "
-                               f"features need static shapes (bind the shape variables first)")
-        shape.append(d.value)
+    shape = _static(buf, buf.shape, "extent", "shapes (bind the shape variables first)")
     if buf.strides:
-        strides = []
-        for s in buf.strides:
-            if type(s) is not IntImm:
-                raise TesseraError(f"extract_features: buffer {buf.name!r} has the symbolic stride {s.script()}; "
-                                   f"features need static strides")
-            strides.append(s.value)
+        strides = _static(buf, buf.strides, "stride", "strides")
         size = max(1, 1 + sum((n - 1) * s for n, s in zip(shape, strides)))
     else:
         strides, acc = [], 1

@@ -35,10 +35,8 @@ def children(node: Node):
                     yield x
 
 
-class Visitor:
-    """Walks every node once per occurrence; override visit_<ClassName> to act (call generic_visit to descend)."""
-
-    visit_buffers = False  # descend into Buffer fields (shapes)?
+class _Dispatcher:
+    """Calls visit_<ClassName> for a node (the nearest base class's, else generic_visit), cached per class."""
 
     def __init__(self):
         self._dispatch = {}
@@ -60,6 +58,12 @@ class Visitor:
         self._dispatch[cls] = fn
         return fn
 
+
+class Visitor(_Dispatcher):
+    """Walks every node once per occurrence; override visit_<ClassName> to act (call generic_visit to descend)."""
+
+    visit_buffers = False  # descend into Buffer fields (shapes)?
+
     def generic_visit(self, node):
         if isinstance(node, Buffer) and not self.visit_buffers:
             return
@@ -73,22 +77,10 @@ class Visitor:
                         self.visit(x)
 
 
-class Mutator:
+class Mutator(_Dispatcher):
     """Rebuilds the tree bottom-up; nodes whose children did not change are returned as they are."""
 
     mutate_buffers = False  # rewrite Buffers (their shapes) as well?
-
-    def __init__(self):
-        self._dispatch = {}
-
-    def visit(self, node):
-        cls = type(node)
-        fn = self._dispatch.get(cls)
-        if fn is None:
-            fn = self._lookup(cls)
-        return fn(node)
-
-    _lookup = Visitor._lookup
 
     def generic_visit(self, node):
         if isinstance(node, Buffer) and not self.mutate_buffers:

@@ -95,6 +95,19 @@ def _is_true(e) -> bool:
     return type(e) is E.IntImm and e.value == 1 and e.dtype == "bool"
 
 
+def _listed(exprs) -> list:
+    """The parts of `a, b, c`: the expressions, each at the lowest precedence, comma-separated."""
+    parts = []
+    for i, x in enumerate(exprs):
+        parts.extend((", ", (x, 0)) if i else ((x, 0),))
+    return parts
+
+
+def _one_or_tuple(exprs) -> list:
+    """The parts of `a` for one expression, of `(a, b)` for several."""
+    return [(exprs[0], 0)] if len(exprs) == 1 else ["(", *_listed(exprs), ")"]
+
+
 class _Printer:
     """One printing session: the name table and the definitions seen so far."""
 
@@ -213,10 +226,7 @@ class _Printer:
             parts = [f"T.{op}("]
         else:
             parts = [f"T.call_extern({_quote(op)}"] + ([", "] if args else [])
-        for i, a in enumerate(args):
-            if i:
-                parts.append(", ")
-            parts.append((a, 0))
+        parts.extend(_listed(args))
         if not args or args[0].dtype != e.dtype:  # the dtype is shown where args do not imply it
             parts.append(f'{", " if args or parts[0][-1] != "(" else ""}dtype="{e.dtype}"')
         parts.append(")")
@@ -229,24 +239,10 @@ class _Printer:
         return _ATOM, ["T.Broadcast(", (e.value, 0), f", {e.lanes})"]
 
     def _e_load(self, e):
-        parts = [self.name_of(e.buffer), "["]
-        for i, idx in enumerate(e.indices):
-            if i:
-                parts.append(", ")
-            parts.append((idx, 0))
-        parts.append("]")
-        return _ATOM, parts
+        return _ATOM, [self.name_of(e.buffer), "[", *_listed(e.indices), "]"]
 
     def _e_reduce(self, e):
-        parts = [f"T.reduce({_quote(e.combiner.name)}, "]
-        if len(e.source) == 1:
-            parts.append((e.source[0], 0))
-        else:
-            parts.append("(")
-            for i, s in enumerate(e.source):
-                parts.extend((", ", (s, 0)) if i else ((s, 0),))
-            parts.append(")")
-        parts.append(", axis={")
+        parts = [f"T.reduce({_quote(e.combiner.name)}, ", *_one_or_tuple(e.source), ", axis={"]
         for i, iv in enumerate(e.axis):
             if i:
                 parts.append(", ")
@@ -257,10 +253,7 @@ class _Printer:
         if len(e.source) > 1:
             parts.append(f", value_index={e.value_index}")
         if e.init:
-            parts.append(", init=[")
-            for i, s in enumerate(e.init):
-                parts.extend((", ", (s, 0)) if i else ((s, 0),))
-            parts.append("]")
+            parts.extend((", init=[", *_listed(e.init), "]"))
         parts.append(")")
         return _ATOM, parts
 
@@ -301,19 +294,8 @@ class _Printer:
 
     def _e_reducer(self, c):
         names = [self.define(v) for v in c.lhs + c.rhs]
-        parts = [f"T.comm_reducer(lambda {', '.join(names)}: "]
-        if len(c.result) == 1:
-            parts.append((c.result[0], 0))
-        else:
-            parts.append("(")
-            for i, r in enumerate(c.result):
-                parts.extend((", ", (r, 0)) if i else ((r, 0),))
-            parts.append(")")
-        parts.append(", [")
-        for i, r in enumerate(c.identity_element):
-            parts.extend((", ", (r, 0)) if i else ((r, 0),))
-        parts.append(f"], name={_quote(c.name)})")
-        return _ATOM, parts
+        return _ATOM, [f"T.comm_reducer(lambda {', '.join(names)}: ", *_one_or_tuple(c.result), ", [",
+                       *_listed(c.identity_element), f"], name={_quote(c.name)})"]
 
     def _e_buffer(self, b):
         return _ATOM, self.name_of(b)

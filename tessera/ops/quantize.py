@@ -68,6 +68,35 @@ def check_param(op, x: TensorType, p: TensorType, axis, block_size, what) -> str
     return "block"
 
 
+def _data_and_scale(op, types):
+    """The data and scale of a quantize / dequantize (its inputs: data, scale, an optional zero_point)."""
+    if len(types) > 3:
+        raise ShapeError(f"{op}: takes data, scale and an optional zero_point, got {len(types)} inputs")
+    return types[0], types[1]
+
+
+def _param_kind(op, types, attrs, zero_like: str, zero_dtype) -> str:
+    """How the scale and the optional zero point of a quantize / dequantize apply to its data
+    (check_param's kind); the zero point must have zero_dtype (`zero_like`'s) and the scale's layout."""
+    x, s = types[0], types[1]
+    kind = check_param(op, x, s, attrs["axis"], attrs["block_size"], "scale")
+    if len(types) == 3:
+        z = types[2]
+        if z.dtype != zero_dtype:
+            raise DTypeError(f"{op}: zero_point is {z.dtype} but {zero_like} is {zero_dtype}; they must agree")
+        zkind = check_param(op, x, z, attrs["axis"], attrs["block_size"], "zero_point")
+        if zkind != kind or (kind != "tensor" and z.shape != s.shape):
+            raise ShapeError(f"{op}: zero_point {fmt_shape(z.shape)} and scale {fmt_shape(s.shape)} must have "
+                             f"one shape")
+    return kind
+
+
+def _param_layout(op, kind, x, attrs) -> tuple:
+    """(axis, block size) with which param_at picks the scale / zero point entry of an element of x."""
+    axis = normalize_axis(op, attrs["axis"], len(x.shape)) if kind != "tensor" else 0
+    return axis, int(attrs["block_size"] or 0)
+
+
 def param_at(p, kind, i, axis, block_size):
     """The entry of scale/zero point p for the element at index i of x."""
     if kind == "tensor":
@@ -119,9 +148,7 @@ quantize.def_schedule(schedule_injective)
 
 def _quantize_check(types, attrs):
     op = "qnn.quantize"
-    x, s = types[0], types[1]
-    if len(types) > 3:
-        raise ShapeError(f"{op}: takes data, scale and an optional zero_point, got {len(types)} inputs")
+    x, s = _data_and_scale(op, types)
     check_dtype(op, x.dtype, FLOATS + ("int32",), "data")
     check_dtype(op, s.dtype, FLOATS + ("int32",), "scale")
     out = DataType(attrs["out_dtype"])
@@ -129,16 +156,7 @@ def _quantize_check(types, attrs):
         raise DTypeError(f"{op}: out_dtype {out} is not a quantized type tessera has ({', '.join(QUANT_DTYPES)})")
     if attrs["precision"]:
         check_dtype(op, attrs["precision"], FLOATS, "precision")
-    kind = check_param(op, x, s, attrs["axis"], attrs["block_size"], "scale")
-    if len(types) == 3:
-        z = types[2]
-        if z.dtype != out:
-            raise DTypeError(f"{op}: zero_point is {z.dtype} but out_dtype is {out}; they must agree")
-        zkind = check_param(op, x, z, attrs["axis"], attrs["block_size"], "zero_point")
-        if zkind != kind or (kind != "tensor" and z.shape != s.shape):
-            raise ShapeError(f"{op}: zero_point {fmt_shape(z.shape)} and scale {fmt_shape(s.shape)} must have "
-                             f"one shape")
-    return kind, out
+    return _param_kind(op, types, attrs, "out_dtype", out), out
 
 
 @quantize.def_infer
@@ -152,8 +170,7 @@ def _quantize_compute(tensors, attrs):
     kind, out = _quantize_check([_tt(t) for t in tensors], attrs)
     x, s = tensors[0], tensors[1]
     z = tensors[2] if len(tensors) == 3 else None
-    axis = normalize_axis("qnn.quantize", attrs["axis"], len(x.shape)) if kind != "tensor" else 0
-    block = int(attrs["block_size"] or 0)
+    axis, block = _param_layout("qnn.quantize", kind, x, attrs)
     fdt = DataType(attrs["precision"]) if attrs["precision"] else _promote(x.dtype, s.dtype)
     wide = DataType("float64") if fdt == "float64" else DataType("float32")
 
@@ -184,23 +201,12 @@ dequantize.def_schedule(schedule_injective)
 
 def _dequantize_check(types, attrs):
     op = "qnn.dequantize"
-    x, s = types[0], types[1]
-    if len(types) > 3:
-        raise ShapeError(f"{op}: takes data, scale and an optional zero_point, got {len(types)} inputs")
+    x, s = _data_and_scale(op, types)
     check_dtype(op, x.dtype, DEQUANT_DTYPES, "data")
     check_dtype(op, s.dtype, FLOATS, "scale")
     out = DataType(attrs["out_dtype"]) if attrs["out_dtype"] else s.dtype
     check_dtype(op, out, FLOATS, "out_dtype")
-    kind = check_param(op, x, s, attrs["axis"], attrs["block_size"], "scale")
-    if len(types) == 3:
-        z = types[2]
-        if z.dtype != x.dtype:
-            raise DTypeError(f"{op}: zero_point is {z.dtype} but data is {x.dtype}; they must agree")
-        zkind = check_param(op, x, z, attrs["axis"], attrs["block_size"], "zero_point")
-        if zkind != kind or (kind != "tensor" and z.shape != s.shape):
-            raise ShapeError(f"{op}: zero_point {fmt_shape(z.shape)} and scale {fmt_shape(s.shape)} must have "
-                             f"one shape")
-    return kind, out
+    return _param_kind(op, types, attrs, "data", x.dtype), out
 
 
 @dequantize.def_infer
@@ -214,8 +220,7 @@ def _dequantize_compute(tensors, attrs):
     kind, out = _dequantize_check([_tt(t) for t in tensors], attrs)
     x, s = tensors[0], tensors[1]
     z = tensors[2] if len(tensors) == 3 else None
-    axis = normalize_axis("qnn.dequantize", attrs["axis"], len(x.shape)) if kind != "tensor" else 0
-    block = int(attrs["block_size"] or 0)
+    axis, block = _param_layout("qnn.dequantize", kind, x, attrs)
     # numpy: float32 - int32 and anything * float64 are float64; the rest stays float32
     wide = z is not None and x.dtype == "int32" or s.dtype == "float64"
     fdt = DataType("float64" if wide else "float32")

@@ -17,8 +17,9 @@ import threading
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, TesseraError
+from ..errors import DTypeError, TesseraError
 from .cuda import _need_cupy, is_device_array
+from .inputs import check_input_shape
 
 
 class CUDARunner:
@@ -148,13 +149,7 @@ def check_device_input(name: str, x, spec):
         x = _need_cupy().from_dlpack(x)
     if np.dtype(x.dtype) != spec.np_dtype:
         raise DTypeError(f"input {name!r}: dtype {x.dtype}, the graph expects {spec.dtype} ({spec})")
-    if len(x.shape) != spec.ndim:
-        raise ShapeError(f"input {name!r}: rank {len(x.shape)} (shape {tuple(x.shape)}), the graph expects rank "
-                         f"{spec.ndim} ({spec})")
-    for d, (got, dim) in enumerate(zip(x.shape, spec.shape)):
-        if isinstance(dim, int) and got != dim:
-            raise ShapeError(f"input {name!r}: dimension {d} is {got}, the graph expects {dim} (shape "
-                             f"{tuple(x.shape)}, expected {spec})")
+    check_input_shape(name, x, spec)
     if not x.flags.c_contiguous:
         raise TesseraError(f"input {name!r}: a device array must be C-contiguous (shape {tuple(x.shape)})")
     return x

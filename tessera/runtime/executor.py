@@ -24,9 +24,9 @@ import shutil
 import tempfile
 import threading
 
-from ..errors import ShapeError, TesseraError
+from ..errors import TesseraError
 from ..target import Target
-from .inputs import check_input_names, gather_inputs, input_array, named_inputs
+from .inputs import check_input_names, check_input_shape, gather_inputs, input_array, named_inputs
 from .plan import Plan
 
 
@@ -111,13 +111,7 @@ class Executor:
 
     def _check_input(self, spec, name: str, x):
         x = input_array(name, x, spec.np_dtype, spec.dtype, spec)   # spec prints as its type text, only on error
-        if x.ndim != spec.ndim:
-            raise ShapeError(f"input {name!r}: rank {x.ndim} (shape {x.shape}), the graph expects rank "
-                             f"{spec.ndim} ({spec})")
-        for d, (got, dim) in enumerate(zip(x.shape, spec.shape)):
-            if isinstance(dim, int) and got != dim:
-                raise ShapeError(f"input {name!r}: dimension {d} is {got}, the graph expects {dim} "
-                                 f"(shape {x.shape}, expected {spec})")
+        check_input_shape(name, x, spec)
         return x
 
     def _arrays(self, inputs, kwargs) -> list:

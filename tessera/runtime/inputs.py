@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, TesseraError
+from ..errors import DTypeError, ShapeError, TesseraError
 from ..ir.dtype import dtype_of_numpy
 from .ndarray import NDArray
 
@@ -72,6 +72,17 @@ def input_array(name: str, x, want: np.dtype, dtype, type_text: str) -> np.ndarr
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
+def check_input_shape(name: str, x, spec) -> None:
+    """Refuses an input array (numpy or device) whose rank or static dimensions are not its spec's."""
+    if len(x.shape) != spec.ndim:
+        raise ShapeError(f"input {name!r}: rank {len(x.shape)} (shape {tuple(x.shape)}), the graph expects rank "
+                         f"{spec.ndim} ({spec})")
+    for d, (got, dim) in enumerate(zip(x.shape, spec.shape)):
+        if isinstance(dim, int) and got != dim:
+            raise ShapeError(f"input {name!r}: dimension {d} is {got}, the graph expects {dim} (shape "
+                             f"{tuple(x.shape)}, expected {spec})")
+
+
 def dtype_name(d: np.dtype) -> str:
     """tessera's name of a numpy dtype, or numpy's when tessera has none."""
     try:
@@ -80,4 +91,4 @@ def dtype_name(d: np.dtype) -> str:
         return str(d)
 
 
-__all__ = ["gather_inputs", "named_inputs", "check_input_names", "input_array", "dtype_name"]
+__all__ = ["gather_inputs", "named_inputs", "check_input_names", "input_array", "check_input_shape", "dtype_name"]

@@ -120,28 +120,33 @@ def _calibration_images(seed: int, image_size: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # ResNet
 # ---------------------------------------------------------------------------------------------
+def _shortcut_add(g: _CnnWriter, x, mom, y, m, name: str, scope: str, out_ch: int, stride: int, relu: str):
+    """relu(y + the block's input x), x through a 1x1 convolution and batch norm ("downsample") where
+    the block changes the resolution or the channel count."""
+    identity, id_mom = x, mom
+    if stride != 1 or mom.shape[1] != out_ch:
+        identity, id_mom = g.conv(x, mom, f"{name}.downsample.0", f"{scope}/downsample/downsample.0", out_ch, 1,
+                                  stride)
+        identity, id_mom = g.batch_norm(identity, id_mom, f"{name}.downsample.1",
+                                        f"{scope}/downsample/downsample.1")
+    y, m = g.add(y, identity, m, id_mom, scope)
+    return g.relu(y, m, f"{scope}/{relu}")
+
+
 def _basic_block(g: _CnnWriter, x, mom, name: str, planes: int, stride: int):
     scope = f"/{name.split('.')[0]}/{name}"
-    identity, id_mom = x, mom
     y, m = g.conv(x, mom, f"{name}.conv1", f"{scope}/conv1", planes, 3, stride)
     y, m = g.batch_norm(y, m, f"{name}.bn1", f"{scope}/bn1")
     y, m = g.relu(y, m, f"{scope}/relu")
     y, m = g.conv(y, m, f"{name}.conv2", f"{scope}/conv2", planes, 3)
     y, m = g.batch_norm(y, m, f"{name}.bn2", f"{scope}/bn2", gamma=(0.2, 0.6))
-    if stride != 1 or mom.shape[1] != planes:
-        identity, id_mom = g.conv(x, mom, f"{name}.downsample.0", f"{scope}/downsample/downsample.0", planes, 1,
-                                  stride)
-        identity, id_mom = g.batch_norm(identity, id_mom, f"{name}.downsample.1",
-                                        f"{scope}/downsample/downsample.1")
-    y, m = g.add(y, identity, m, id_mom, scope)
-    return g.relu(y, m, f"{scope}/relu_1")
+    return _shortcut_add(g, x, mom, y, m, name, scope, planes, stride, "relu_1")
 
 
 def _bottleneck(g: _CnnWriter, x, mom, name: str, planes: int, stride: int):
     # ResNet v1.5 (torchvision): the stride sits on the 3x3 convolution
     scope = f"/{name.split('.')[0]}/{name}"
     out_ch = planes * 4
-    identity, id_mom = x, mom
     y, m = g.conv(x, mom, f"{name}.conv1", f"{scope}/conv1", planes, 1)
     y, m = g.batch_norm(y, m, f"{name}.bn1", f"{scope}/bn1")
     y, m = g.relu(y, m, f"{scope}/relu")
@@ -150,13 +155,7 @@ def _bottleneck(g: _CnnWriter, x, mom, name: str, planes: int, stride: int):
     y, m = g.relu(y, m, f"{scope}/relu_1")
     y, m = g.conv(y, m, f"{name}.conv3", f"{scope}/conv3", out_ch, 1)
     y, m = g.batch_norm(y, m, f"{name}.bn3", f"{scope}/bn3", gamma=(0.2, 0.6))
-    if stride != 1 or mom.shape[1] != out_ch:
-        identity, id_mom = g.conv(x, mom, f"{name}.downsample.0", f"{scope}/downsample/downsample.0", out_ch, 1,
-                                  stride)
-        identity, id_mom = g.batch_norm(identity, id_mom, f"{name}.downsample.1",
-                                        f"{scope}/downsample/downsample.1")
-    y, m = g.add(y, identity, m, id_mom, scope)
-    return g.relu(y, m, f"{scope}/relu_2")
+    return _shortcut_add(g, x, mom, y, m, name, scope, out_ch, stride, "relu_2")
 
 
 def _resnet(name: str, block, layers, batch, image_size: int, num_classes: int, seed: int):

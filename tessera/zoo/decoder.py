@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from ..errors import TesseraError
-from .transformer import FLOAT, INT64, TransformerWriter, check_heads
+from .transformer import FLOAT, INT64, TransformerWriter, check_heads, gpt2_block_output
 
 _FLOAT_MIN = float(np.finfo(np.float32).min)
 CONFIG_KEY = "transformers_config"          # the metadata_props entry holding config.json's text
@@ -141,7 +141,6 @@ def gpt2_decoder(batch=BATCH, seed=0, n_layers=12, hidden=768, heads=12, vocab=5
     pe = g.node("Gather", [g.initializer("wpe.weight", g.normal((n_positions, hidden), 0.01)), pos], "/wpe", axis=0)
     x = g.node("Add", [x, pe], "")
     causal, mask_add = g.masks(ids, mask)
-    resid_std = 1.0 / math.sqrt(2 * n_layers)
     for i in range(n_layers):
         p, sc = f"h.{i}", f"/h.{i}"
         a = f"{sc}/attn"
@@ -151,13 +150,7 @@ def gpt2_decoder(batch=BATCH, seed=0, n_layers=12, hidden=768, heads=12, vocab=5
         q, k, v = (g.split_heads(t, heads, dh, a) for t in (q, k, v))
         k, v = g.cache(i, k, v, past[i], a)
         c = g.attend(q, k, v, causal, mask_add, dh, hidden, a)
-        c = g.linear(c, f"{p}.attn.c_proj", f"{a}/c_proj", hidden, hidden, resid_std / math.sqrt(hidden))
-        x = g.node("Add", [c, x], sc)
-        h = g.layer_norm(x, f"{p}.ln_2", f"{sc}/ln_2", hidden, 1e-5)
-        h = g.linear(h, f"{p}.mlp.c_fc", f"{sc}/mlp/c_fc", hidden, 4 * hidden)
-        h = g.gelu_tanh(h, f"{sc}/mlp/act")
-        h = g.linear(h, f"{p}.mlp.c_proj", f"{sc}/mlp/c_proj", 4 * hidden, hidden, resid_std / math.sqrt(4 * hidden))
-        x = g.node("Add", [x, h], sc)
+        x = gpt2_block_output(g, x, c, i, hidden, n_layers)
     x = g.layer_norm(x, "ln_f", "/ln_f", hidden, 1e-5)
     logits = g.node("MatMul", [x, g.node("Transpose", [wte], "/lm_head", perm=[1, 0])], "/lm_head")
     config = {"model_type": "gpt2", "n_layer": n_layers, "n_embd": hidden, "n_head": heads, "vocab_size": vocab,

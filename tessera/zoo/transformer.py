@@ -196,7 +196,6 @@ def bert_base(batch=1, seed=0, seq_len=128, n_layers=12, hidden=768, heads=12, f
 def _gpt2_block(g: TransformerWriter, x: str, i: int, hidden: int, heads: int, n_layers: int, causal_buf: str) -> str:
     p = f"h.{i}"
     sc = f"/h.{i}"
-    resid_std = 1.0 / math.sqrt(2 * n_layers)
     h = g.layer_norm(x, f"{p}.ln_1", f"{sc}/ln_1", hidden, 1e-5)
     a = f"{sc}/attn"
     qkv = g.linear(h, f"{p}.attn.c_attn", f"{a}/c_attn", hidden, 3 * hidden)
@@ -212,7 +211,15 @@ def _gpt2_block(g: TransformerWriter, x: str, i: int, hidden: int, heads: int, n
         s = g.seq_len
         causal = g.node("Slice", [causal_buf, g.i64([0, 0]), g.i64([s, s]), g.i64([2, 3]), g.i64([1, 1])], a)
     c = g.attention_core(q, k, v, a, heads, hidden, causal=causal)
-    c = g.linear(c, f"{p}.attn.c_proj", f"{a}/c_proj", hidden, hidden, resid_std / math.sqrt(hidden))
+    return gpt2_block_output(g, x, c, i, hidden, n_layers)
+
+
+def gpt2_block_output(g: TransformerWriter, x: str, c: str, i: int, hidden: int, n_layers: int) -> str:
+    """The rest of GPT-2 block i after its attention: x + c_proj(c), then the MLP (c_fc, gelu, c_proj)
+    over ln_2 of that, added to it; the output projections' weights scaled down by the depth."""
+    p, sc = f"h.{i}", f"/h.{i}"
+    resid_std = 1.0 / math.sqrt(2 * n_layers)
+    c = g.linear(c, f"{p}.attn.c_proj", f"{sc}/attn/c_proj", hidden, hidden, resid_std / math.sqrt(hidden))
     x = g.node("Add", [c, x], sc)
     h = g.layer_norm(x, f"{p}.ln_2", f"{sc}/ln_2", hidden, 1e-5)
     h = g.linear(h, f"{p}.mlp.c_fc", f"{sc}/mlp/c_fc", hidden, 4 * hidden)

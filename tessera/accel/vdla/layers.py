@@ -21,6 +21,7 @@ import numpy as np
 
 from ... import te, tir
 from ...errors import ScheduleError, ShapeError
+from ...tir.schedule import has_block
 from .config import DEFAULT_CONFIG, VDLAConfig
 from .intrin import gemm_intrin_name
 
@@ -159,15 +160,7 @@ def _read_index(sch, block, buffer_name) -> int:
 
 
 def _tail_blocks(sch, name):
-    return [b for b in (f"{name}_clip", f"{name}_shr", f"{name}_bias") if _has_block(sch, b)]
-
-
-def _has_block(sch, name) -> bool:
-    try:
-        sch.get_block(name)
-        return True
-    except Exception:  # noqa: BLE001 - absence is the answer
-        return False
+    return [b for b in (f"{name}_clip", f"{name}_shr", f"{name}_bias") if has_block(sch, b)]
 
 
 def _factor(what, extent, tile):
@@ -212,7 +205,7 @@ def schedule_conv2d(func, tile_h=None, tile_w=None, tile_co=1, tile_ci=None, vth
         sch.set_scope(sch.get_block(blk), 0, "acc")
         sch.compute_at(sch.get_block(blk), tile_loop, preserve_unit_loops=True)
     for stage, param in ((f"{name}_bias", "bias"), (f"{name}_shr", "shift")):
-        if _has_block(sch, stage) and any(r.buffer.name == param for r in sch.get(sch.get_block(stage)).reads):
+        if has_block(sch, stage) and any(r.buffer.name == param for r in sch.get(sch.get_block(stage)).reads):
             bb = sch.get_block(stage)
             sch.cache_read(bb, _read_index(sch, bb, param), "acc")
             sch.compute_at(sch.get_block(f"{param}_acc"), tile_loop, preserve_unit_loops=True)
@@ -225,7 +218,7 @@ def schedule_conv2d(func, tile_h=None, tile_w=None, tile_co=1, tile_ci=None, vth
     # the spatial loops outermost: they become the GEMM's iter_out x iter_in, (co, ci, dy, dx) its uop kernel
     sch.reorder(cio, cy, cx, co, cii, cdy, cdx, cbb, coi, cki)
     sch.decompose_reduction(cb, cio)
-    src = "data_pad" if _has_block(sch, "data_pad") else "data"
+    src = "data_pad" if has_block(sch, "data_pad") else "data"
     sch.cache_read(cb, _read_index(sch, cb, src), "inp")
     sch.cache_read(cb, _read_index(sch, cb, "kernel"), "wgt")
     sch.compute_at(sch.get_block(f"{src}_inp"), cio, preserve_unit_loops=True)
@@ -299,7 +292,7 @@ def schedule_dense(func, tile_n=None, tile_m=1, tile_k=None, vthreads=1, cfg: VD
     for blk in _tail_blocks(sch, name) + [f"{name}_acc"]:
         sch.set_scope(sch.get_block(blk), 0, "acc")
         sch.compute_at(sch.get_block(blk), tile_loop, preserve_unit_loops=True)
-    if _has_block(sch, f"{name}_bias"):
+    if has_block(sch, f"{name}_bias"):
         bb = sch.get_block(f"{name}_bias")
         sch.cache_read(bb, _read_index(sch, bb, "bias"), "acc")
         sch.compute_at(sch.get_block("bias_acc"), tile_loop, preserve_unit_loops=True)

@@ -40,6 +40,7 @@ from .. import _schedule as S
 from ...errors import TesseraError
 from ...target import Target
 from ...tir.tensor_intrin import x86
+from ...tir.schedule import has_block
 
 
 def _extent(sch, loop):
@@ -167,12 +168,17 @@ def _packed_block(sch, block, target):
         sch.parallel(sch.fuse(n, ob))
 
 
-def _conv_block(sch, block, target):
+def _spatial_and_reduce_loops(sch, block):
+    """(the block, its spatial loops, its reduction loops), each list outermost first."""
     blk = sch.get(block)
     loops = sch.get_loops(block)
     n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
-    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
-    if n_sp < 3 or not reduce:
+    return blk, list(loops[:n_sp]), list(loops[n_sp:])
+
+
+def _conv_block(sch, block, target):
+    _, spatial, reduce = _spatial_and_reduce_loops(sch, block)
+    if len(spatial) < 3 or not reduce:
         return
     outer_sp, width = spatial[:-1], spatial[-1]
     lanes = _lanes(sch, block, target)
@@ -234,14 +240,6 @@ def _divisor_at_most(n, limit, multiple_of=1):
     return best
 
 
-def _has_block(sch, name) -> bool:
-    try:
-        sch.get_block(name)
-        return True
-    except ScheduleError:
-        return False
-
-
 def tile_preference(tile, lanes=8):
     """Sort key of fp32 GEMM micro-kernel tiles, best first: the most FMAs per load (a k step of
     an mr x nr tile with nr / lanes vectors: mr * nr / lanes FMAs for mr broadcasts of A and
@@ -276,7 +274,7 @@ def _gemm_plan(sch, block, ctx, panel):
     k = loops[n_sp]
     M_ext, N_ext = sch.get(i).extent, sch.get(j).extent
     M, N, K = _extent(sch, i), _extent(sch, j), _extent(sch, k)
-    if panel is None and _has_block(sch, "b_pack"):  # B packed in panels: the tile is one panel wide
+    if panel is None and has_block(sch, "b_pack"):  # B packed in panels: the tile is one panel wide
         panel = _extent(sch, sch.get_loops(sch.get_block("b_pack"))[-1])
     try:
         target = Target(ctx.target)
@@ -455,7 +453,7 @@ def _heads_matmul(sch, batch, i, j, k, K, mr, nr, threads, ctx, placed=None):
     # the copies go under the innermost batch loop before the batch loops are fused: one head's
     # region each, with no predicate for a fused index's clipped domain
     for name in _COPIES:
-        if not _has_block(sch, name):
+        if not has_block(sch, name):
             continue
         copy = sch.get_block(name)
         try:
@@ -501,10 +499,7 @@ def _gemv_block(sch, block, ctx):
     apply (M > 1, B not contiguous along j, N not a multiple of the lanes). Knob: "gemv_chunks" (a
     divisor of the vectors; 1: one thread)."""
     target = ctx.target
-    blk = sch.get(block)
-    loops = sch.get_loops(block)
-    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
-    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
+    blk, spatial, reduce = _spatial_and_reduce_loops(sch, block)
     if len(reduce) != 1 or not spatial:
         raise ScheduleError("gemv: not a one-reduction matmul block")
     j = spatial[-1]
@@ -559,10 +554,7 @@ def _matmul_block(sch, block, ctx, panel=None, placed=None):
         _gemv_block(sch, block, ctx)
         return
     target = ctx.target
-    blk = sch.get(block)
-    loops = sch.get_loops(block)
-    n_sp = sum(1 for iv in blk.iter_vars if iv.iter_type == "data_par")
-    spatial, reduce = list(loops[:n_sp]), list(loops[n_sp:])
+    _, spatial, reduce = _spatial_and_reduce_loops(sch, block)
     if len(reduce) != 1 or not spatial:
         return
     lanes = _lanes(sch, block, target)

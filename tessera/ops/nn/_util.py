@@ -187,6 +187,19 @@ def axis_names(ndim: int, prefix: str = "i") -> list:
 SPATIAL_NAMES = {1: ("w",), 2: ("h", "w"), 3: ("d", "h", "w")}
 
 
+def clamped_index(pos, first: int, last: int, size: int):
+    """(pos clamped into [0, size), the conditions that pos is inside) for an index on one axis of an
+    unrolled window tap whose values run from first to last: a side it never crosses is not tested."""
+    conds = []
+    if first < 0:
+        conds.append(pos >= 0)
+        pos = E.max_expr(pos, te.const(0, pos.dtype))
+    if last >= size:
+        conds.append(pos < size)
+        pos = E.min_expr(pos, te.const(size - 1, pos.dtype))
+    return pos, conds
+
+
 def zero(dtype):
     return te.const(0, dtype)
 

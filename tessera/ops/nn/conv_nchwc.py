@@ -170,15 +170,20 @@ def pad_nchwc(data, padding, value, name="data_pad"):
     return U.compute(shape, ["n", "c", "hp", "wp", "cb"], body, name)
 
 
-def conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
-                 name="conv2d_NCHWc"):
-    """The blocked convolution compute: a sum over (input block, kh, kw, input lane)."""
-    op = CONV
+def _conv_args(op, data, strides, padding, dilation, out_dtype):
+    """(strides, padding, dilation, out dtype, accumulator dtype) of a blocked convolution, checked."""
     strides = U.int_tuple(op, "strides", strides, 2, minimum=1)
     dilation = U.int_tuple(op, "dilation", dilation, 2, minimum=1)
     padding = U.padding_tuple(op, padding, 2)
     odt = U.out_dtype(op, out_dtype, data.dtype)
-    acc = U.accum_dtype(odt if odt.bits >= data.dtype.bits else data.dtype)
+    return strides, padding, dilation, odt, U.accum_dtype(odt if odt.bits >= data.dtype.bits else data.dtype)
+
+
+def conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), out_dtype=None,
+                 name="conv2d_NCHWc"):
+    """The blocked convolution compute: a sum over (input block, kh, kw, input lane)."""
+    op = CONV
+    strides, padding, dilation, odt, acc = _conv_args(op, data, strides, padding, dilation, out_dtype)
     Oc, Cc, KH, KW, ib, ob = (int(s.value) for s in weight.shape)
     H, W = (int(s.value) for s in data.shape[2:4])
     OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
@@ -207,11 +212,7 @@ def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), d
     """Blocked depthwise convolution: the taps unrolled (at most 64) in one elementwise expression,
     else a reduction over them."""
     op = DEPTHWISE
-    strides = U.int_tuple(op, "strides", strides, 2, minimum=1)
-    dilation = U.int_tuple(op, "dilation", dilation, 2, minimum=1)
-    padding = U.padding_tuple(op, padding, 2)
-    odt = U.out_dtype(op, out_dtype, data.dtype)
-    acc = U.accum_dtype(odt if odt.bits >= data.dtype.bits else data.dtype)
+    strides, padding, dilation, odt, acc = _conv_args(op, data, strides, padding, dilation, out_dtype)
     Cc, _, KH, KW, _, cb = (int(s.value) for s in weight.shape)
     H, W = (int(s.value) for s in data.shape[2:4])
     OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
@@ -228,17 +229,8 @@ def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), d
 
         def tap(pos, k, step, first, pad, size, extent):
             """(clamped index, conditions) of tap k on one axis."""
-            at = pos * step + (k * first - pad)
             lo = k * first - pad
-            hi = (extent - 1) * step + lo
-            conds = []
-            if lo < 0:
-                conds.append(at >= 0)
-                at = E.max_expr(at, te.const(0, at.dtype))
-            if hi >= size:
-                conds.append(at < size)
-                at = E.min_expr(at, te.const(size - 1, at.dtype))
-            return at, conds
+            return U.clamped_index(pos * step + lo, lo, (extent - 1) * step + lo, size)
 
         def window_inside(pos, K, step, first, pad, size, extent):
             """Conditions for the first and last taps of output `pos` on one axis to be in bounds."""

@@ -194,13 +194,9 @@ def pool_nd(data, kind, pool_size, strides=1, dilation=1, padding=0, ceil_mode=F
             pos = y[a] * strides[a] + (k[a] * dilation[a] - padding[a])
             first = k[a] * dilation[a] - padding[a]
             last = (out_spatial[a] - 1) * strides[a] + first
-            if first < 0:
-                conds.append(pos >= 0)
-                pos = E.max_expr(pos, te.const(0, pos.dtype))
-            if last >= S:
-                conds.append(pos < S)
-                pos = E.min_expr(pos, te.const(S - 1, pos.dtype))
+            pos, inside = U.clamped_index(pos, first, last, S)
             idx.append(pos)
+            conds.extend(inside)
         return idx, conds
 
     def tap_value(n, c, y, k, fill, cb=()):

@@ -14,9 +14,11 @@ from ...errors import ScheduleError
 from .handles import INLINE_MARK, ROOT_MARK, BlockRV, ExprRV, LoopRV
 from .instruction import INSTRUCTION_KINDS, Instruction, InstructionKind
 from .layout import IndexMap
+from .lookup import has_block
 from .schedule import Schedule, primitive
 from .state import ScheduleState
 from .trace import Trace
 
 __all__ = ["Schedule", "BlockRV", "LoopRV", "ExprRV", "Trace", "Instruction", "InstructionKind",
-           "INSTRUCTION_KINDS", "ScheduleState", "ScheduleError", "primitive", "ROOT_MARK", "INLINE_MARK", "IndexMap"]
+           "INSTRUCTION_KINDS", "ScheduleState", "ScheduleError", "primitive", "ROOT_MARK", "INLINE_MARK", "IndexMap",
+           "has_block"]

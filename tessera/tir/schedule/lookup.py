@@ -67,3 +67,13 @@ def get_consumers(self, block):
 
 
 __all__ = ["get_block", "get_loops", "get_child_blocks", "get_producers", "get_consumers"]
+
+
+def has_block(sch, name: str) -> bool:
+    """Whether the schedule's function has a block called `name`. It asks get_block, so a block that
+    is there is looked up as the primitive does it (and traced)."""
+    try:
+        sch.get_block(name)
+        return True
+    except ScheduleError:
+        return False

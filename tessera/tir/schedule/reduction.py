@@ -118,12 +118,7 @@ def decompose_reduction(self, block, loop):
 def _without_loops(pred, loops: set):
     """The conjuncts of pred that use none of the given loop variables."""
     kept = [c for c in _conjuncts(pred) if not (set(collect_vars(c)) & loops)]
-    if not kept:
-        return const(True)
-    out = kept[0]
-    for c in kept[1:]:
-        out = out & c
-    return out
+    return all_of(*kept)
 
 
 def _split_predicate(pred, dropped: dict, ana):
@@ -138,12 +133,7 @@ def _split_predicate(pred, dropped: dict, ana):
             if type(c) is IntImm and c.value == 1:
                 continue
         kept.append(c)
-    if not kept:
-        return const(True)
-    out = kept[0]
-    for c in kept[1:]:
-        out = out & c
-    return out
+    return all_of(*kept)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -223,12 +223,17 @@ def _collect_rvs(x, out):
             _collect_rvs(y, out)
 
 
+def _defined(rv, table, where):
+    """What table holds for rv, an input of the instruction `where`; an error when no earlier one defined it."""
+    y = table.get(rv)
+    if y is None:
+        raise TesseraError(f"{where}: input {rv!r} is not defined by an earlier instruction")
+    return y
+
+
 def _map_rv(x, rv_map, where):
     if isinstance(x, RV):
-        y = rv_map.get(x)
-        if y is None:
-            raise TesseraError(f"{where}: input {x!r} is not defined by an earlier instruction")
-        return y
+        return _defined(x, rv_map, where)
     if isinstance(x, (list, tuple)):
         return [_map_rv(y, rv_map, where) for y in x]
     return x
@@ -236,10 +241,7 @@ def _map_rv(x, rv_map, where):
 
 def _encode(x, names, where):
     if isinstance(x, RV):
-        name = names.get(x)
-        if name is None:
-            raise TesseraError(f"{where}: input {x!r} is not defined by an earlier instruction")
-        return name
+        return _defined(x, names, where)
     if x is None:
         return "None"
     if isinstance(x, bool):
