@@ -245,6 +245,16 @@ def _one_block(ctx, r: Sum, c: int):
     return k if hi // c == k else None
 
 
+def _coprime_block(ctx, r: Sum, c: int):
+    """(r / g, c / g, g, k): r and c divided by g, the gcd of c and r's coefficients and constant (the
+    quotient r // c stays, the remainder r % c is g times the new one), and _one_block's k of the two."""
+    g = _gcd_of(r, c)
+    if g > 1:
+        r = _scaled_down(r, g)
+        c //= g
+    return r, c, g, _one_block(ctx, r, c)
+
+
 def floordiv_sum(ctx, s: Sum, c: int) -> Sum:
     """floor(s / c) for a constant c >= 1, as a Sum.
 
@@ -278,11 +288,7 @@ def floordiv_sum(ctx, s: Sum, c: int) -> Sum:
         return q
     if not q.terms and q.const == 0:
         r = s  # nothing divided out: keep s (and its cached key)
-    g = _gcd_of(r, c)
-    if g > 1:
-        r = _scaled_down(r, g)
-        c //= g
-    k = _one_block(ctx, r, c)
+    r, c, _, k = _coprime_block(ctx, r, c)
     if k is not None:
         q.const += k
         return q
@@ -327,11 +333,7 @@ def floormod_sum(ctx, s: Sum, c: int) -> Sum:
         return r
     if len(r.terms) == len(s.terms) and r.const == s.const:
         r = s
-    g = _gcd_of(r, c)
-    if g > 1:
-        r = _scaled_down(r, g)
-        c //= g
-    k = _one_block(ctx, r, c)
+    r, c, g, k = _coprime_block(ctx, r, c)
     if k is not None:
         if k == 0 and g == 1:
             return r

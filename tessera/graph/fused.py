@@ -42,6 +42,7 @@ from ..ops._schedule import vector_lanes
 from ..ops.registry import OpPattern, ScheduleContext, get_op
 from ..te.create_prim_func import block_name_of, topo_ops
 from ..te.tensor import ComputeOp, PlaceholderOp
+from ..tir.schedule import has_block
 from .ir import Function
 
 
@@ -149,7 +150,7 @@ class FusedKernel:
             for j in sorted(_downstream(body, ai)):
                 for op_id in self._node_ops[j]:
                     name = blocks.get(op_id)
-                    if name is None or not _exists(sch, name):
+                    if name is None or not has_block(sch, name):
                         continue
                     if not _try(sch.reverse_compute_inline, sch, name):
                         epilogue.append(name)
@@ -351,14 +352,6 @@ def _downstream(body, i) -> set:
             out.add(j)
             reach.update(n.outputs)
     return out
-
-
-def _exists(sch, name) -> bool:
-    try:
-        sch.get_block(name)
-        return True
-    except ScheduleError:
-        return False
 
 
 def _try(primitive, sch, name) -> bool:

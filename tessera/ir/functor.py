@@ -111,6 +111,14 @@ class Mutator(_Dispatcher):
         return _fix_dtype(new)
 
 
+def load_with_indices(load: BufferLoad, indices) -> BufferLoad:
+    """`load` reading at `indices`: the load itself when they are its own (what a mutator returns when
+    nothing under it changed), else a new load of its buffer."""
+    if all(a is b for a, b in zip(indices, load.indices)):
+        return load
+    return BufferLoad(load.buffer, indices)
+
+
 def _keep_definitions(old, new):
     """A defining Var may be renamed to another Var, never replaced by an expression (as TVM's
     substitute: `i -> 0` rewrites the uses in a loop's body, the loop still defines `i`)."""

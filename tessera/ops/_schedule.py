@@ -39,6 +39,13 @@ def _extent(sch, loop):
     return ext.value if isinstance(ext, E.IntImm) else None
 
 
+def vectorize_short(sch, loop) -> None:
+    """Vectorizes the loop when its extent is static and 2 to 64 (a vector's lanes); else leaves it."""
+    e = _extent(sch, loop)
+    if e is not None and 2 <= e <= 64:
+        sch.vectorize(loop)
+
+
 def vector_lanes(block, target) -> int:
     """Vector lanes of the target for the block's output dtype; the graph's fused kernels use it too."""
     bits = 32

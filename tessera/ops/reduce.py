@@ -86,7 +86,9 @@ def reduce_compute(x, axes, keepdims, value_fn, reducer, name, out_dtype=None):
     return te.compute(out_shape, body, name=name)
 
 
-def _register_reduce(name, reducer, dtypes, doc, accum=True):
+def _register_reduction(name, dtypes, doc):
+    """An op reducing data of one of `dtypes` over `axis` (all axes by default), of data's dtype; its
+    compute is the caller's."""
     op = register_op(name, inputs=("data",), pattern=OpPattern.COMM_REDUCE,
                      attrs={"axis": None, "keepdims": False}, doc=doc)
 
@@ -95,6 +97,12 @@ def _register_reduce(name, reducer, dtypes, doc, accum=True):
         (t,) = types
         check_dtype(name, t.dtype, dtypes, "data")
         return [TensorType(_reduced_shape(t.shape, _axes(name, attrs, t.ndim), attrs["keepdims"]), t.dtype)]
+
+    return op
+
+
+def _register_reduce(name, reducer, dtypes, doc, accum=True):
+    op = _register_reduction(name, dtypes, doc)
 
     @op.def_compute
     def _compute(tensors, attrs):
@@ -115,16 +123,7 @@ _register_reduce("prod", PROD, NUMERIC, "Product over axis.")
 _register_reduce("max", MAX, ALL, "Maximum over axis (-inf for an empty float reduction).", accum=False)
 _register_reduce("min", MIN, ALL, "Minimum over axis (+inf for an empty float reduction).", accum=False)
 
-mean = register_op("mean", inputs=("data",), pattern=OpPattern.COMM_REDUCE,
-                   attrs={"axis": None, "keepdims": False},
-                   doc="Arithmetic mean over axis (integers: the sum divided with truncation).")
-
-
-@mean.def_infer
-def _mean_infer(types, attrs):
-    (t,) = types
-    check_dtype("mean", t.dtype, NUMERIC, "data")
-    return [TensorType(_reduced_shape(t.shape, _axes("mean", attrs, t.ndim), attrs["keepdims"]), t.dtype)]
+mean = _register_reduction("mean", NUMERIC, "Arithmetic mean over axis (integers: the sum divided with truncation).")
 
 
 def _count(x, axes, dtype):
@@ -231,16 +230,8 @@ _register_arg("argmin", False)
 # ---------------------------------------------------------------------------------------------
 # logsumexp
 # ---------------------------------------------------------------------------------------------
-logsumexp = register_op("logsumexp", inputs=("data",), pattern=OpPattern.COMM_REDUCE,
-                        attrs={"axis": None, "keepdims": False},
-                        doc="log(sum(exp(x))) over axis, shifted by the maximum so it does not overflow.")
-
-
-@logsumexp.def_infer
-def _lse_infer(types, attrs):
-    (t,) = types
-    check_dtype("logsumexp", t.dtype, FLOATS, "data")
-    return [TensorType(_reduced_shape(t.shape, _axes("logsumexp", attrs, t.ndim), attrs["keepdims"]), t.dtype)]
+logsumexp = _register_reduction("logsumexp", FLOATS,
+                                "log(sum(exp(x))) over axis, shifted by the maximum so it does not overflow.")
 
 
 @logsumexp.def_compute

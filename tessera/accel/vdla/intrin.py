@@ -8,16 +8,12 @@ intrinsic; B holds one weight row o-major). Tensorizing a block onto it makes it
 """
 from __future__ import annotations
 
-from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For, IterVar,
-                   PrimFunc, Range, Var)
+from ...ir import Block, BlockRealize, Buffer, Call, Evaluate, PrimFunc
 from ...tir.tensor_intrin import TensorIntrin
+from ...tir.tensor_intrin.gemm_desc import gemm_tile_desc
 from .config import DEFAULT_CONFIG, VDLAConfig
 
 GEMM_CALL = "vdla.gemm"
-
-
-def _rng(n):
-    return Range.from_min_extent(0, n)
 
 
 def gemm_desc(batch: int, block_in: int, block_out: int) -> PrimFunc:
@@ -25,15 +21,7 @@ def gemm_desc(batch: int, block_in: int, block_out: int) -> PrimFunc:
     A = Buffer((batch, block_in), "int8", "A")
     B = Buffer((block_out, block_in), "int8", "B")
     C = Buffer((batch, block_out), "int32", "C")
-    i, j, k = Var("i"), Var("j"), Var("k")
-    vi, vj, vk = IterVar(_rng(batch), "vi"), IterVar(_rng(block_out), "vj"), IterVar(_rng(block_in), "vk", "reduce")
-    value = C[vi.var, vj.var] + Cast("int32", A[vi.var, vk.var]) * Cast("int32", B[vj.var, vk.var])
-    reads = [BufferRegion(A, [_rng(batch), _rng(block_in)]), BufferRegion(B, [_rng(block_out), _rng(block_in)])]
-    writes = [BufferRegion(C, [_rng(batch), _rng(block_out)])]
-    block = Block([vi, vj, vk], reads, writes, "update", BufferStore(C, value, [vi.var, vj.var]))
-    body = For(i, 0, batch, "serial", For(j, 0, block_out, "serial",
-                                           For(k, 0, block_in, "serial", BlockRealize([i, j, k], True, block))))
-    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+    return gemm_tile_desc(A, B, C, batch, block_out, block_in, lambda i, k: A[i, k], lambda k, j: B[j, k], "int32")
 
 
 def gemm_impl(batch: int, block_in: int, block_out: int) -> PrimFunc:

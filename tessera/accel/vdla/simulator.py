@@ -314,14 +314,23 @@ class Simulator:
         if idx.size and (idx.min() < 0 or idx.max() >= depth):
             raise SimulationError(f"{what} row {int(idx.max())} outside the {depth}-row buffer")
 
-    def _gemm(self, insn: Gemm) -> None:
+    def _loop_rows(self, insn):
+        """The (dst, src, wgt) rows of a GEMM/ALU loop, its accumulator rows checked; None when that is
+        all it does: it has no step, or it resets (zeroes) the accumulator rows."""
         d, s, w = self._indices(insn)
         if not d.size:
-            return
+            return None
         self._check_rows("acc", d, self.acc.shape[0])
         if insn.reset_reg:
             self.acc[d] = 0
+            return None
+        return d, s, w
+
+    def _gemm(self, insn: Gemm) -> None:
+        loop = self._loop_rows(insn)
+        if loop is None:
             return
+        d, s, w = loop
         self._check_rows("inp", s, self.inp.shape[0])
         self._check_rows("wgt", w, self.wgt.shape[0])
         # products are exact in float32 (|sum| <= 16 * 128 * 128 < 2**24); group steps by weight row
@@ -344,13 +353,10 @@ class Simulator:
         self.acc[rows] = ((self.acc[rows].astype(np.int64) + sums) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
 
     def _alu(self, insn: Alu) -> None:
-        d, s, _ = self._indices(insn)
-        if not d.size:
+        loop = self._loop_rows(insn)
+        if loop is None:
             return
-        self._check_rows("acc", d, self.acc.shape[0])
-        if insn.reset_reg:
-            self.acc[d] = 0
-            return
+        d, s, _ = loop
         op = AluOp(insn.alu_opcode)
         if insn.use_imm:
             steps = [(d, None)]

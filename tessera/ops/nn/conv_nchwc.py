@@ -362,13 +362,10 @@ def _place_epilogue(sch, epilogue, loop, target):
             except ScheduleError:
                 pass
             continue
-        lanes = sch.get_loops(blk)[-1]
-        e = _extent(sch, lanes)
-        if e is not None and 2 <= e <= 64:
-            try:
-                sch.vectorize(lanes)
-            except ScheduleError:
-                pass
+        try:
+            S.vectorize_short(sch, sch.get_loops(blk)[-1])
+        except ScheduleError:
+            pass
 
 
 def _kernel_isa(sch, block, target):
@@ -465,9 +462,7 @@ def _tensorized(sch, block, ctx, epilogue, strides, dilation):
     sch.tensorize(oci, name)
     if pad_rows:
         sch.compute_at(pad, oho)
-        plp = sch.get_loops(pad)[-1]
-        if _extent(sch, plp) is not None and 2 <= _extent(sch, plp) <= 64:
-            sch.vectorize(plp)
+        S.vectorize_short(sch, sch.get_loops(pad)[-1])
         _parallel_outer(sch, outer[:2], target, work)
         return (sch.get(pad).name_hint,)
     _parallel_outer(sch, outer, target, work)
@@ -535,9 +530,7 @@ def _loop_schedule(sch, block, target, epilogue):
     else:
         sch.reorder(n, oc, oh, ow, icc, kh, kw, ici, ob)
         sch.decompose_reduction(block, icc)
-    obe = _extent(sch, ob)
-    if obe is not None and 2 <= obe <= 64:
-        sch.vectorize(ob)
+    S.vectorize_short(sch, ob)
     _place_epilogue(sch, epilogue, oh, target)
     _parallel_outer(sch, [n, oc, oh], target, S.PARALLEL_MIN_WORK)
 
@@ -606,9 +599,7 @@ def schedule_blocked_spatial(sch, block, target):
     if len(loops) != 5:
         S.schedule_spatial_block(sch, block, target)
         return
-    e = _extent(sch, loops[-1])
-    if e is not None and 2 <= e <= 64:
-        sch.vectorize(loops[-1])
+    S.vectorize_short(sch, loops[-1])
     work = 1
     for lp in loops:
         work *= _extent(sch, lp) or S.PARALLEL_MIN_WORK
@@ -661,13 +652,10 @@ def _local_weights(sch, block):
         return
     cache = sch.cache_read(block, idx, "local")
     sch.compute_at(cache, sch.get_loops(block)[2])
-    inner = sch.get_loops(cache)[-1]
-    e = _extent(sch, inner)
-    if e is not None and 2 <= e <= 64:
-        try:
-            sch.vectorize(inner)
-        except ScheduleError:
-            pass
+    try:
+        S.vectorize_short(sch, sch.get_loops(cache)[-1])
+    except ScheduleError:
+        pass
 
 
 def _depthwise_block(sch, block, ctx, is_red, epilogue):
@@ -691,9 +679,7 @@ def _depthwise_block(sch, block, ctx, is_red, epilogue):
         if unroll > 1:
             _, owi = sch.split(ow, [None, unroll])
             sch.unroll(owi)
-    e = _extent(sch, cb)
-    if e is not None and 2 <= e <= 64:
-        sch.vectorize(cb)
+    S.vectorize_short(sch, cb)
     parallel = S.thread_count(target) > 1 and work >= S.PARALLEL_MIN_WORK
     if parallel and not is_red and ctx.choose(sch, "depthwise.local_weights", [False], True):
         _local_weights(sch, block)

@@ -130,26 +130,21 @@ def softmax_compute(x, axis, log=False, target=None):
     return U.compute(x.shape, names, lambda *i: e[i] / s[_at1(i, axis)], prefix)
 
 
-softmax = register_op("nn.softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
-                      doc="exp(x - max) / sum(exp(x - max)) along axis.")
-softmax.def_infer(_infer("nn.softmax"))
+def _register_softmax(op, log, doc):
+    """nn.softmax or (log) nn.log_softmax: softmax_compute along the `axis` attribute."""
+    opdef = register_op(op, inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1}, doc=doc)
+    opdef.def_infer(_infer(op))
+
+    @opdef.def_compute
+    def compute(tensors, attrs, target=None):
+        x = tensors[0]
+        return [softmax_compute(x, U.norm_axis(op, attrs["axis"], x.ndim), log=log, target=target)]
+
+    return opdef
 
 
-@softmax.def_compute
-def _softmax_compute(tensors, attrs, target=None):
-    x = tensors[0]
-    return [softmax_compute(x, U.norm_axis("nn.softmax", attrs["axis"], x.ndim), target=target)]
-
-
-log_softmax = register_op("nn.log_softmax", inputs=("data",), pattern=OpPattern.OPAQUE, attrs={"axis": -1},
-                          doc="x - max - log(sum(exp(x - max))) along axis.")
-log_softmax.def_infer(_infer("nn.log_softmax"))
-
-
-@log_softmax.def_compute
-def _log_softmax_compute(tensors, attrs, target=None):
-    x = tensors[0]
-    return [softmax_compute(x, U.norm_axis("nn.log_softmax", attrs["axis"], x.ndim), log=True, target=target)]
+softmax = _register_softmax("nn.softmax", False, "exp(x - max) / sum(exp(x - max)) along axis.")
+log_softmax = _register_softmax("nn.log_softmax", True, "x - max - log(sum(exp(x - max))) along axis.")
 
 
 def _first_argmax():

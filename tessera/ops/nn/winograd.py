@@ -313,12 +313,6 @@ def _extent(sch, loop):
     return ext.value if isinstance(ext, E.IntImm) else None
 
 
-def _vectorize(sch, loop):
-    e = _extent(sch, loop)
-    if e is not None and 2 <= e <= 64:
-        sch.vectorize(loop)
-
-
 def _unroll_all(sch, loops):
     for lp in loops:
         if _extent(sch, lp) is not None:
@@ -349,7 +343,7 @@ def schedule_input_transform(sch, ctx):
     for b in (tile, rows, blk):
         loops = sch.get_loops(b)[2:]
         _unroll_all(sch, loops[:-1])
-        _vectorize(sch, loops[-1])
+        S.vectorize_short(sch, loops[-1])
     work = _extent(sch, p) * _extent(sch, cc) * x * (_extent(sch, eps) ** 2)
     if S.thread_count(ctx.target) > 1 and work >= S.PARALLEL_MIN_WORK:
         # knob: the parallel loop over (tile, channel block) or over tiles only (a tile's channel
@@ -379,15 +373,15 @@ def schedule_output_transform(sch, ctx):
     for lp in sch.get_loops(rows)[4:-1]:
         if _extent(sch, lp) is not None:
             sch.unroll(lp)
-    _vectorize(sch, sch.get_loops(rows)[-1])
+    S.vectorize_short(sch, sch.get_loops(rows)[-1])
     sch.unroll(i)
     sch.unroll(j)
-    _vectorize(sch, ob)
+    S.vectorize_short(sch, ob)
     for name in ctx.epilogue:
         try:
             e = sch.get_block(name)
             sch.reverse_compute_at(e, tw)
-            _vectorize(sch, sch.get_loops(e)[-1])
+            S.vectorize_short(sch, sch.get_loops(e)[-1])
         except ScheduleError:
             continue
     if S.thread_count(ctx.target) > 1:
@@ -399,67 +393,44 @@ def schedule_output_transform(sch, ctx):
 # ---------------------------------------------------------------------------------------------
 # registration
 # ---------------------------------------------------------------------------------------------
-input_transform = register_op(
-    INPUT, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs={"tile_size": REQUIRED, "padding": (0, 0, 0, 0), "rows": 0, "layout": "NCHW"},
-    doc="Winograd F(m x m, 3 x 3) input transform: data (NCHW or NCHW{x}c) -> (m+2, m+2, rows, C), B^T d B "
-        "of each input tile (padding read as zeros; rows 0: the tile count, more: zero rows).")
+def _register_transform(name, input_name, pattern, defaults, doc, shape_fn, transform, schedule):
+    """One of the three transforms: typed by shape_fn(name, input type, attrs) with the input's dtype,
+    computed by transform(input, *the attributes in the order `defaults` declares them)."""
+    op = register_op(name, inputs=(input_name,), pattern=pattern, attrs=defaults, doc=doc)
+    order = tuple(defaults)
+
+    @op.def_infer
+    def _infer(types, attrs):
+        (t,) = types
+        return [TensorType(shape_fn(name, t, attrs), t.dtype)]
+
+    @op.def_compute
+    def _compute(tensors, attrs):
+        return [transform(tensors[0], *(attrs[k] for k in order))]
+
+    op.def_schedule(schedule)
+    return op
 
 
-@input_transform.def_infer
-def _in_infer(types, attrs):
-    (data,) = types
-    return [TensorType(input_transform_shape(INPUT, data, attrs), data.dtype)]
+input_transform = _register_transform(
+    INPUT, "data", OpPattern.OUT_ELEMWISE_FUSABLE,
+    {"tile_size": REQUIRED, "padding": (0, 0, 0, 0), "rows": 0, "layout": "NCHW"},
+    "Winograd F(m x m, 3 x 3) input transform: data (NCHW or NCHW{x}c) -> (m+2, m+2, rows, C), B^T d B "
+    "of each input tile (padding read as zeros; rows 0: the tile count, more: zero rows).",
+    input_transform_shape, winograd_input_transform, schedule_input_transform)
 
+output_transform = _register_transform(
+    OUTPUT, "data", OpPattern.OUT_ELEMWISE_FUSABLE,
+    {"tile_size": REQUIRED, "batch": REQUIRED, "output_size": REQUIRED, "layout": "NCHW"},
+    "Winograd F(m x m, 3 x 3) output transform: (m+2, m+2, tiles, O) -> (batch, O, H, W) in layout NCHW or "
+    "NCHW{x}c, A^T M A of each tile, cut to output_size (H, W).",
+    output_transform_shape, winograd_output_transform, schedule_output_transform)
 
-@input_transform.def_compute
-def _in_compute(tensors, attrs):
-    return [winograd_input_transform(tensors[0], attrs["tile_size"], attrs["padding"], attrs["rows"],
-                                     attrs["layout"])]
-
-
-input_transform.def_schedule(schedule_input_transform)
-
-output_transform = register_op(
-    OUTPUT, inputs=("data",), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    attrs={"tile_size": REQUIRED, "batch": REQUIRED, "output_size": REQUIRED, "layout": "NCHW"},
-    doc="Winograd F(m x m, 3 x 3) output transform: (m+2, m+2, tiles, O) -> (batch, O, H, W) in layout NCHW or "
-        "NCHW{x}c, A^T M A of each tile, cut to output_size (H, W).")
-
-
-@output_transform.def_infer
-def _out_infer(types, attrs):
-    (data,) = types
-    return [TensorType(output_transform_shape(OUTPUT, data, attrs), data.dtype)]
-
-
-@output_transform.def_compute
-def _out_compute(tensors, attrs):
-    return [winograd_output_transform(tensors[0], attrs["tile_size"], attrs["batch"], attrs["output_size"],
-                                      attrs["layout"])]
-
-
-output_transform.def_schedule(schedule_output_transform)
-
-weight_transform = register_op(
-    WEIGHT, inputs=("weight",), pattern=OpPattern.INJECTIVE,
-    attrs={"tile_size": REQUIRED, "kernel_layout": "OIHW"},
-    doc="Winograd F(m x m, 3 x 3) weight transform: a 3x3 kernel (OIHW or OIHW{i}i{o}o) -> (m+2, m+2, C, O), "
-        "G g G^T; over a constant weight it folds at compile time.")
-
-
-@weight_transform.def_infer
-def _w_infer(types, attrs):
-    (w,) = types
-    return [TensorType(weight_transform_shape(WEIGHT, w, attrs), w.dtype)]
-
-
-@weight_transform.def_compute
-def _w_compute(tensors, attrs):
-    return [winograd_weight_transform(tensors[0], attrs["tile_size"], attrs["kernel_layout"])]
-
-
-weight_transform.def_schedule(schedule_injective)
+weight_transform = _register_transform(
+    WEIGHT, "weight", OpPattern.INJECTIVE, {"tile_size": REQUIRED, "kernel_layout": "OIHW"},
+    "Winograd F(m x m, 3 x 3) weight transform: a 3x3 kernel (OIHW or OIHW{i}i{o}o) -> (m+2, m+2, C, O), "
+    "G g G^T; over a constant weight it folds at compile time.",
+    weight_transform_shape, winograd_weight_transform, schedule_injective)
 
 __all__ = [
     "INPUT",

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from ...arith import Analyzer
 from ...errors import ScheduleError
-from ...ir import (Block, BlockRealize, BufferLoad, BufferStore, For, ForKind, IntImm, IterVar, Max,
+from ...ir import (Block, BlockRealize, BufferStore, For, ForKind, IntImm, IterVar, Max,
                    Min, Mutator, Range, SeqStmt, Var, Visitor, const, seq, structural_equal)
 from ...ir.buffer import BufferRegion
 from ...ir.expr import LE, LT, And
+from ...ir.functor import load_with_indices
 from ..analysis import NotAffine, linear_form, uses_vars
 from .handles import BlockRV, LoopRV
 from .instruction import instruction_kind
@@ -49,10 +50,7 @@ class IndexSubst(Mutator):
         return out
 
     def visit_BufferLoad(self, e):
-        idx = self._indices(e.indices)
-        if all(a is b for a, b in zip(idx, e.indices)):
-            return e
-        return BufferLoad(e.buffer, idx)
+        return load_with_indices(e, self._indices(e.indices))
 
     def visit_BufferStore(self, s):
         value = self.visit(s.value)

@@ -43,7 +43,7 @@ from ...ir import (
     structural_equal,
     substitute,
 )
-from ...ir.functor import Mutator, post_order_visit
+from ...ir.functor import Mutator, load_with_indices, post_order_visit
 from ..analysis import edit, shape_var_analyzer, uses_var, uses_vars
 from .analysis import (
     complete_or_reduction,
@@ -522,9 +522,7 @@ class _Inline(Mutator):
     def visit_BufferLoad(self, n):
         indices = tuple(self.visit(i) for i in n.indices)
         if n.buffer is not self.buf:
-            if all(a is b for a, b in zip(indices, n.indices)):
-                return n
-            return BufferLoad(n.buffer, indices)
+            return load_with_indices(n, indices)
         self.loads.append(indices)
         return substitute(self.value, dict(zip(self.ivars, indices)))
 
@@ -537,10 +535,7 @@ class _Simplify(Mutator):
         self.ana = ana
 
     def visit_BufferLoad(self, n):
-        indices = tuple(self.ana.simplify(self.visit(i)) for i in n.indices)
-        if all(a is b for a, b in zip(indices, n.indices)):
-            return n
-        return BufferLoad(n.buffer, indices)
+        return load_with_indices(n, tuple(self.ana.simplify(self.visit(i)) for i in n.indices))
 
 
 def _plan_inline(idx, realize):

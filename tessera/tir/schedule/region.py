@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...arith import Analyzer
 from ...ir import (BlockRealize, Buffer, BufferLoad, BufferRegion, BufferStore, For, IntImm, Range,
                    SeqStmt, const, max_expr, min_expr, seq, structural_equal, substitute)
-from ...ir.functor import Mutator, Visitor
+from ...ir.functor import Mutator, Visitor, load_with_indices
 from ...ir.names import fresh_name
 from ..analysis import relax_range, shape_var_analyzer, uses_var, uses_vars
 from .state import child_realizes
@@ -189,9 +189,7 @@ class BufferReplacer(Mutator):
         indices = tuple(self.visit(i) for i in n.indices)
         new = self.bmap.get(n.buffer)
         if new is None:
-            if all(a is b for a, b in zip(indices, n.indices)):
-                return n
-            return BufferLoad(n.buffer, indices)
+            return load_with_indices(n, indices)
         if self.index_fn is not None:
             indices = self.index_fn(n.buffer, indices)
         return BufferLoad(new, indices)

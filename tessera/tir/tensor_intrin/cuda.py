@@ -16,29 +16,17 @@ target refuses them. Compile-tested with nvcc here (no GPU ran them).
 """
 from __future__ import annotations
 
-from ...ir import (AttrStmt, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For,
-                   IntImm, IterVar, PrimFunc, Range, StringImm, Var)
+from ...ir import AttrStmt, Block, BlockRealize, Buffer, Call, Evaluate, IntImm, PrimFunc, StringImm, Var
+from .gemm_desc import gemm_tile_desc
 from .intrin import TensorIntrin
 
 WARP = "tsr.warp_execution"
 
 
-def _rng(n):
-    return Range.from_min_extent(0, n)
-
-
 def tile_desc(m: int, n: int, k: int) -> PrimFunc:
     """`C[i, j] = C[i, j] + f32(A[i, k]) * f32(B[k, j])` over an m x n x k tile (A, B float16)."""
     A, B, C = Buffer((m, k), "float16", "A"), Buffer((k, n), "float16", "B"), Buffer((m, n), "float32", "C")
-    i, j, kk = Var("i"), Var("j"), Var("k")
-    vi, vj, vk = IterVar(_rng(m), "vi"), IterVar(_rng(n), "vj"), IterVar(_rng(k), "vk", "reduce")
-    value = C[vi.var, vj.var] + Cast("float32", A[vi.var, vk.var]) * Cast("float32", B[vk.var, vj.var])
-    reads = [BufferRegion(A, [_rng(m), _rng(k)]), BufferRegion(B, [_rng(k), _rng(n)])]
-    writes = [BufferRegion(C, [_rng(m), _rng(n)])]
-    block = Block([vi, vj, vk], reads, writes, "update", BufferStore(C, value, [vi.var, vj.var]))
-    body = For(i, 0, m, "serial", For(j, 0, n, "serial", For(kk, 0, k, "serial",
-                                                               BlockRealize([i, j, kk], True, block))))
-    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+    return gemm_tile_desc(A, B, C, m, n, k, lambda i, kk: A[i, kk], lambda kk, j: B[kk, j], "float32")
 
 
 def tile_impl(fn: str, m: int, n: int, k: int) -> PrimFunc:

@@ -28,10 +28,10 @@ from __future__ import annotations
 import re
 
 from ...errors import TesseraError
-from ...ir import (AttrStmt, Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call, Cast, Evaluate, For,
-                   IntImm, IterVar, PrimFunc, Range, StringImm, Var)
+from ...ir import AttrStmt, Block, BlockRealize, Buffer, Call, Evaluate, IntImm, PrimFunc, StringImm, Var
 from ...ir import expr as E
 from .epilogue import EpilogueHook, Tile
+from .gemm_desc import gemm_tile_desc
 from .intrin import TensorIntrin
 
 BLOCK_EXEC = "tsr.block_execution"   # split_host_device: the call runs on every thread of the block
@@ -70,22 +70,10 @@ def shared_bytes(bm: int, bn: int, bk: int, stages: int) -> int:
     return stages * (bm * bk + bk * bn) * 2
 
 
-def _rng(n):
-    return Range.from_min_extent(0, n)
-
-
 def _desc(bm: int, bn: int) -> PrimFunc:
     K = Var("K")
     A, B, C = Buffer((bm, K), "float16", "A"), Buffer((K, bn), "float16", "B"), Buffer((bm, bn), "float32", "C")
-    i, j, k = Var("i"), Var("j"), Var("k")
-    vi, vj, vk = IterVar(_rng(bm), "vi"), IterVar(_rng(bn), "vj"), IterVar(Range.from_min_extent(0, K), "vk", "reduce")
-    value = C[vi.var, vj.var] + Cast("float32", A[vi.var, vk.var]) * Cast("float32", B[vk.var, vj.var])
-    reads = [BufferRegion(A, [_rng(bm), Range.from_min_extent(0, K)]),
-             BufferRegion(B, [Range.from_min_extent(0, K), _rng(bn)])]
-    writes = [BufferRegion(C, [_rng(bm), _rng(bn)])]
-    block = Block([vi, vj, vk], reads, writes, "update", BufferStore(C, value, [vi.var, vj.var]))
-    body = For(i, 0, bm, "serial", For(j, 0, bn, "serial", For(k, 0, K, "serial", BlockRealize([i, j, k], True, block))))
-    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+    return gemm_tile_desc(A, B, C, bm, bn, K, lambda i, k: A[i, k], lambda k, j: B[k, j], "float32")
 
 
 def _impl(fn: str, bm: int, bn: int, n_threads: int, smem: int) -> PrimFunc:

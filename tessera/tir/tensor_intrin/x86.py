@@ -54,6 +54,7 @@ from ...ir import (
     Var,
 )
 from ...target import Target
+from .gemm_desc import gemm_tile_desc
 from .intrin import TensorIntrin
 
 AVX2 = ("avx2", "fma")
@@ -88,20 +89,10 @@ def gemm_desc(mr: int, nr: int, a_dtype="float32", b_dtype="float32", c_dtype="f
     A = Buffer((K, mr) if a_kmajor else (mr, K), a_dtype, "A")
     B = Buffer((Var("K4"), nr, 4) if b_quads else (K, nr), b_dtype, "B")
     C = Buffer((mr, nr), c_dtype, "C")
-    i, j, k = Var("i"), Var("j"), Var("k")
-    vi, vj, vk = IterVar(_rng(mr), "vi"), IterVar(_rng(nr), "vj"), IterVar(_rng(K), "vk", "reduce")
-    a = A[vk.var, vi.var] if a_kmajor else A[vi.var, vk.var]
-    b = B[vk.var // 4, vj.var, vk.var % 4] if b_quads else B[vk.var, vj.var]
-    if a_dtype != c_dtype:
-        a, b = Cast(c_dtype, a), Cast(c_dtype, b)
-    value = C[vi.var, vj.var] + a * b
-    reads = [BufferRegion(A, [Range.from_min_extent(0, x) for x in A.shape]),
-             BufferRegion(B, [Range.from_min_extent(0, x) for x in B.shape])]
-    writes = [BufferRegion(C, [_rng(mr), _rng(nr)])]
-    block = Block([vi, vj, vk], reads, writes, "update", BufferStore(C, value, [vi.var, vj.var]))
-    body = For(i, 0, mr, "serial", For(j, 0, nr, "serial", For(k, 0, K, "serial",
-                                                                  BlockRealize([i, j, k], True, block))))
-    return PrimFunc([A, B, C], BlockRealize([], True, Block([], reads, writes, "root", body)))
+    return gemm_tile_desc(A, B, C, mr, nr, K,
+                          (lambda i, k: A[k, i]) if a_kmajor else (lambda i, k: A[i, k]),
+                          (lambda k, j: B[k // 4, j, k % 4]) if b_quads else (lambda k, j: B[k, j]),
+                          c_dtype if a_dtype != c_dtype else None)
 
 
 def dot_desc(lanes=16, group=4) -> PrimFunc:

@@ -35,7 +35,7 @@ from ...ir import (
     max_expr,
     min_expr,
 )
-from ...ir.functor import Mutator, Visitor
+from ...ir.functor import Mutator, Visitor, load_with_indices
 from ..analysis import relax_range, shape_var_analyzer
 from .lower_blocks import ACCESS_REGION
 
@@ -129,9 +129,7 @@ class _Shift(Mutator):
     def visit_BufferLoad(self, n):
         indices = tuple(self.visit(i) for i in n.indices)
         if n.buffer is not self.buf:
-            if all(a is b for a, b in zip(indices, n.indices)):
-                return n
-            return BufferLoad(n.buffer, indices)
+            return load_with_indices(n, indices)
         return BufferLoad(self.new, self._idx(indices))
 
     def visit_BufferStore(self, n):
