@@ -36,6 +36,7 @@ from ..ir.buffer import Buffer
 from ..ir.dtype import DataType, numpy_dtype
 from ..ir.dtype import MINIFLOATS
 from ..ir.functor import Mutator, Visitor, children
+from ..ir.names import numbered_name
 from ..ir.node import set_field
 from .c_files import sections
 
@@ -163,13 +164,7 @@ class NameTable:
         base = self.sanitize(hint)
         name = base
         if name in self._used:
-            k = self._suffix.get(base, 0)
-            while True:
-                k += 1
-                name = f"{base}_{k}"
-                if name not in self._used and name not in self._reserved:
-                    break
-            self._suffix[base] = k
+            name = numbered_name(base, self._suffix, self._used, self._reserved)
         self._used.add(name)
         self._frames[-1].append(name)
         return name

@@ -17,6 +17,19 @@ def fresh_name(base: str, taken) -> str:
     return f"{base}_{k}"
 
 
+def numbered_name(base: str, last_suffix: dict, *taken) -> str:
+    """The first `base_k` in none of the `taken` collections, k counting on from the suffix last given
+    to base (`last_suffix` remembers it per base): a printer's many `i`s are numbered in linear time."""
+    k = last_suffix.get(base, 0)
+    while True:
+        k += 1
+        name = f"{base}_{k}"
+        if all(name not in t for t in taken):
+            break
+    last_suffix[base] = k
+    return name
+
+
 def identifier(name: str, fallback: str = "t") -> str:
     """`name` as a C/Python identifier: every character outside [A-Za-z0-9_] becomes '_', leading
     and trailing '_' are dropped, an empty result is `fallback`, a leading digit gets `fallback_`."""

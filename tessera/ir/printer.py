@@ -23,6 +23,7 @@ from . import stmt as S
 from .buffer import Buffer, BufferRegion
 from .function import IRModule, PrimFunc
 from .functor import collect_vars
+from .names import numbered_name
 from .node import PRINTER, Node
 
 # Python precedence levels (higher binds tighter)
@@ -127,13 +128,7 @@ class _Printer:
             base = _sanitize(obj.name)
             name = base
             if name in self.taken:
-                k = self.suffix.get(base, 0)
-                while True:
-                    k += 1
-                    name = f"{base}_{k}"
-                    if name not in self.taken:
-                        break
-                self.suffix[base] = k
+                name = numbered_name(base, self.suffix, self.taken)
             self.taken.add(name)
             self.names[obj] = name
         return name
