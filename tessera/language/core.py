@@ -330,6 +330,14 @@ def static_shape(shape, what: str) -> tuple:
     return tuple(out)
 
 
+def check_carried(name: str, init: tensor, y) -> None:
+    """Refuses a loop-carried value `y` (after the loop body) whose type is not `init`'s (before the loop)."""
+    if not isinstance(y, tensor) or y.type != init.type:
+        got = y.type if isinstance(y, tensor) else type(y).__name__
+        raise error(f"the loop-carried value {name!r} is {init.type} before the loop and {got} after its body; "
+                    f"give it its final type before the loop (e.g. tl.zeros([BLOCK], tl.float32))")
+
+
 def to_tensor(x, like: tensor | None = None) -> tensor:
     """x as a tensor: Python numbers become constants; with `like`, a number takes its kind of type
     (an int next to a float tensor is that float, as triton's weakly typed literals)."""

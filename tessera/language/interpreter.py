@@ -208,11 +208,7 @@ class Interpreter:
                 y = core._unwrap(y)
                 if not isinstance(y, tensor) and not init.type.shape:
                     y = core.cast(to_tensor(y, init), init.dtype)
-                if not isinstance(y, tensor) or y.type != init.type:
-                    got = y.type if isinstance(y, tensor) else type(y).__name__
-                    raise core.error(f"the loop-carried value {name!r} is {init.type} before the loop and {got} "
-                                     f"after its body; give it its final type before the loop (e.g. "
-                                     f"tl.zeros([BLOCK], tl.float32))")
+                core.check_carried(name, init, y)
                 nxt.append(y)
             carried = nxt
         return tuple(carried)

@@ -164,11 +164,7 @@ class Tracer:
                 y = core._unwrap(y)
                 if isinstance(y, numbers.Number) and not isinstance(y, bool) and not init.type.shape:
                     y = core.cast(to_tensor(y, init), init.dtype)
-                if not isinstance(y, tensor) or y.type != init.type:
-                    got = y.type if isinstance(y, tensor) else type(y).__name__
-                    raise core.error(f"the loop-carried value {name!r} is {init.type} before the loop and {got} "
-                                     f"after its body; give it its final type before the loop (e.g. "
-                                     f"tl.zeros([BLOCK], tl.float32))")
+                core.check_carried(name, init, y)
                 yields.append(y.handle)
         finally:
             ops = self.regions.pop()
