@@ -91,10 +91,22 @@ def _param_kind(op, types, attrs, zero_like: str, zero_dtype) -> str:
     return kind
 
 
-def _param_layout(op, kind, x, attrs) -> tuple:
-    """(axis, block size) with which param_at picks the scale / zero point entry of an element of x."""
+def _shaped_like_data(check):
+    """The infer function of quantize / dequantize: data's shape, in the dtype `check` gives."""
+    def infer(types, attrs):
+        _, out = check(types, attrs)
+        return [TensorType(types[0].shape, out)]
+
+    return infer
+
+
+def _operands(op, kind, tensors, attrs) -> tuple:
+    """(data, scale, zero point or None, axis, block size) of a quantize / dequantize compute: the
+    tensors, and how param_at picks the scale / zero point entry of an element of data."""
+    x, s = tensors[0], tensors[1]
+    z = tensors[2] if len(tensors) == 3 else None
     axis = normalize_axis(op, attrs["axis"], len(x.shape)) if kind != "tensor" else 0
-    return axis, int(attrs["block_size"] or 0)
+    return x, s, z, axis, int(attrs["block_size"] or 0)
 
 
 def param_at(p, kind, i, axis, block_size):
@@ -159,18 +171,13 @@ def _quantize_check(types, attrs):
     return _param_kind(op, types, attrs, "out_dtype", out), out
 
 
-@quantize.def_infer
-def _quantize_infer(types, attrs):
-    _, out = _quantize_check(types, attrs)
-    return [TensorType(types[0].shape, out)]
+quantize.def_infer(_shaped_like_data(_quantize_check))
 
 
 @quantize.def_compute
 def _quantize_compute(tensors, attrs):
     kind, out = _quantize_check([_tt(t) for t in tensors], attrs)
-    x, s = tensors[0], tensors[1]
-    z = tensors[2] if len(tensors) == 3 else None
-    axis, block = _param_layout("qnn.quantize", kind, x, attrs)
+    x, s, z, axis, block = _operands("qnn.quantize", kind, tensors, attrs)
     fdt = DataType(attrs["precision"]) if attrs["precision"] else _promote(x.dtype, s.dtype)
     wide = DataType("float64") if fdt == "float64" else DataType("float32")
 
@@ -209,18 +216,13 @@ def _dequantize_check(types, attrs):
     return _param_kind(op, types, attrs, "data", x.dtype), out
 
 
-@dequantize.def_infer
-def _dequantize_infer(types, attrs):
-    _, out = _dequantize_check(types, attrs)
-    return [TensorType(types[0].shape, out)]
+dequantize.def_infer(_shaped_like_data(_dequantize_check))
 
 
 @dequantize.def_compute
 def _dequantize_compute(tensors, attrs):
     kind, out = _dequantize_check([_tt(t) for t in tensors], attrs)
-    x, s = tensors[0], tensors[1]
-    z = tensors[2] if len(tensors) == 3 else None
-    axis, block = _param_layout("qnn.dequantize", kind, x, attrs)
+    x, s, z, axis, block = _operands("qnn.dequantize", kind, tensors, attrs)
     # numpy: float32 - int32 and anything * float64 are float64; the rest stays float32
     wide = z is not None and x.dtype == "int32" or s.dtype == "float64"
     fdt = DataType("float64" if wide else "float32")
