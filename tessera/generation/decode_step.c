@@ -81,6 +81,46 @@ static inline float dec_hsum(dec_vf v) {
   return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
+typedef int32_t dec_vi32 __attribute__((vector_size(DEC_NL * 4)));
+
+static inline dec_vf dec_select(dec_vi32 mask, dec_vf a, dec_vf b) {   /* mask ? a : b, lane by lane */
+  return (dec_vf)(((dec_vi32)a & mask) | ((dec_vi32)b & ~mask));
+}
+
+/* e^x lane by lane (Cephes' expf: x = n ln2 + r, a degree-5 polynomial of r, 2^n into the exponent
+   bits; within 2 ulp of expf on [-87.3, 88.3], clamped there), so the activations and the softmax
+   run at the vector width instead of one libm call an element. */
+static inline dec_vf dec_vexp(dec_vf x) {
+  const dec_vf zero = {0};
+  x = dec_select(x < zero - 87.3f, zero - 87.3f, x);
+  x = dec_select(x > zero + 88.3f, zero + 88.3f, x);
+  dec_vf fx = x * 1.44269504088896341f + 0.5f;
+  dec_vf fl = __builtin_convertvector(__builtin_convertvector(fx, dec_vi32), dec_vf);
+  fl = dec_select(fl > fx, fl - 1.f, fl);                       /* floor */
+  x = x - fl * 0.693359375f;
+  x = x - fl * -2.12194440e-4f;
+  dec_vf y = 1.9875691500e-4f * x + 1.3981999507e-3f;
+  y = y * x + 8.3334519073e-3f;
+  y = y * x + 4.1665795894e-2f;
+  y = y * x + 1.6666665459e-1f;
+  y = y * x + 5.0000001201e-1f;
+  y = y * (x * x) + x + 1.f;
+  const dec_vi32 n = __builtin_convertvector(fl, dec_vi32);
+  return y * (dec_vf)((n + 127) << 23);
+}
+
+static inline float dec_exp1(float x) {
+  const dec_vf v = {0};
+  return dec_vexp(v + x)[0];
+}
+
+/* gpt2's gelu_new, u * sigmoid(2 * 0.79788456 (u + 0.044715 u^3)) = 0.5 u (1 + tanh(...)); llama's silu */
+static inline dec_vf dec_gelu(dec_vf u) {
+  return u / (1.f + dec_vexp(-1.5957691216057308f * (u + 0.044715f * (u * u * u))));
+}
+
+static inline dec_vf dec_silu(dec_vf u) { return u / (1.f + dec_vexp(-u)); }
+
 typedef struct {
   const float* w;       /* float rows [n, k], or NULL when the matrix is int8 */
   const int8_t* q;      /* int8 rows [n, k], its per-row scales s */
@@ -298,8 +338,16 @@ void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8
           s[p] = dec_dot(q, kb + p * D, D) / scale;
           mx = s[p] > mx ? s[p] : mx;
         }
-        for (int64_t p = start[b]; p <= pos; ++p) {
-          s[p] = expf(s[p] - mx);
+        int64_t p = start[b];
+        dec_vf vsum = {0};
+        for (; p + DEC_NL <= pos + 1; p += DEC_NL) {
+          const dec_vf e = dec_vexp(*(const dec_vf*)(s + p) - mx);
+          *(dec_vf*)(s + p) = e;
+          vsum += e;
+        }
+        sum = dec_hsum(vsum);
+        for (; p <= pos; ++p) {
+          s[p] = dec_exp1(s[p] - mx);
           sum += s[p];
         }
         for (int64_t i = 0; i < D; ++i) o[i] = 0.f;
@@ -315,14 +363,24 @@ void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8
       m = dec_matrix(t + L_UP, wf, wq, nup, Hd);
       dec_gemv(&m, h, Hd, up, nup, B, 0);
       /* llama: silu(gate) * up (gate rows first); gpt2: gelu_new */
+      const int64_t chunks = (F + DEC_NL - 1) / DEC_NL;     /* DEC_NL elements of one row a chunk */
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < B * F; ++i) {
-        const int64_t b = i / F, c = i % F;
-        const float u = up[b * nup + c];
-        if (llama) {
-          act[i] = u * (1.f / (1.f + expf(-u))) * up[b * nup + F + c];
+      for (int64_t i = 0; i < B * chunks; ++i) {
+        const int64_t b = i / chunks, c0 = i % chunks * DEC_NL;
+        const float* g = up + b * nup + c0;
+        float* a = act + b * F + c0;
+        if (c0 + DEC_NL <= F) {
+          const dec_vf u = *(const dec_vf*)g;
+          if (llama) {
+            *(dec_vf*)a = dec_silu(u) * *(const dec_vf*)(g + F);
+          } else {
+            *(dec_vf*)a = dec_gelu(u);
+          }
         } else {
-          act[i] = 0.5f * u * (1.f + tanhf(0.7978845608028654f * (u + 0.044715f * (u * u * u))));
+          for (int64_t c = 0; c0 + c < F; ++c) {
+            const dec_vf u = (dec_vf){0} + g[c];
+            a[c] = llama ? dec_silu(u)[0] * g[F + c] : dec_gelu(u)[0];
+          }
         }
       }
       m = dec_matrix(t + L_DOWN, wf, wq, Hd, F);

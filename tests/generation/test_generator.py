@@ -212,3 +212,20 @@ def test_the_prefill_model_computes_the_last_positions_logits_only(model):
     node = next(n for n in other.graph.node if "logits" in n.output)
     node.op_type, node.input[0] = "Identity", other.graph.input[0].name
     assert last_position_logits(other) == (other, False)
+
+
+@pytest.mark.parametrize("name, sizes", [
+    ("llama_decoder", dict(n_layers=2, hidden=72, heads=4, kv_heads=2, ffn=100, vocab=301, max_position=64)),
+    ("gpt2_decoder", dict(n_layers=2, hidden=52, heads=2, vocab=301, n_positions=64)),
+])
+def test_sizes_off_the_vector_width_generate_the_reference_tokens(name, sizes):
+    """Rows, MLP widths and head sizes that are not multiples of 16 lanes: the products', activations' and
+    softmax's scalar tails."""
+    m = zoo.get_model(name, batch="batch_size", **sizes)
+    p, cfg = params_of(m)
+    for weights in ("float32", "int8"):
+        out = Generator(m, target=TARGET, weights=weights).generate([[5, 17, 200], [9]], max_new_tokens=10)
+        if weights == "float32":
+            assert out.tokens == [greedy(p, cfg, [5, 17, 200], 10), greedy(p, cfg, [9], 10)]
+        else:
+            assert [len(t) for t in out.tokens] == [10, 10]
