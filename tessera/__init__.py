@@ -15,7 +15,7 @@ def __getattr__(name):
     import importlib
 
     if name in ("te", "tir", "arith", "codegen", "runtime", "graph", "ops", "frontend", "zoo", "autotune", "backend",
-                "accel", "language", "generation"):
+                "accel", "language", "generation", "progress"):
         return importlib.import_module(f".{name}", __name__)
     if name == "nd":
         return importlib.import_module(".runtime.nd", __name__)

@@ -200,3 +200,7 @@ def test_cli_bench_and_demo_take_quiet(tmp_path, capsys, monkeypatch):
     assert "tessera: " not in capsys.readouterr().err
     assert main(["demo", "--size", "32", "--quiet"]) == 0
     assert "tessera: " not in capsys.readouterr().err
+
+
+def test_the_package_face_names_the_module():
+    assert tessera.progress is progress and tessera.progress.ProgressEvent is progress.ProgressEvent
