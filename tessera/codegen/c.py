@@ -424,6 +424,12 @@ class CodeGenC(CodeGenCBase):
             h = self.vtype(DataType(f"float16x{lanes}"))
             return (f"__builtin_convertvector(__builtin_convertvector({xs}, {h}), "
                     f"{self.vtype(drep)})"), P_PRIMARY
+        elif srep.element_of().code in ("int", "uint") and srep.element_of().bits in (8, 16) \
+                and drep.element_of().code == "float":
+            # through int32 lanes: gcc (12) converts 8/16-bit lanes to float one lane at a time
+            i32 = self.vtype(DataType(f"int32x{lanes}"))
+            out = (f"__builtin_convertvector(__builtin_convertvector({self.widen_source(srep, drep, xs)}, {i32}), "
+                   f"{self.vtype(drep)})")
         else:
             out = f"__builtin_convertvector({self.widen_source(srep, drep, xs)}, {self.vtype(drep)})"
         if dst.element_of() in HALF_TYPES and src.element_of() != dst.element_of():

@@ -26,13 +26,17 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ScheduleError, ShapeError, TesseraError
 from ..ir import TensorType
 from ..ir.dtype import DataType
 from ._common import broadcast_index, broadcast_shape_te, check_dtype, fmt_shape
 from ._schedule import schedule_injective
 from .nn import _util as U
+from ..target import Target
+from ..tir.tensor_intrin import x86
+from . import _schedule as S
 from .nn._cpu_schedule import schedule_conv, schedule_matmul
+from .nn.conv_nchwc import _extent, _get_block, _schedule_rest
 from .registry import REQUIRED, OpPattern, register_op
 
 ACTIVATIONS = ("uint8", "int8")
@@ -247,7 +251,9 @@ def _dense_compute(tensors, attrs):
 
     def body(*idx):
         *i, j = idx
-        x = data[tuple(i) + (k,)].astype(i32) - te.const(zp, i32)
+        x = data[tuple(i) + (k,)].astype(i32)
+        if zp:            # (a packed weight's pass folded the zero point into the bias: zp 0)
+            x = x - te.const(zp, i32)
         return te.sum(x * w_at(k, j).astype(i32), axis=k)
 
     acc = U.compute(tuple(lead) + (N,), names, body, "qdense_acc")
@@ -256,7 +262,66 @@ def _dense_compute(tensors, attrs):
                       "qdense")]
 
 
-dense.def_schedule(schedule_matmul)
+def _qdense_micro_kernel(sch, ctx) -> bool:
+    """A packed qnn.dense (b_panel = nr, graph/passes/pack_matmul_weights) on the x86 int8 GEMM
+    micro-kernel (tensor_intrin/x86.py: vpdpbusd, or AVX2's vpmaddwd): (lead..., j_0 | i_1, i_2, j_1, k)
+    with the mr x nr x K tile tensorized, (lead, j_0) fused and parallel (a thread streams its weight
+    panels), the requantization of each panel's columns right after them (still in cache), vectorized.
+    False (nothing changed) where no tile of the target's ISA fits."""
+    nr = int((ctx.attrs or {}).get("b_panel") or 0)
+    acc = _get_block(sch, ctx.block + "_acc")
+    if not nr or acc is None or int((ctx.attrs or {}).get("input_zero_point", 0)):
+        return False
+    loops = sch.get_loops(acc)
+    if len(loops) < 3:
+        return False
+    *lead, i, j, k = loops
+    M, N = _extent(sch, i), _extent(sch, j)
+    if M is None or N is None or N % nr:
+        return False
+    target = Target(ctx.target)
+    names = []
+    for isa, feats in (("vnni", x86.VNNI), ("avx2", ("avx2",))):
+        if all(target.has_feature(f) for f in feats):
+            names += [x86.int8_gemm_name(isa, mr, n) for mr, n in x86.INT8_GEMM[isa] if n == nr and M % mr == 0]
+            break
+    if not names:
+        return False
+    name = ctx.choose(sch, "qdense.tile", names, names[0])
+    mr = int(name.split("_gemm_")[1].split("x")[0])
+    i1, i2 = sch.split(i, [None, mr])
+    j0, j1 = sch.split(j, [None, nr])
+    sch.reorder(*lead, j0, i1, i2, j1, k)
+    out = _get_block(sch, ctx.block)
+    if out is not None:
+        sch.reverse_compute_at(out, j0)
+        sch.vectorize(sch.get_loops(out)[-1])
+    sch.tensorize(i2, name)
+    outer = [*lead, j0]
+    if S.thread_count(ctx.target) > 1:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else j0)
+    return True
+
+
+def schedule_qdense(sch, ctx):
+    """qnn.dense: a packed weight on the int8 GEMM micro-kernel (_qdense_micro_kernel), else the
+    matmul schedule (ops/nn/_cpu_schedule.py)."""
+    if ctx.knobs is not None:
+        ok = _qdense_micro_kernel(sch, ctx)
+    else:
+        try:
+            ok = _qdense_micro_kernel(sch.copy(), ctx)
+        except (ScheduleError, TesseraError):
+            ok = False
+        if ok:
+            ok = _qdense_micro_kernel(sch, ctx)
+    if not ok:
+        schedule_matmul(sch, ctx)
+        return
+    _schedule_rest(sch, {ctx.block + "_acc", ctx.block, *ctx.epilogue}, ctx.target)
+
+
+dense.def_schedule(schedule_qdense)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -29,3 +29,23 @@ def test_vectorized_widening_product_equals_numpy(src, lanes, isa_target):
     source = lib.get_source()
     if info.bits * lanes in (64, 128):      # (a vector wider than the target's is cast in halves)
         assert f"tsr_widen_src_{src}x" in source
+
+
+@pytest.mark.parametrize("src", ["uint8", "int8", "int16", "uint16"])
+def test_vectorized_small_int_to_float_equals_numpy(src, isa_target):
+    # through int32 lanes (gcc converts 8/16-bit lanes to float one at a time otherwise)
+    n = 64
+    A = te.placeholder((n,), name="A", dtype=src)
+    W = te.placeholder((n,), name="W", dtype="float32")
+    C = te.compute((n,), lambda i: A[i].astype("float32") * W[i] + 0.5, name="C")
+    sch = tir.Schedule(te.create_prim_func([A, W, C]))
+    (i,) = sch.get_loops(sch.get_block("C"))
+    _, ii = sch.split(i, [None, 16])
+    sch.vectorize(ii)
+    lib = tessera.build(sch.mod, target=isa_target)
+    info = np.iinfo(src)
+    a = np.random.default_rng(4).integers(info.min, info.max + 1, n).astype(src)
+    w = np.random.default_rng(5).standard_normal(n).astype("float32")
+    c = np.zeros(n, "float32")
+    lib(a, w, c)
+    np.testing.assert_allclose(c, a.astype(np.float32) * w + np.float32(0.5), rtol=1e-6)

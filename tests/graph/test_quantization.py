@@ -110,7 +110,7 @@ def test_input_range_follows_the_calibration_method():
         want = quant_params(*c.range())
         assert (np.float32(scale), zp) == want
         if method == "minmax":
-            assert scale * (255 - zp) >= 40.0
+            assert scale * (255 - zp) >= 39.5        # the outlier (40.0), to a rounding
         else:
             assert scale * (255 - zp) < 10.0
 

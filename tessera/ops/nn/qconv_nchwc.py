@@ -229,6 +229,8 @@ def _dw_infer(types, attrs):
     U.check_dtype(op, weight, ("int8",), "weight")
     U.check_rank(op, weight, 4, "weight (C/x, KH, KW, x)")
     Cc, KH, KW, x = U.static_dims(op, weight, range(4), "weight dimensions")
+    if KH * KW >= 512:
+        raise ShapeError(f"{op}: a {KH}x{KW} window sums more products than float32 holds exactly (< 512 taps)")
     _check_common(op, data, bias, mult, Cc, x, attrs)
     Dc, H, W, xb = U.static_dims(op, data, (1, 2, 3, 4), "channel blocks, spatial and block dimensions")
     if (Dc, xb) != (Cc, x):
@@ -249,11 +251,15 @@ def _dw_compute(tensors, attrs):
     src = pad_nchwc(data, padding, int(attrs["pad_value"]))
 
     def body(n, c, oh, ow, b):
-        total = bias[c, b]
+        # the products and their sum in float32, exactly (|u8 x s8| < 2**15, KH * KW of them < 2**24
+        # while the window has fewer than 512 taps): FMAs instead of vpmulld, which x86 issues on one
+        # port at half rate; then int32 for the bias
+        total = None
         for i, j in itertools.product(range(KH), range(KW)):
-            total = total + src[n, c, oh * sh + i * dh, ow * sw + j * dw, b].astype("int32") * \
-                weight[c, i, j, b].astype("int32")
-        return requantize_expr(total, mult[c, b], attrs, lo, hi)
+            p = src[n, c, oh * sh + i * dh, ow * sw + j * dw, b].astype("float32") * \
+                weight[c, i, j, b].astype("float32")
+            total = p if total is None else total + p
+        return requantize_expr(total.astype("int32") + bias[c, b], mult[c, b], attrs, lo, hi)
 
     return [U.compute((data.shape[0], Cc, OH, OW, x), ["n", "c_chunk", "oh", "ow", "c_block"], body,
                       "qdepthwise_nchwc")]

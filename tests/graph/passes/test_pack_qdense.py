@@ -1,0 +1,51 @@
+"""pack_matmul_weights on integer matmuls: a qnn.dense over a constant int8 weight gets the weight packed
+in the int8 GEMM micro-kernel's panels (quads of four k, zeros past K) and the input zero point folded
+into the bias; scheduled on the micro-kernel (vpdpbusd on the host with AVX512-VNNI, vpmaddwd on AVX2),
+the results are ONNX Runtime's integers exactly (QDQ MatMul + bias, as quantize_static writes it)."""
+import re
+
+import numpy as np
+import pytest
+
+import tessera
+
+from qdq_models import QDQ, ort_run, steps
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+RNG = np.random.default_rng(41)
+
+
+def rand(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def matmul_model(M, K, N):
+    m = QDQ()
+    x = m.q("x", -3.0, 2.0)                       # an asymmetric range: a nonzero input zero point
+    w, ws = m.weight(rand(K, N, scale=0.1), axis=1)
+    y = m.node("Add", [m.node("MatMul", [x, w], "mm"), m.bias(rand(N), m.scales[x], ws)], "mmb")
+    out = m.q(m.node("Relu", [y]), 0.0, 4.0)
+    return m, m.model([("x", [1, M, K])], out, [1, M, N]), out, {"x": rand(1, M, K, scale=1.2)}
+
+
+@pytest.mark.parametrize("M,K,N", [(128, 256, 128), (24, 30, 64), (1, 64, 40)], ids=["bert_like", "k_tail", "one_row"])
+def test_packed_qdense_equals_onnxruntime(M, K, N, isa_target):
+    m, model, out, feeds = matmul_model(M, K, N)
+    g, p = tessera.frontend.from_onnx(model)
+    exe = tessera.compile(g, p, target=f"{isa_target} -num-threads=2")
+    (got,) = exe.run(feeds)
+    assert steps(got, ort_run(model, feeds)[0], m.scales[out]).max() == 0
+    (dense,) = [n for n in exe.graph.nodes if n.op == "qnn.dense" or
+                (n.op == "fused" and any(b.op == "qnn.dense" for b in n.attrs["function"].body.nodes))]
+    body = dense.attrs["function"].body.nodes if dense.op == "fused" else [dense]
+    (qd,) = [b for b in body if b.op == "qnn.dense"]
+    kernels = {name for k in exe.kernels for name in re.findall(r"x86_\w+?_gemm_\w+_u8s8s32", str(k.prim.trace))}
+    if M == 1:             # no tile divides one row: the weight stays as it is, the matmul schedule
+        assert qd.attrs["b_panel"] == 0 and not kernels
+        return
+    nr = qd.attrs["b_panel"]
+    assert nr and qd.attrs["input_zero_point"] == 0 and tuple(qd.inputs[1].type.shape) == (N // nr, -(-K // 4), nr, 4)
+    isa = "avx512_vnni" if tessera.Target(isa_target).has_feature("avx512_vnni") else "avx2"
+    assert kernels and all(k.startswith(f"x86_{isa}_gemm_") for k in kernels), kernels
