@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <omp.h>
 
 /* Vectors are the target's own width (DEC_NL float lanes: 16 with AVX-512, 8 with AVX/AVX2, 4
    otherwise): a wider generic vector is split by gcc into register pairs that it moves through the
@@ -152,16 +153,23 @@ static inline float dec_elem(const dec_mat* m, int64_t row, int64_t i) {
   return m->q ? (float)m->q[row * m->k + i] : m->w[row * m->k + i];
 }
 
-static inline void dec_put(const dec_mat* m, int64_t row, float dot, float* y, int acc) {
+/* what a product does with its row's value: store it, add it to y, or store gelu_new of it (GPT-2's MLP:
+   the activation in the product's epilogue saves a pass and a barrier a layer) */
+#define DEC_STORE 0
+#define DEC_ADD 1
+#define DEC_GELU 2
+
+static inline void dec_put(const dec_mat* m, int64_t row, float dot, float* y, int mode) {
   float v = m->s ? dot * m->s[row] : dot;
   if (m->b) v = v + m->b[row];
-  *y = acc ? *y + v : v;
+  if (mode == DEC_GELU) v = dec_gelu((dec_vf){0} + v)[0];
+  *y = mode == DEC_ADD ? *y + v : v;
 }
 
 /* y[b, r] (+)= W[r] . x[b] (* s[r]) (+ bias[r]) for rows r0 .. r0 + 3: per row DEC_U accumulators
    of the target's width (4 DEC_U independent chains; the loops over u unroll) */
 static void dec_rows4(const dec_mat* m, int64_t r0, const float* x, int64_t ldx, float* y, int64_t ldy,
-                      int64_t B, int acc) {
+                      int64_t B, int mode) {
   const int64_t k = m->k, kv = k - k % DEC_LANES;
   for (int64_t b = 0; b < B; ++b) {
     const float* xb = x + b * ldx;
@@ -204,12 +212,12 @@ static void dec_rows4(const dec_mat* m, int64_t r0, const float* x, int64_t ldx,
     float s[4] = {dec_hsum(a0[0]), dec_hsum(a1[0]), dec_hsum(a2[0]), dec_hsum(a3[0])};
     for (; i < k; ++i)
       for (int r = 0; r < 4; ++r) s[r] += dec_elem(m, r0 + r, i) * xb[i];
-    for (int r = 0; r < 4; ++r) dec_put(m, r0 + r, s[r], y + b * ldy + r0 + r, acc);
+    for (int r = 0; r < 4; ++r) dec_put(m, r0 + r, s[r], y + b * ldy + r0 + r, mode);
   }
 }
 
 static void dec_row1(const dec_mat* m, int64_t r, const float* x, int64_t ldx, float* y, int64_t ldy,
-                     int64_t B, int acc) {
+                     int64_t B, int mode) {
   const int64_t k = m->k, kv = k - k % DEC_NL;
   for (int64_t b = 0; b < B; ++b) {
     const float* xb = x + b * ldx;
@@ -218,20 +226,20 @@ static void dec_row1(const dec_mat* m, int64_t r, const float* x, int64_t ldx, f
     for (; i < kv; i += DEC_NL) a += dec_load(m, r, i) * *(const dec_vf*)(xb + i);
     float s = dec_hsum(a);
     for (; i < k; ++i) s += dec_elem(m, r, i) * xb[i];
-    dec_put(m, r, s, y + b * ldy + r, acc);
+    dec_put(m, r, s, y + b * ldy + r, mode);
   }
 }
 
 /* y[b, :] (+)= m x[b, :] for every batch row: the rows split among the team in contiguous ranges */
-static void dec_gemv(const dec_mat* m, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t B, int acc) {
+static void dec_gemv(const dec_mat* m, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t B, int mode) {
   const int64_t blocks = (m->n + 3) / 4;
 #pragma omp for schedule(static)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t r0 = blk * 4;
     if (r0 + 4 <= m->n) {
-      dec_rows4(m, r0, x, ldx, y, ldy, B, acc);
+      dec_rows4(m, r0, x, ldx, y, ldy, B, mode);
     } else {
-      for (int64_t r = r0; r < m->n; ++r) dec_row1(m, r, x, ldx, y, ldy, B, acc);
+      for (int64_t r = r0; r < m->n; ++r) dec_row1(m, r, x, ldx, y, ldy, B, mode);
     }
   }
 }
@@ -246,10 +254,10 @@ static float dec_dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-/* LayerNorm (gain g, bias b) or RMSNorm (b NULL, rms) of each batch row of x into y */
+/* LayerNorm (gain g, bias b) or RMSNorm (b NULL, rms) of each batch row of x into y. Every thread
+   computes all of it into its own y (a few thousand flops): no worksharing, so no barrier after it. */
 static void dec_norm(int rms, const float* x, float* y, int64_t B, int64_t n, const float* g, const float* bias,
                      float eps) {
-#pragma omp for schedule(static)
   for (int64_t r = 0; r < B; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
@@ -291,11 +299,12 @@ void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8
   const float eps = fpar[FP_EPS];
   const float* pos_emb = dec_at(wf, cfg[CFG_POS_EMB]);
   const float* inv_freq = dec_at(wf, cfg[CFG_ROPE]);
-  float *x = work + cfg[CFG_W_X], *h = work + cfg[CFG_W_H], *qkv = work + cfg[CFG_W_QKV],
+  float *x = work + cfg[CFG_W_X], *hs = work + cfg[CFG_W_H], *qkv = work + cfg[CFG_W_QKV],
         *att = work + cfg[CFG_W_ATT], *up = work + cfg[CFG_W_UP], *act = work + cfg[CFG_W_ACT],
         *scores = work + cfg[CFG_W_SCORES];
 #pragma omp parallel num_threads(cfg[CFG_THREADS])
   {
+    float* const h = hs + (int64_t)omp_get_thread_num() * B * Hd;    /* this thread's normed rows */
     /* token (and learned position) embeddings */
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
@@ -310,7 +319,7 @@ void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8
       float* cv = cache_v + l * B * KV * MAX * D;
       dec_norm(llama, x, h, B, Hd, dec_at(wf, t[L_N1G]), dec_at(wf, t[L_N1B]), eps);
       dec_mat m = dec_matrix(t + L_QKV, wf, wq, nqkv, Hd);
-      dec_gemv(&m, h, Hd, qkv, nqkv, B, 0);
+      dec_gemv(&m, h, Hd, qkv, nqkv, B, DEC_STORE);
       /* rotary embeddings; this position's keys and values into the cache at slot pos */
 #pragma omp for schedule(static)
       for (int64_t bh = 0; bh < B * (H + KV); ++bh) {
@@ -358,36 +367,31 @@ void dec_step(const int64_t* cfg, const float* fpar, const float* wf, const int8
         }
       }
       m = dec_matrix(t + L_O, wf, wq, Hd, nq);
-      dec_gemv(&m, att, nq, x, Hd, B, 1);
+      dec_gemv(&m, att, nq, x, Hd, B, DEC_ADD);
       dec_norm(llama, x, h, B, Hd, dec_at(wf, t[L_N2G]), dec_at(wf, t[L_N2B]), eps);
       m = dec_matrix(t + L_UP, wf, wq, nup, Hd);
-      dec_gemv(&m, h, Hd, up, nup, B, 0);
-      /* llama: silu(gate) * up (gate rows first); gpt2: gelu_new */
-      const int64_t chunks = (F + DEC_NL - 1) / DEC_NL;     /* DEC_NL elements of one row a chunk */
+      /* gpt2: gelu_new in the product's epilogue, straight into act; llama: silu(gate) * up (gate rows
+         first), a pass of its own */
+      dec_gemv(&m, h, Hd, llama ? up : act, nup, B, llama ? DEC_STORE : DEC_GELU);
+      if (llama) {                                   /* (every thread takes the same branch) */
+        const int64_t chunks = (F + DEC_NL - 1) / DEC_NL;   /* DEC_NL elements of one row a chunk */
 #pragma omp for schedule(static)
-      for (int64_t i = 0; i < B * chunks; ++i) {
-        const int64_t b = i / chunks, c0 = i % chunks * DEC_NL;
-        const float* g = up + b * nup + c0;
-        float* a = act + b * F + c0;
-        if (c0 + DEC_NL <= F) {
-          const dec_vf u = *(const dec_vf*)g;
-          if (llama) {
-            *(dec_vf*)a = dec_silu(u) * *(const dec_vf*)(g + F);
+        for (int64_t i = 0; i < B * chunks; ++i) {
+          const int64_t b = i / chunks, c0 = i % chunks * DEC_NL;
+          const float* g = up + b * nup + c0;
+          float* a = act + b * F + c0;
+          if (c0 + DEC_NL <= F) {
+            *(dec_vf*)a = dec_silu(*(const dec_vf*)g) * *(const dec_vf*)(g + F);
           } else {
-            *(dec_vf*)a = dec_gelu(u);
-          }
-        } else {
-          for (int64_t c = 0; c0 + c < F; ++c) {
-            const dec_vf u = (dec_vf){0} + g[c];
-            a[c] = llama ? dec_silu(u)[0] * g[F + c] : dec_gelu(u)[0];
+            for (int64_t c = 0; c0 + c < F; ++c) a[c] = dec_silu((dec_vf){0} + g[c])[0] * g[F + c];
           }
         }
       }
       m = dec_matrix(t + L_DOWN, wf, wq, Hd, F);
-      dec_gemv(&m, act, F, x, Hd, B, 1);
+      dec_gemv(&m, act, F, x, Hd, B, DEC_ADD);
     }
     dec_norm(llama, x, h, B, Hd, dec_at(wf, cfg[CFG_NORM_G]), dec_at(wf, cfg[CFG_NORM_B]), eps);
     dec_mat head = dec_matrix(cfg + CFG_HEAD, wf, wq, V, Hd);
-    dec_gemv(&head, h, Hd, logits, V, B, 0);
+    dec_gemv(&head, h, Hd, logits, V, B, DEC_STORE);
   }
 }

@@ -186,7 +186,8 @@ class DecodeEngine:
         """Size the work buffer for `batch` rows and a cache of `max_len` positions."""
         c = self.config
         put = {n: i for i, n in enumerate(CFG)}
-        sizes = (("W_X", c.hidden), ("W_H", c.hidden), ("W_QKV", (c.heads + 2 * c.kv_heads) * c.head_dim),
+        threads = int(self.cfg[put["THREADS"]])
+        sizes = (("W_X", c.hidden), ("W_H", c.hidden * threads), ("W_QKV", (c.heads + 2 * c.kv_heads) * c.head_dim),
                  ("W_ATT", c.heads * c.head_dim), ("W_UP", (2 if c.arch == "llama" else 1) * c.ffn),
                  ("W_ACT", c.ffn), ("W_SCORES", c.heads * max_len))
         off = 0
