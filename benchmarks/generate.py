@@ -242,7 +242,8 @@ def main(argv=None) -> int:
         reads = {name: ReadKernel(b, target) for name, b in bytes_.items()}
         prompt = [int(t) for t in np.random.default_rng(0).integers(0, cfg.vocab, S)]
         print("compile s: " + ", ".join(f"{k} {v:.1f}" for k, v in compile_s.items())
-              + f"; weights a step: fp32 {bytes_['tessera fp32'] / 1e6:.1f} MB, int8 {bytes_['tessera int8'] / 1e6:.1f} MB"
+              + f"; weights a step: fp32 {bytes_['tessera fp32'] / 1e6:.1f} MB, "
+                f"int8 {bytes_['tessera int8'] / 1e6:.1f} MB"
               + torch_note, flush=True)
         times, read_s, tokens = _rounds(runners, reads, prompt, n_new, rounds, args.passes)
 
