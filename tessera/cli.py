@@ -24,7 +24,9 @@
                                                    least recently used now, or empty it
     (a zoo model name such as resnet18 is accepted wherever a model.onnx is)
 
-Errors print `tessera: error: ...` and exit with status 2.
+Errors print `tessera: error: ...` and exit with status 2; warnings `tessera: warning: ...`; Ctrl-C
+`tessera: interrupted`, status 130. A command that compiles says on stderr what it is doing once it has
+run 2 s (tessera/progress.py; `--quiet` silences it).
 """
 from __future__ import annotations
 
