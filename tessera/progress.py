@@ -321,7 +321,7 @@ def reporting(progress):
         reporter = Reporter(show=progress)
     else:
         raise TesseraError(f"progress must be None, True, False or a function of a ProgressEvent, got "
-                        f"{type(progress).__name__}")
+                           f"{type(progress).__name__}")
     with reporter:
         yield reporter
 
