@@ -105,7 +105,7 @@ def last_position_logits(proto):
     w = node.input[1]
     if w not in inits and not (w in producer and producer[w].op_type == "Transpose" and producer[w].input[0] in inits):
         return proto, False
-    weight = inits.get(w) or inits[producer[w].input[0]]
+    weight = inits[w] if w in inits else inits[producer[w].input[0]]
     if len(weight.dims) != 2:
         return proto, False
     m = onnx.ModelProto()
