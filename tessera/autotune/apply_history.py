@@ -195,6 +195,9 @@ class ApplyHistoryBest:
         notes = [f"{kept} kept there by the tuner's in-model check"] if kept else []
         if default:
             notes.append(f"{default} whose fastest record is the default schedule")
+        untuned = len(kernels) - tuned - kept - default - len(failed)
+        if notes and untuned > 0:
+            notes.append(f"{untuned} without a record")
         if notes:
             line += f" ({'; '.join(notes)})"
         if failed:

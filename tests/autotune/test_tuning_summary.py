@@ -36,6 +36,8 @@ def test_a_kernel_whose_only_record_is_its_measured_default_is_not_counted_as_tu
     assert exe.tuning.startswith(f"tuned schedules for 0 of {n} kernels"), exe.tuning
     assert f"{len(tasks)} whose fastest record is the default schedule" in exe.tuning
     assert "did not apply" not in exe.tuning
+    rest = n - len(tasks)          # kernels no task covers: the summary's counts add up to the kernels
+    assert (f"; {rest} without a record)" in exe.tuning) == (rest > 0), exe.tuning
     np.testing.assert_allclose(exe(_models.X), _models._reference(_models.X), rtol=1e-4, atol=1e-4)
 
 

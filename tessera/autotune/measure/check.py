@@ -3,7 +3,8 @@ cache-flushing timer (all used inside the runner's worker process).
 
 Inputs are drawn per parameter from `numpy.random.default_rng([seed, index])`: floats standard
 normal; signed integers in [-8, 8), unsigned in [0, 16) (small, so integer sums stay far from
-overflow in any order); bools half true. Outputs (the parameters the program stores to) start from
+overflow in any order), within the range a run-time check of the program demands of them where it
+checks one (take's or gather's indices: `index_ranges`); bools half true. Outputs (the parameters the program stores to) start from
 their own seeded random fill before every run, so an element a candidate forgets to write differs.
 The expected outputs come from the workload's function built with no schedule, once per workload
 and target (kept on disk beside the compiler cache, keyed by the untuned library, so a restarted
@@ -27,11 +28,13 @@ import numpy as np
 
 from ...errors import TesseraError
 from ...ir import Buffer, BufferStore, IntImm, PrimFunc, post_order_visit
+from ...ir.expr import BufferLoad, Call, Cast
+from ...tir.transform.lower_checks import CHECK_RANGE
 from ...ir.dtype import numpy_dtype
 from ...runtime.c_compiler import cache_dir, compile_source
 
 RTOL = {"float16": 1e-2, "bfloat16": 1e-2, "float32": 1e-3, "float64": 1e-9}
-REF_SCHEME = "tessera-ref-1"   # bump when inputs or the reference recipe change
+REF_SCHEME = "tessera-ref-2"   # bump when inputs or the reference recipe change
 
 
 def io_params(func: PrimFunc):
@@ -58,15 +61,45 @@ def io_params(func: PrimFunc):
     return shapes, dtypes, outs
 
 
-def random_array(shape, dtype: np.dtype, rng) -> np.ndarray:
-    """Seeded data suited to the dtype (module docstring)."""
+def random_array(shape, dtype: np.dtype, rng, valid=None) -> np.ndarray:
+    """Seeded data suited to the dtype (module docstring); integers within `valid` = [lo, hi) too
+    where the program checks its values against such a range (index_ranges)."""
     if dtype == np.bool_:
         return rng.random(shape) < 0.5
-    if dtype.kind == "i":
-        return rng.integers(-8, 8, shape).astype(dtype)
-    if dtype.kind == "u":
-        return rng.integers(0, 16, shape).astype(dtype)
+    if dtype.kind in "iu":
+        lo, hi = (-8, 8) if dtype.kind == "i" else (0, 16)
+        if valid is not None:
+            lo, hi = max(lo, valid[0]), min(hi, valid[1])
+            if lo >= hi:     # the usual range misses the valid one: its lowest values
+                lo, hi = valid[0], min(valid[1], valid[0] + 16)
+        return rng.integers(lo, hi, shape).astype(dtype)
     return rng.standard_normal(shape, dtype=np.float64).astype(dtype)
+
+
+def index_ranges(func: PrimFunc) -> dict:
+    """{parameter buffer: (lo, hi)}: the range the program's run-time checks (check_range: take's and
+    gather's indices, ...) demand of the integers it reads from a parameter, so that the seeded inputs
+    are ones the program accepts (an index out of range is an error, not a measurement)."""
+    params = {p for p in func.params if isinstance(p, Buffer)}
+    out: dict = {}
+
+    def visit(n):
+        if type(n) is not Call or n.op != CHECK_RANGE:
+            return
+        v, lo, hi = n.args[:3]
+        while type(v) is Cast:
+            v = v.value
+        if type(v) is not BufferLoad or v.buffer not in params:
+            return
+        try:
+            lo_v, hi_v = int(np.ceil(lo.value)), int(np.ceil(hi.value))   # [lo, hi) of integers
+        except (AttributeError, TypeError, ValueError, OverflowError):   # a bound known only at run time
+            return
+        old = out.get(v.buffer, (lo_v, hi_v))
+        out[v.buffer] = (max(old[0], lo_v), min(old[1], hi_v))
+
+    post_order_visit(func.body, visit)
+    return out
 
 
 class Reference:
@@ -75,8 +108,9 @@ class Reference:
 
     def __init__(self, func: PrimFunc, seed: int):
         self.shapes, self.dtypes, self.is_out = io_params(func)
-        self.data = [random_array(s, d, np.random.default_rng([seed, i, int(o)]))
-                     for i, (s, d, o) in enumerate(zip(self.shapes, self.dtypes, self.is_out))]
+        valid = index_ranges(func)
+        self.data = [random_array(s, d, np.random.default_rng([seed, i, int(o)]), valid.get(p))
+                     for i, (s, d, o, p) in enumerate(zip(self.shapes, self.dtypes, self.is_out, func.params))]
         self.scratch = [np.empty(s, d) for s, d in zip(self.shapes, self.dtypes)]
         self.expected = None
         self.names = [p.name for p in func.params]

@@ -5,6 +5,9 @@ import pytest
 from tessera import te
 from tessera.autotune.measure import LocalBuilder, LocalRunner, MeasureCandidate, measure
 from tessera.autotune.measure._worker import MAX_REFERENCES
+from tessera.autotune.measure.check import Reference, index_ranges
+from tessera.graph.kernels import get_program
+from tessera.ir import TensorType
 
 TARGET = "c -num-threads=2"
 
@@ -29,3 +32,24 @@ def test_a_workload_measured_after_more_than_max_references_others_is_prepared_a
     for f in funcs + funcs[:2]:            # the first two come back after the worker dropped their references
         (res,) = measure([MeasureCandidate(f, [[], []])], TARGET, builder, runner)
         assert res.error_kind is None, res.error_msg
+
+
+def _take(axis_size: int):
+    """The op library's take of int64 indices from an axis of `axis_size`: its program checks each
+    index against [-axis_size, axis_size) at run time."""
+    data, idx = TensorType((axis_size, 5), "float32"), TensorType((7,), "int64")
+    return get_program("take", {"axis": 0}, [data, idx], [TensorType((7, 5), "float32")], TARGET, "gather").func
+
+
+def test_the_seeded_indices_of_a_workload_lie_in_the_range_its_checks_demand(pool):
+    """A take from an axis of 2: seeded indices in [-8, 8) would fail the program's own range check, so
+    the reference could not be computed and no candidate measured."""
+    func = _take(2)
+    (idx,) = [p for p in func.params if "int" in str(p.dtype)]
+    assert index_ranges(func) == {idx: (-2, 2)}
+    ref = Reference(func, seed=0)
+    got = ref.data[list(func.params).index(idx)]
+    assert got.min() >= -2 and got.max() < 2 and len(set(got.tolist())) > 1
+    builder, runner = pool
+    (res,) = measure([MeasureCandidate(func, [[], []])], TARGET, builder, runner)
+    assert res.error_kind is None, res.error_msg
