@@ -42,8 +42,9 @@ The load average of the machine is printed with the figures (a shared machine gi
 tessera.compile(..., database=DB)), timed in the same interleaved rounds as the untuned row (then
 compiled with database=False: no records at all, not even the ones shipped with tessera), ONNX
 Runtime and PyTorch, its outputs checked against ONNX Runtime's like every row; tuned_kernels says
-how many kernels found a record, kept_by_check how many the tuner's in-model check kept at their
-default schedule (autotune.in_model: its pick records). A second table gives per model and thread count the untuned, tuned,
+how many kernels run a tuned schedule, kept_by_check how many the tuner's in-model check kept at their
+default schedule (autotune.in_model: its pick records), default_records how many have the default
+schedule as their fastest record. A second table gives per model and thread count the untuned, tuned,
 ONNX Runtime and PyTorch latencies with tuned/ort and tuned/untuned. With --tuned the defaults are
 --threads 2 and --opt-level 3 (records hold for the thread count and the graph they were tuned on:
 `tessera tune` tunes opt level 3).
@@ -185,8 +186,11 @@ def bench_model(name: str, args, rows: list) -> None:
                    "tessera_min_ms": tess_min * 1e3, "ort_min_ms": times["onnxruntime"][1] * 1e3}
             if args.tuned:
                 row["tuned_kernels"] = _tuned_kernels(getattr(exe, "tuning", ""))
-                kept = re.search(r"\((\d+) kept there by the tuner's in-model check\)", getattr(exe, "tuning", ""))
+                summary = getattr(exe, "tuning", "")
+                kept = re.search(r"(\d+) kept there by the tuner's in-model check", summary)
                 row["kept_by_check"] = int(kept[1]) if kept else 0
+                default = re.search(r"(\d+) whose fastest record is the default schedule", summary)
+                row["default_records"] = int(default[1]) if default else 0
             if args.profile:
                 row["kernels_ms"] = rep.total_ms
                 top = sorted(rep.by_op().items(), key=lambda kv: -kv[1])[:3]
@@ -269,6 +273,7 @@ def _tuned_table(rows: list) -> list:
         torch_ms = r["torch_ms"]
         out.append({"model": model, "threads": threads, "opt_level": cfg[:-len("-tuned")],
                     "tuned_kernels": r.get("tuned_kernels", ""), "kept_by_check": r.get("kept_by_check", ""),
+                    "default_records": r.get("default_records", ""),
                     "untuned_ms": base["tessera_ms"],
                     "tuned_ms": r["tessera_ms"], "ort_ms": r["ort_ms"], "torch_ms": torch_ms,
                     "tuned/ort": r["tessera_ms"] / r["ort_ms"],

@@ -282,8 +282,10 @@ def test_tune_model_benchmark_and_e2e_tuned_rows_on_the_small_models(tmp_path):
     assert [r["tessera_cfg"] for r in doc["rows"]] == ["O3", "O3-tuned"]
     (t,) = doc["tuned"]
     tuned, kernels = map(int, t["tuned_kernels"].split("/"))
-    # every kernel found a record; the in-model check may have kept some at their default schedule
-    assert t["ok"] and 0 < kernels and tuned + t["kept_by_check"] == kernels and t["threads"] == 2
+    # every kernel found a record: tuned, kept at its default by the in-model check, or its fastest record
+    # is its default schedule (few trials on a small model: often all of them)
+    assert t["ok"] and 0 < kernels and tuned + t["kept_by_check"] + t["default_records"] == kernels, t
+    assert t["threads"] == 2
     assert t["tuned/untuned"] == pytest.approx(t["tuned_ms"] / t["untuned_ms"])
 
 
