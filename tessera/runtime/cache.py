@@ -513,22 +513,21 @@ def new_file(path: str, what: str, record: bool = True):
     private (0600), with its integrity record unless `record` is False (an entry named by its hash). An
     OSError (a full disk, a read-only folder) becomes a TesseraError naming `what` and where; a failure
     leaves nothing behind."""
-    try:
+    tmp = None
+    try:     # the clean-up is armed before the file exists: a Ctrl-C right after it is made removes it too
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-",
                                    suffix=os.path.splitext(path)[1] or ".tmp")
         os.close(fd)
-    except OSError as e:
-        raise write_error(e, path, what) from None
-    try:
         yield tmp
         _seal(tmp, path, what, record)
     except OSError as e:
         raise write_error(e, path, what) from None
     finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def write(path: str, data, what: str, record: bool = True) -> None:
