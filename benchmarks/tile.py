@@ -47,7 +47,8 @@ from tessera.language.examples import add, attention, layer_norm, matmul, softma
 CONFIGS = [tessera.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 64}),
            tessera.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128}),
            tessera.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128}),
-           tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 256})]
+           tessera.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 256}),
+           tessera.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 256})]
 
 COPY_SRC = r"""
 #include <omp.h>
