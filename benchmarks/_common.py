@@ -17,6 +17,22 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def pin_blas_threads(default: int = 2) -> int:
+    """Give numpy's BLAS (and OpenMP) the thread count of the command's --threads (default `default`),
+    the same as tessera's; call before numpy is imported (the libraries read it when they load)."""
+    n = default
+    for k, a in enumerate(sys.argv):
+        if a == "--threads" and k + 1 < len(sys.argv):
+            n = int(sys.argv[k + 1])
+            break
+        if a.startswith("--threads="):
+            n = int(a.split("=", 1)[1])
+            break
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+    return n
+
+
 def machine() -> dict:
     from tessera.target import Target
 

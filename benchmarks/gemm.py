@@ -21,21 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _threads_arg(default=2) -> int:
-    for k, a in enumerate(sys.argv):
-        if a == "--threads" and k + 1 < len(sys.argv):
-            return int(sys.argv[k + 1])
-        if a.startswith("--threads="):
-            return int(a.split("=", 1)[1])
-    return default
-
+from _common import parser, pin_blas_threads, quiesce, report  # noqa: E402
 
 # numpy's BLAS gets the same number of threads as tessera (set before numpy loads it)
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = str(_threads_arg())
+pin_blas_threads()
 import numpy as np  # noqa: E402
-from _common import parser, quiesce, report  # noqa: E402
 
 import tessera  # noqa: E402
 from tessera import te, tir  # noqa: E402
