@@ -367,23 +367,12 @@ def _type_text(value) -> str:
 
 
 def _random_inputs(exe, symbol_value=1):
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    out = {}
+    """Seeded inputs of exe's types for `tessera bench` (report/inputs.py's sample_inputs, integers 0..3)."""
     for name, v in zip(exe.input_names, exe.inputs):
         if not hasattr(v, "shape"):
             raise TesseraError(f"input {name!r} is a {v}: the command line feeds tensors only; run the model "
                                f"from Python (exe.run({{{name!r}: [array, ...]}}))")
-        shape = tuple(d if isinstance(d, int) else symbol_value for d in v.shape)
-        dt = v.np_dtype
-        if dt == np.bool_:
-            out[name] = rng.integers(0, 2, shape).astype(bool)
-        elif np.issubdtype(dt, np.integer):
-            out[name] = rng.integers(0, 4, shape).astype(dt)
-        else:
-            out[name] = rng.standard_normal(shape).astype(np.float32).astype(dt)
-    return out
+    return sample_inputs(exe, symbol_value, int_high=4)
 
 
 def _compile(args) -> int:

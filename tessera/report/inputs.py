@@ -7,8 +7,8 @@ import numpy as np
 from ..errors import TesseraError
 
 
-def sample_inputs(exe, symbol_value: int = 1, seed: int = 0) -> dict:
-    """{input name: array} for exe's inputs (exe.inputs: TensorSpecs)."""
+def sample_inputs(exe, symbol_value: int = 1, seed: int = 0, int_high: int = 2) -> dict:
+    """{input name: array} for exe's inputs (exe.inputs: TensorSpecs); integers in [0, int_high)."""
     rng = np.random.default_rng(seed)
     out = {}
     for name, spec in zip(exe.input_names, exe.inputs):
@@ -20,7 +20,7 @@ def sample_inputs(exe, symbol_value: int = 1, seed: int = 0) -> dict:
         if dt == np.bool_:
             out[name] = rng.integers(0, 2, shape).astype(bool)
         elif np.issubdtype(dt, np.integer):
-            out[name] = rng.integers(0, 2, shape).astype(dt)
+            out[name] = rng.integers(0, int_high, shape).astype(dt)
         else:
             out[name] = rng.standard_normal(shape).astype(np.float32).astype(dt)
     return out
