@@ -109,7 +109,7 @@ class Autotuner:
             if not isinstance(space, dict) or not space:
                 raise TesseraError("autotune: space must be a non-empty dict {constexpr name: [values]}")
             names = list(space)
-            warps = list(space.pop("num_warps", [4])) if "num_warps" in space else [4]
+            warps = list(space.get("num_warps", [4]))     # the caller's dict is left as it is
             names = [n for n in names if n != "num_warps"]
             self.configs = [Config(dict(zip(names, vals)), num_warps=w)
                             for vals in itertools.product(*(list(space[n]) for n in names)) for w in warps]
@@ -127,6 +127,7 @@ class Autotuner:
         self.best: dict = {}
         self.timings: dict = {}
         self._lock = threading.Lock()
+        self._database = None
         self._source_hash = hashlib.sha256(_inspect.getsource(kernel.fn).encode()).hexdigest()[:16]
 
     def __getitem__(self, grid):
@@ -137,9 +138,13 @@ class Autotuner:
 
     # ----------------------------------------------------------------------------------------
     def _db(self):
+        """The tuning database, its file loaded once per tuner (not on every new key's lookup and commit)."""
         if isinstance(self.database, Database):
             return self.database
-        return Database(self.database or default_database_path())
+        with self._lock:
+            if self._database is None:
+                self._database = Database(self.database or default_database_path())
+            return self._database
 
     def _key(self, bound, target) -> tuple:
         vals = []
@@ -179,15 +184,32 @@ class Autotuner:
         w = Workload(wl)
         if not db.has_workload(w.key):
             return None
-        top = db.get_top_k(w, record_target(target), k=1)
-        if not top:
+        # the fastest record that names one of this tuner's configs: a record is read back from a file
+        # (any shape it has is checked), and one of a config since taken out of configs= is passed over
+        # (not re-tuned for in every later process)
+        tgt, k = record_target(target), 4
+        while True:
+            top = db.get_top_k(w, tgt, k=k)
+            for r in top:
+                config = self._config_of(r)
+                if config is not None:
+                    with self._lock:
+                        self.best[key] = config
+                    return config
+            if len(top) < k:
+                return None
+            k *= 4
+
+    def _config_of(self, record):
+        """The declared config a database record names, None for a malformed record or one not in configs."""
+        try:
+            kind, _, obj, _ = record.trace[0]
+            if kind != "TileConfig":
+                return None
+            config = Config.from_json(obj)
+        except (TypeError, KeyError, ValueError, IndexError, AttributeError, TesseraError):
             return None
-        config = Config.from_json(top[0].trace[0][2])
-        if config not in self.configs:
-            return None
-        with self._lock:
-            self.best[key] = config
-        return config
+        return next((c for c in self.configs if c == config), None)
 
     def _measure(self, config, args, kwargs, grid, target, saved):
         """Seconds of one launch with config (None when it does not build or run)."""

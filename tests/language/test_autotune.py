@@ -92,3 +92,34 @@ def test_configs_must_name_constexpr_parameters(tmp_path):
         tl.autotune(configs=[tessera.Config({"M": 4})], key=[], database=str(tmp_path / "t.jsonl"))(matmul)
     with pytest.raises(tessera.TesseraError, match="'Q' is not a parameter"):
         tl.autotune(configs=CONFIGS, key=["Q"], database=str(tmp_path / "t.jsonl"))(matmul)
+
+
+def test_records_of_other_or_malformed_configs_are_passed_over(tmp_path):
+    """A record read back names a declared config to be used: a faster record of a config no longer in
+    configs=, or one whose trace has another shape, does not decide (nor crash) and forces no re-tuning."""
+    from tessera.autotune import TuningRecord
+
+    db = str(tmp_path / "tile.jsonl")
+    args, grid = _problem()
+    first = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    first[grid](*args, target=TARGET)
+    d = Database(db)
+    (rec, *_) = d.records()
+    stale = tessera.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64}).as_json()
+    d.commit([TuningRecord(rec.workload_key, rec.target, [["TileConfig", [], stale, []]], [1e-12]),
+              TuningRecord(rec.workload_key, rec.target, [["TileConfig", [], {"no": "kwargs"}, []]], [1e-12]),
+              TuningRecord(rec.workload_key, rec.target, [["Split", [1], 2]], [1e-12])])
+    again = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=db)(matmul)
+    args[2][:] = 0
+    again[grid](*args, target=TARGET)
+    np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    assert not again.timings
+    assert list(again.best.values()) == list(first.best.values())
+
+
+def test_search_space_dict_is_not_changed():
+    space = {"BLOCK_M": [16, 32], "BLOCK_N": [16], "BLOCK_K": [16], "num_warps": [2, 4]}
+    for _ in range(2):
+        tuned = tl.autotune(space=space, key=["M"], database="unused.jsonl")(matmul)
+        assert len(tuned.configs) == 4 and {c.num_warps for c in tuned.configs} == {2, 4}
+    assert space["num_warps"] == [2, 4]
