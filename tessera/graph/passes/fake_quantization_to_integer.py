@@ -273,25 +273,32 @@ class _Fold:
         wq = self.weight(w, 0)
         if wq is None:
             return False
+        O = wq[0].shape[0]
+        return self.integer_op(n, "qnn.conv2d", a, wq, O, (O, 1, 1), strides=n.attrs["strides"],
+                               padding=n.attrs["padding"], dilation=n.attrs["dilation"], groups=n.attrs["groups"])
+
+    def integer_op(self, n: Node, op: str, a, wq, channels: int, bias_shape, **attrs) -> bool:
+        """n (conv or matmul, its input dequantized `a`, its weight quantized `wq`) with the bias add
+        and the output's quantize after it as the integer `op` (int32 bias at ORT's bias scale, float32
+        multiplier); False where no quantize follows."""
         xv, xp = a
         wi, ws = wq
-        O = wi.shape[0]
+        w = n.inputs[1]
         out = n.outputs[0]
-        add, bias = self.bias_of(out, O, (O, 1, 1))
+        add, bias = self.bias_of(out, channels, bias_shape)
         t = self.tail(add.outputs[0] if add is not None else out)
         if t is None:
             return False
         q, yp, lo, hi, used = t
         acc_scale = (np.float32(xp.scale) * ws).astype(np.float32)      # ORT's bias scale, float32
-        bias_i = np.zeros(O, np.int64) if bias is None else np.rint(bias / acc_scale.astype(np.float64)).astype(np.int64)
+        bias_i = np.zeros(channels, np.int64) if bias is None else \
+            np.rint(bias / acc_scale.astype(np.float64)).astype(np.int64)
         mult = (acc_scale / np.float32(yp.scale)).astype(np.float32)
-        u = yp.u8()
-        new = self.rw.make("qnn.conv2d", self.holder(xv, xp), self.rw.const(wi, f"{w.name}_int8"),
+        new = self.rw.make(op, self.holder(xv, xp), self.rw.const(wi, f"{w.name}_int8"),
                            self.rw.const(np.clip(bias_i, -2**31, 2**31 - 1).astype(np.int32), f"{n.name}_bias_int32"),
-                           self.rw.const(mult, f"{n.name}_multiplier"), name=n.name,
-                           strides=n.attrs["strides"], padding=n.attrs["padding"], dilation=n.attrs["dilation"],
-                           groups=n.attrs["groups"], input_zero_point=xp.u8().zp, output_zero_point=u.zp,
-                           out_dtype="uint8", out_min=lo, out_max=hi)
+                           self.rw.const(mult, f"{n.name}_multiplier"), name=n.name, **attrs,
+                           input_zero_point=xp.u8().zp, output_zero_point=yp.u8().zp, out_dtype="uint8",
+                           out_min=lo, out_max=hi)
         self.done.update(id(m) for m in [n, add] + used if m is not None)
         self.publish(q, new, yp)
         return True
@@ -306,26 +313,8 @@ class _Fold:
         wq = self.weight(w, 1)
         if wq is None:
             return False
-        xv, xp = a
-        wi, ws = wq
-        N = wi.shape[1]
-        out = n.outputs[0]
-        add, bias = self.bias_of(out, N, (N,))
-        t = self.tail(add.outputs[0] if add is not None else out)
-        if t is None:
-            return False
-        q, yp, lo, hi, used = t
-        acc_scale = (np.float32(xp.scale) * ws).astype(np.float32)
-        bias_i = np.zeros(N, np.int64) if bias is None else np.rint(bias / acc_scale.astype(np.float64)).astype(np.int64)
-        mult = (acc_scale / np.float32(yp.scale)).astype(np.float32)
-        new = self.rw.make("qnn.dense", self.holder(xv, xp), self.rw.const(wi, f"{w.name}_int8"),
-                           self.rw.const(np.clip(bias_i, -2**31, 2**31 - 1).astype(np.int32), f"{n.name}_bias_int32"),
-                           self.rw.const(mult, f"{n.name}_multiplier"), name=n.name,
-                           input_zero_point=xp.u8().zp, output_zero_point=yp.u8().zp, out_dtype="uint8",
-                           out_min=lo, out_max=hi)
-        self.done.update(id(m) for m in [n, add] + used if m is not None)
-        self.publish(q, new, yp)
-        return True
+        N = wq[0].shape[1]
+        return self.integer_op(n, "qnn.dense", a, wq, N, (N,))
 
     def add(self, n: Node) -> bool:
         a, b = (self.dq(v) for v in n.inputs)
