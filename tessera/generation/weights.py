@@ -176,6 +176,15 @@ class _Initializers:
                 return cand
         return None
 
+    def _array(self, name: str) -> np.ndarray:
+        """Initializer `name` as float32; one stored as integers (a quantized model's int8 codes, which
+        a DequantizeLinear scales) is refused rather than read as the weights' values."""
+        a = self._to_array(self.arrays[name])
+        if a.dtype.kind != "f":
+            raise TesseraError(f"the decoder's weight {name!r} is stored as {a.dtype}, not floating point (the "
+                               f"decoding step reads float weights; weights='int8' quantizes them itself)")
+        return a.astype(np.float32, copy=False)
+
     def get(self, key: str, shape: tuple, optional: bool = False) -> np.ndarray | None:
         name = self.name(key)
         if name is None:
@@ -183,7 +192,7 @@ class _Initializers:
                 return None
             raise TesseraError(f"the decoder's weight {self.prefix + key!r} is not among the model's initializers "
                                f"(the decoding step reads the weights by their parameter names)")
-        a = np.ascontiguousarray(self._to_array(self.arrays[name]), dtype=np.float32)
+        a = np.ascontiguousarray(self._array(name))
         if a.shape != tuple(shape):
             raise TesseraError(f"the decoder's weight {name!r} has shape {a.shape}; the configuration says {shape}")
         return a
@@ -193,7 +202,7 @@ class _Initializers:
         name = self.name(key)
         if name is None:
             return self.get(key, (n_in, n_out))         # (raises, naming it)
-        a = np.asarray(self._to_array(self.arrays[name]), dtype=np.float32)
+        a = self._array(name)
         stored = self._orientation(name, a.shape, n_in, n_out)
         if stored == "in_out":
             return np.ascontiguousarray(a.T)

@@ -182,6 +182,19 @@ def test_a_model_without_a_configuration_is_refused_with_the_ways_to_give_one(mo
         Generator(bare, target=TARGET, config={"model_type": "bert"})
 
 
+def test_a_weight_stored_as_integers_is_refused_not_read_as_values(model):
+    """A quantized export's int8 codes (scaled by a DequantizeLinear) are not the weights: read_weights
+    refuses them rather than casting the codes to float."""
+    from onnx import numpy_helper
+    q = type(model)()
+    q.CopyFrom(model)
+    c = load_config(q)
+    t = next(t for t in q.graph.initializer if t.name.endswith(("c_fc.weight", "up_proj.weight")))
+    t.CopyFrom(numpy_helper.from_array(np.ones(tuple(t.dims), np.int8), t.name))
+    with pytest.raises(TesseraError, match="stored as int8, not floating point"):
+        read_weights(q, c)
+
+
 def test_tessera_generate_is_the_generators_greedy_loop(model):
     p, cfg = params_of(model)
     out = tessera.generate(model, [2, 3], max_new_tokens=5, target=TARGET)
