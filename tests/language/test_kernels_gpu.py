@@ -151,3 +151,12 @@ def test_cuda_device_arrays_select_the_cuda_target():
     x = _FakeCudaArray(np.zeros(256, np.float32))
     with pytest.raises(tessera.TesseraError, match="running CUDA kernels needs an NVIDIA GPU"):
         add[(2,)](x, x, _FakeCudaArray(np.zeros(256, np.float32)), 256, BLOCK=128)
+
+
+def test_a_cuda_device_array_selects_the_cuda_target_without_a_build():
+    """The target choice itself, checked everywhere (with or without nvcc or a GPU): a CUDA array makes
+    the launch's target cuda, and an explicit target wins."""
+    x = _FakeCudaArray(np.zeros(256, np.float32))
+    assert add.target_of({}, [x, x, 256]).kind == "cuda"
+    assert add.target_of({}, [np.zeros(4, np.float32), x]).kind == "cuda"
+    assert add.target_of({"target": "c"}, [x]).kind == "c"
