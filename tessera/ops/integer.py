@@ -262,6 +262,16 @@ def _dense_compute(tensors, attrs):
                       "qdense")]
 
 
+def int8_gemm_isa(target) -> str | None:
+    """The target's int8 GEMM micro-kernel ISA (a key of x86.INT8_GEMM: "vnni", else "avx2"), or None;
+    the one choice graph/passes/pack_matmul_weights packs the weight for and the schedule tensorizes with."""
+    t = Target(target)
+    for isa, feats in (("vnni", x86.VNNI), ("avx2", ("avx2",))):
+        if all(t.has_feature(f) for f in feats):
+            return isa
+    return None
+
+
 def _qdense_micro_kernel(sch, ctx) -> bool:
     """A packed qnn.dense (b_panel = nr, graph/passes/pack_matmul_weights) on the x86 int8 GEMM
     micro-kernel (tensor_intrin/x86.py: vpdpbusd, or AVX2's vpmaddwd): (lead..., j_0 | i_1, i_2, j_1, k)
@@ -279,12 +289,8 @@ def _qdense_micro_kernel(sch, ctx) -> bool:
     M, N = _extent(sch, i), _extent(sch, j)
     if M is None or N is None or N % nr:
         return False
-    target = Target(ctx.target)
-    names = []
-    for isa, feats in (("vnni", x86.VNNI), ("avx2", ("avx2",))):
-        if all(target.has_feature(f) for f in feats):
-            names += [x86.int8_gemm_name(isa, mr, n) for mr, n in x86.INT8_GEMM[isa] if n == nr and M % mr == 0]
-            break
+    isa = int8_gemm_isa(ctx.target)
+    names = [x86.int8_gemm_name(isa, mr, n) for mr, n in x86.INT8_GEMM[isa] if n == nr and M % mr == 0] if isa else []
     if not names:
         return False
     name = ctx.choose(sch, "qdense.tile", names, names[0])
@@ -473,4 +479,4 @@ def _gap_compute(tensors, attrs):
 
 
 __all__ = ["conv2d", "dense", "rescale", "add", "global_avg_pool", "requantize_expr", "out_range", "f32",
-           "pad_with", "conv2d_attrs", "dense_dims", "ACTIVATIONS", "RANGE"]
+           "int8_gemm_isa", "pad_with", "conv2d_attrs", "dense_dims", "ACTIVATIONS", "RANGE"]

@@ -24,6 +24,7 @@ from ..ir import Graph
 from ._rewrite import Rewriter, const_derived
 from ...target import Target
 from ...ops.nn.dense import pack_panel
+from ...ops.integer import int8_gemm_isa
 from ...tir.tensor_intrin import x86
 from .fold_constant import fold_constant
 from .context import PassContext
@@ -64,13 +65,9 @@ _QDENSE = "qnn.dense"
 
 def _int8_isa(target):
     try:
-        t = Target(target)
+        return int8_gemm_isa(target)
     except TesseraError:
         return None
-    for isa, feats in (("vnni", x86.VNNI), ("avx2", ("avx2",))):
-        if all(t.has_feature(f) for f in feats):
-            return isa
-    return None
 
 
 def _qdense_panel(node, consts, isa):
