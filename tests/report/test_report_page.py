@@ -92,6 +92,18 @@ def test_a_database_adds_the_tuning_tasks_and_curve(small_bert, tmp_path):
         assert "data:image/png;base64," in text
 
 
+def test_a_corrupt_line_in_the_database_is_skipped_not_fatal(small_bert, tmp_path):
+    """The report reads the database through autotune.Database: a torn or garbled line is warned
+    about and skipped, the other records still make the tasks."""
+    db, n = _database(small_bert, tmp_path / "tune.jsonl")
+    with open(tmp_path / "tune.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"workload": "torn\n')
+    with pytest.warns(UserWarning, match="corrupt line"):
+        text = build_report(small_bert, database=str(tmp_path / "tune.jsonl"), profile=False)
+    rows = re.findall(r"<td class='num'>([0-9.]+)x</td>", text)
+    assert len(rows) == n and all(r == "2.00" for r in rows)
+
+
 def _has_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401, PLC0415
