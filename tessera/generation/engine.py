@@ -18,6 +18,7 @@ from ..build_module import build
 from ..errors import TesseraError
 from ..ir import AttrStmt, Buffer, Call, Evaluate, PrimFunc, StringImm, Var
 from ..ir.expr import BufferLoad
+from ..runtime.ndarray import from_numpy
 from ..target import Target
 from .weights import DecoderWeights
 
@@ -171,8 +172,11 @@ class DecodeEngine:
         self.wf, self.wq = fa.pack(), qa.pack()
         self.module = step_module(target)
         self._fn = self.module["decode_step"]
+        # the engine's own arguments wrapped once (sharing memory): a step passes their tensor
+        # descriptors as they are instead of converting four numpy arrays a call
+        self._fixed = tuple(from_numpy(a) for a in (self.cfg, self.fpar, self.wf, self.wq))
         self.batch = self.max_len = 0
-        self.work = None
+        self.work = self._work = None
 
     @property
     def weight_bytes(self) -> int:
@@ -197,10 +201,12 @@ class DecodeEngine:
         self.cfg[put["BATCH"]], self.cfg[put["MAX_LEN"]] = batch, max_len
         if self.work is None or self.work.size < off:
             self.work = np.zeros(off, np.float32)
+            self._work = from_numpy(self.work)
         self.batch, self.max_len = batch, max_len
 
     def step(self, cache_k, cache_v, tokens, start, pos: int, logits) -> None:
         """One position (`pos`, a cache slot) of every row: tokens [batch] in, logits [batch, vocab] out,
         this position's keys and values written into cache_k / cache_v [layers, batch, kv_heads,
-        max_len, head_dim] at slot pos; row b attends to slots start[b] .. pos."""
-        self._fn(self.cfg, self.fpar, self.wf, self.wq, cache_k, cache_v, tokens, start, pos, self.work, logits)
+        max_len, head_dim] at slot pos; row b attends to slots start[b] .. pos. The arrays may be numpy
+        arrays or tessera NDArrays (which pass without conversion)."""
+        self._fn(*self._fixed, cache_k, cache_v, tokens, start, pos, self._work, logits)

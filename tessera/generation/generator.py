@@ -36,6 +36,7 @@ import numpy as np
 from ..compile_graph import compile as compile_graph
 from ..errors import TesseraError
 from ..frontend.onnx import from_onnx
+from ..runtime.ndarray import from_numpy
 from .engine import WEIGHTS, DecodeEngine
 from .sampling import Sampler
 from .weights import load_config, read_weights
@@ -252,11 +253,13 @@ class Generator:
         if on_step is not None:
             on_step(0, tokens)
         step_logits = np.empty((batch, c.vocab), np.float32)
+        # the step's arrays wrapped once (sharing memory), so that a step converts only the new tokens
+        ck, cv, rows, out_logits = (from_numpy(a) for a in (cache_k, cache_v, start, step_logits))
         steps = 0
         for step in range(1, int(max_new_tokens)):
             if done.all():
                 break
-            self.engine.step(cache_k, cache_v, tokens, start, S + step - 1, step_logits)
+            self.engine.step(ck, cv, tokens, rows, S + step - 1, out_logits)
             tokens = sampler(step_logits)
             steps += 1
             for r in range(batch):
