@@ -113,10 +113,6 @@ class TileType:
     shape: tuple = ()
 
     @property
-    def is_block(self) -> bool:
-        return bool(self.shape)
-
-    @property
     def numel(self) -> int:
         n = 1
         for s in self.shape:
@@ -125,9 +121,6 @@ class TileType:
 
     def with_shape(self, shape) -> "TileType":
         return TileType(self.element, tuple(shape))
-
-    def with_element(self, element) -> "TileType":
-        return TileType(element, self.shape)
 
     def __str__(self):
         if not self.shape:
