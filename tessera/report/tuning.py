@@ -58,7 +58,7 @@ def tuning_view(database, kernels: dict, steps, target, title: str = "") -> dict
     for key, op, calls in tasks:
         recs = [r for db in dbs for r in db.records(key, tk)]
         valid = [r for r in recs if r.is_valid and r.pick is None]
-        pick = next((db.get_pick(key, tk) for db in dbs if db.get_pick(key, tk) is not None), None)
+        pick = next((p for p in (db.get_pick(key, tk) for db in dbs) if p is not None), None)
         default = valid[0].secs if valid else None
         best = min((r.secs for r in valid), default=None)
         rows.append({"op": op, "workload": key, "calls": calls, "trials": sum(1 for r in recs if r.pick is None),
