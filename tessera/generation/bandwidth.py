@@ -60,7 +60,7 @@ class ReadKernel:
         if target.kind != "c":
             raise TesseraError(f"read bandwidth: the read kernel runs on CPU targets (kind 'c'), not {str(target)!r}")
         self.target = target
-        self.threads = max(1, target.num_threads or os.cpu_count() or 1)
+        self.threads = max(1, target.num_threads)         # (Target: -num-threads, else every usable core)
         n = -(-int(nbytes) // (4 * _BLOCK)) * _BLOCK
         self.array = np.ones(n, np.float32)            # written, so every page is backed before timing
         self.out = np.zeros(self.threads, np.float32)

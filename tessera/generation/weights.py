@@ -106,15 +106,6 @@ class DecoderWeights:
     norm_bias: np.ndarray | None = None
     head: np.ndarray | None = None     # [vocab, hidden]; GPT-2's is `embed` itself (tied)
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the tensors a decoding step reads whole (every matrix and vector, not the embedding
-        tables it reads one row of)."""
-        arrays = [self.norm, self.norm_bias]
-        for lw in self.layers:
-            arrays += list(vars(lw).values())
-        return sum(a.nbytes for a in arrays if a is not None) + self.head.nbytes
-
 
 # ---------------------------------------------------------------------------------------------
 def load_config(model, config=None, path: str | None = None) -> DecoderConfig:
