@@ -154,11 +154,9 @@ class _Initializers:
         self.arrays = {t.name: t for t in model.graph.initializer}
         self._to_array = numpy_helper.to_array
         self.users: dict = {}
-        producer = {o: n for n in model.graph.node for o in n.output}
         for n in model.graph.node:
             for i, name in enumerate(n.input):
                 self.users.setdefault(name, []).append((n, i))
-        self.producer = producer
         self.prefix = ""
 
     def name(self, key: str) -> str | None:
