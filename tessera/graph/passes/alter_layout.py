@@ -199,7 +199,9 @@ class _Alter:
                       output_zero_point=a["output_zero_point"], out_dtype=a["out_dtype"], out_min=a["out_min"],
                       out_max=a["out_max"], precision=a["precision"])
         # the zero point's share of each output's sum: the op then multiplies the data as it is
-        bias_folded = np.clip(b - zp * w.reshape(O, -1).sum(1), -2**31, 2**31 - 1)
+        bias_folded = b - zp * w.reshape(O, -1).sum(1)
+        if np.abs(bias_folded).max(initial=0) >= 2**31:     # (not int32: the NCHW op keeps the zero point)
+            return False
         if groups == 1:
             ob = next((x for x in (self.qlanes, 8) if O % x == 0 and isa_for(self.target, x)), None)
             if ob is None:

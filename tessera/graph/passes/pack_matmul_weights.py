@@ -88,16 +88,21 @@ def _qdense_panel(node, consts, isa):
 
 
 def _pack_qdense(rw, n, consts, nr):
-    """n (qnn.dense) on its weight packed in nr-column panels, the zero point folded into the bias."""
+    """n (qnn.dense) on its weight packed in nr-column panels, the zero point folded into the bias (n as
+    it is where the folded bias leaves int32)."""
     data, w, b, m = n.inputs
     wv = np.asarray(consts[w]).astype(np.int64)
+    zp = int(n.attrs["input_zero_point"])
+    bias = np.asarray(consts[b]).astype(np.int64) - zp * wv.sum(0)
+    if np.abs(bias).max(initial=0) >= 2**31:
+        rw.emit(n)
+        return
+    bias = bias.astype(np.int32)
     K, N = wv.shape
     q = -(-K // 4)
     padded = np.zeros((q * 4, N), np.int64)
     padded[:K] = wv
     packed = padded.reshape(q, 4, N // nr, nr).transpose(2, 0, 3, 1).astype(np.int8)
-    zp = int(n.attrs["input_zero_point"])
-    bias = np.clip(np.asarray(consts[b]).astype(np.int64) - zp * wv.sum(0), -2**31, 2**31 - 1).astype(np.int32)
     attrs = dict(n.attrs, input_zero_point=0, b_panel=nr)
     out = rw.make(_QDENSE, rw.get(data), rw.const(np.ascontiguousarray(packed), f"{w.name}_packed"),
                   rw.const(bias, f"{b.name}_folded"), rw.get(m), name=n.name, takes_over=n, **attrs)

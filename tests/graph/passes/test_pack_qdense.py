@@ -49,3 +49,31 @@ def test_packed_qdense_equals_onnxruntime(M, K, N, isa_target):
     assert nr and qd.attrs["input_zero_point"] == 0 and tuple(qd.inputs[1].type.shape) == (N // nr, -(-K // 4), nr, 4)
     isa = "avx512_vnni" if tessera.Target(isa_target).has_feature("avx512_vnni") else "avx2"
     assert kernels and all(k.startswith(f"x86_{isa}_gemm_") for k in kernels), kernels
+
+
+def test_a_folded_bias_past_int32_leaves_the_qdense_unpacked():
+    # the input zero point's share (-zp * column sums) would carry the bias past int32: packing (which
+    # folds it) would change the results, so the weight stays as it is and the op keeps its zero point
+    from tessera.graph import Builder
+    from tessera.graph.passes.pack_matmul_weights import pack_matmul_weights
+
+    K, N = 64, 64
+    gb = Builder("qd")
+    x = gb.input("x", (1, 24, K), dtype="uint8")
+    w = np.full((K, N), -128, np.int8)
+    bias = np.full(N, 2**31 - 1000, np.int32)
+    y = gb.op("qnn.dense", x, gb.const(w, "w"), gb.const(bias, "b"), gb.const(np.full(N, 1e-9, np.float32), "m"),
+              input_zero_point=200, output_zero_point=0, out_dtype="uint8", out_min=0, out_max=255)
+    gb.output(y)
+    g = gb.finish()
+    (qd,) = [n for n in pack_matmul_weights(g, "c -mcpu=haswell").nodes if n.op == "qnn.dense"]
+    assert not qd.attrs.get("b_panel") and qd.attrs["input_zero_point"] == 200
+    # the same graph with a bias that stays in range is packed (the test is not vacuous)
+    gb = Builder("qd")
+    x = gb.input("x", (1, 24, K), dtype="uint8")
+    y = gb.op("qnn.dense", x, gb.const(w, "w"), gb.const(np.zeros(N, np.int32), "b"),
+              gb.const(np.full(N, 1e-3, np.float32), "m"), input_zero_point=200, output_zero_point=0,
+              out_dtype="uint8", out_min=0, out_max=255)
+    gb.output(y)
+    (qd,) = [n for n in pack_matmul_weights(gb.finish(), "c -mcpu=haswell").nodes if n.op == "qnn.dense"]
+    assert qd.attrs["b_panel"] == 8 and qd.attrs["input_zero_point"] == 0
