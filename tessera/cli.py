@@ -248,9 +248,10 @@ def _is_model(name: str) -> bool:
     return _is_onnx(name) or (not os.path.isfile(name) and name in list_models())
 
 
-def _load_onnx_executable(path, args):
-    with progress.stage(f"converting {path} from ONNX"):
-        graph, params = from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
+def _load_model_executable(path, args):
+    """tessera.compile of the model at `path` (an ONNX file or zoo name, or a .pt2 program; _model_graph)
+    with the command's target, opt level, --db and --disable-pass."""
+    graph, params = _model_graph(path, args)
     db = getattr(args, "db", None)
     exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db,
                           disabled_passes=_disabled_passes(args))
@@ -268,25 +269,9 @@ def _is_program(path: str) -> bool:
     return path.lower().endswith(".pt2")
 
 
-def _load_program_executable(path, args):
-    if getattr(args, "shape", None):
-        raise TesseraError(f"--shape applies to ONNX models; {path}'s shapes are the exported program's "
-                           f"(torch.export.Dim gives symbolic ones)")
-    with progress.stage(f"converting {path} (torch.export)"):
-        graph, params = from_exported_program(load_program(path))
-    db = getattr(args, "db", None)
-    exe = tessera.compile(graph, params, target=_target(args), opt_level=args.opt_level, database=db,
-                          disabled_passes=_disabled_passes(args))
-    if db is not None:
-        print(f"tuning: {exe.tuning}")
-    return exe
-
-
 def _load_any(path, args):
-    if _is_model(path):
-        return _load_onnx_executable(path, args)
-    if _is_program(path):
-        return _load_program_executable(path, args)
+    if _is_model(path) or _is_program(path):
+        return _load_model_executable(path, args)
     if not os.path.isfile(path):
         raise TesseraError(f"no such file: {path}")
     if getattr(args, "db", None) is not None:
@@ -382,8 +367,7 @@ def _compile(args) -> int:
     if (_is_onnx(args.model) or _is_program(args.model)) and not os.path.isfile(args.model):
         raise TesseraError(f"no such file: {args.model}")
     t0 = time.perf_counter()
-    exe = _load_program_executable(args.model, args) if _is_program(args.model) else \
-        _load_onnx_executable(args.model, args)
+    exe = _load_model_executable(args.model, args)
     t1 = time.perf_counter()
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     with progress.stage(f"writing {out}"):
@@ -462,20 +446,24 @@ def _check(args) -> int:
     return 1
 
 
-def _model_graph(args):
-    """(graph, params) of the model the command names: an ONNX file or zoo name, or a .pt2 program."""
-    if _is_program(args.model):
-        if args.shape:
-            raise TesseraError(f"--shape applies to ONNX models; {args.model}'s shapes are the exported program's")
-        return from_exported_program(load_program(args.model))
-    return from_onnx(_model_source(args.model), shape_dict=_parse_shapes(args.shape))
+def _model_graph(path, args):
+    """(graph, params) of the model at `path`: an ONNX file or zoo name (--shape fixes dimensions), or a
+    .pt2 program saved by torch.export.save."""
+    if _is_program(path):
+        if getattr(args, "shape", None):
+            raise TesseraError(f"--shape applies to ONNX models; {path}'s shapes are the exported program's "
+                               f"(torch.export.Dim gives symbolic ones)")
+        with progress.stage(f"converting {path} (torch.export)"):
+            return from_exported_program(load_program(path))
+    with progress.stage(f"converting {path} from ONNX"):
+        return from_onnx(_model_source(path), shape_dict=_parse_shapes(getattr(args, "shape", None)))
 
 
 def _show(args) -> int:
     """`tessera show MODEL`: the graph as tessera.compile optimizes it (fused functions, layouts), as text;
     a compiled library's graph as it was built."""
     if _is_model(args.model) or _is_program(args.model):
-        graph, params = _model_graph(args)
+        graph, params = _model_graph(args.model, args)
         if isinstance(graph, DeferredGraph):
             raise TesseraError(f"{args.model}: its graph depends on input values, so it is built per value at the "
                                f"first run; fix them with --shape to show it")

@@ -75,7 +75,7 @@ def test_keyboard_interrupt_in_a_command_exits_130_with_one_line(tmp_path, capsy
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tessera.cli, "_load_onnx_executable", interrupted)
+    monkeypatch.setattr(tessera.cli, "_load_model_executable", interrupted)
     assert main(["compile", str(_relu_model(tmp_path / "relu.onnx"))]) == 130
     err = capsys.readouterr().err
     assert err == "tessera: interrupted\n", err
@@ -86,7 +86,7 @@ def test_keyboard_interrupt_in_bench_and_demo_exits_130_with_one_line(argv, tmp_
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tessera.cli, "_load_onnx_executable", interrupted)
+    monkeypatch.setattr(tessera.cli, "_load_model_executable", interrupted)
     monkeypatch.setattr(tessera.zoo, "get_model", interrupted)
     monkeypatch.setattr(tessera, "build", interrupted)
     model = str(_relu_model(tmp_path / "relu.onnx"))
