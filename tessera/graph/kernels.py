@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 from dataclasses import dataclass, field
 import hashlib
 import json
@@ -259,22 +260,12 @@ def kernel_traces(requests, target, schedules) -> dict:
         trace = schedules.lookup(prog.func, target)
         if trace is None:
             continue
-        if trace == _default_trace(prog):
+        if trace == prog.default_trace:
             if hasattr(schedules, "default_record"):
                 schedules.default_record(prog.func)
             continue
         out[node] = trace
     return out
-
-
-def _default_trace(prog):
-    """The trace JSON of the program's default schedule (as the tuner records it: the unscheduled
-    program's where it has none), None where that schedule fails."""
-    try:
-        sch = prog.schedule()
-    except TesseraError:
-        return None
-    return (sch if sch is not None else Schedule(prog.func)).trace.as_json()
 
 
 def get_kernels(requests, target="c", compile: bool = True, traces=None) -> list:  # noqa: A002
@@ -435,6 +426,17 @@ class KernelProgram:
             return None
         sch = Schedule(self.func) if knobs is None else Schedule(self.func, seed=knobs.seed)
         return self.apply(sch, knobs, where or self.where)
+
+    @functools.cached_property
+    def default_trace(self):
+        """The trace JSON of the default schedule (as the tuner records it: the unscheduled program's
+        where it has none), None where that schedule fails; computed once per program (kernel_traces
+        compares every record with it, on every compile of a model with records)."""
+        try:
+            sch = self.schedule()
+        except TesseraError:
+            return None
+        return (sch if sch is not None else Schedule(self.func)).trace.as_json()
 
     def where_of(self, node) -> str:
         """The kernel named with `node` (the program is cached by signature, so its own `where`
