@@ -106,6 +106,7 @@ def test_without_a_reporter_steps_cost_nothing_and_say_nothing(capsys):
     with progress.stage("building kernels", total=2) as st:
         st.advance()
         progress.tally("compiled")
+    assert st is progress._NULL and st.done == 0 and st.tallies == {}   # one shared inert step: no object per call
     assert capsys.readouterr() == ("", "")
 
 
