@@ -2,11 +2,11 @@
 and its flags, OpenMP's wait policy, and the versions of tessera, Python and numpy."""
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 
 import numpy as np
 
+from ..autotune.database import __version__ as _TESSERA_VERSION
 from ..errors import TesseraError
 from ..runtime.openmp import wait_policy
 from ..target import Target, host_cores, host_features
@@ -14,11 +14,8 @@ from ..toolchain import compiler_version, find_compiler
 
 
 def tessera_version() -> str:
-    """tessera's version as installed (the package root is above this layer, so not tessera.__version__)."""
-    try:
-        return importlib.metadata.version("tessera")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
+    """tessera's version as installed (the one the tuning records carry: autotune.database's)."""
+    return _TESSERA_VERSION
 
 
 def cpu_model() -> str:
