@@ -7,11 +7,14 @@ import re
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto as TP
 from onnx import helper
 
 import tessera
 from tessera.cli import main
+from tessera.graph.passes.winograd import choose_tile_size
+from tessera.target import Target
 
 C = 64
 
@@ -46,6 +49,10 @@ def test_library_weights_are_the_optimized_graphs_constants_once(tmp_path):
     graph, params = tessera.frontend.from_onnx(model)
 
     exe = tessera.compile(graph, params)
+    # whether the pass rewrites this 16x16 layer is the host target's (its GEMM micro-kernels, its costs)
+    if choose_tile_size(1, C, C, 16, 16, Target("c")) is None:
+        assert not any("winograd" in n.op for n in exe.graph.nodes), exe.graph.script()
+        pytest.skip(f"the winograd pass keeps this layer direct on {Target('c')}: no transformed weights to measure")
     assert any("winograd" in n.op for n in exe.graph.nodes), exe.graph.script()
     consts = list(exe.graph.constants.values())
     assert main(["compile", model, "-o", str(tmp_path / "wino.so"), "-q"]) == 0
