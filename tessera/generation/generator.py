@@ -35,7 +35,7 @@ import numpy as np
 
 from ..compile_graph import compile as compile_graph
 from ..errors import TesseraError
-from ..frontend.onnx import from_onnx
+from ..frontend.onnx import from_onnx, load_model
 from ..runtime.ndarray import from_numpy
 from .engine import WEIGHTS, DecodeEngine
 from .sampling import Sampler
@@ -68,17 +68,15 @@ class GenerationOutput:
 
 
 def _load(model):
-    """(onnx.ModelProto, its path or None)."""
+    """(onnx.ModelProto, its path or None), read by the frontend's load_model (external data only from
+    the model's folder; a file without a graph refused)."""
     import onnx
 
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise TesseraError(f"Generator: model file {path} does not exist")
-        try:
-            return onnx.load(path), path
-        except Exception as e:  # noqa: BLE001 - onnx raises assorted errors for a bad file
-            raise TesseraError(f"Generator: cannot read {path} as an ONNX model: {e}") from None
+        return load_model(path), path
     if isinstance(model, onnx.ModelProto):
         return model, None
     raise TesseraError(f"Generator: expected an ONNX model (a path or an onnx.ModelProto), got {type(model).__name__}")

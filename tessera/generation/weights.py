@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TesseraError
+from ..frontend.onnx import tensor_to_array
 
 CONFIG_KEY = "transformers_config"     # as tessera.zoo.decoder writes it
 ARCHS = ("gpt2", "llama")
@@ -149,10 +150,7 @@ class _Initializers:
     """The model's initializers by name (as float32 arrays), with the orientation of projections."""
 
     def __init__(self, model):
-        from onnx import numpy_helper
-
         self.arrays = {t.name: t for t in model.graph.initializer}
-        self._to_array = numpy_helper.to_array
         self.users: dict = {}
         for n in model.graph.node:
             for i, name in enumerate(n.input):
@@ -168,8 +166,10 @@ class _Initializers:
     def _array(self, name: str) -> np.ndarray:
         """Initializer `name` as float32; one stored as integers (a quantized model's int8 codes, which
         a DequantizeLinear scales) is refused rather than read as the weights' values."""
-        a = self._to_array(self.arrays[name])
-        if a.dtype.kind != "f":
+        # (the frontend's reader: malformed data refused, external data never read from the working
+        # directory; a model loaded from its path has its external data in already)
+        a = tensor_to_array(self.arrays[name], f"the decoder's weight {name!r}")
+        if a.dtype.kind in "biu":
             raise TesseraError(f"the decoder's weight {name!r} is stored as {a.dtype}, not floating point (the "
                                f"decoding step reads float weights; weights='int8' quantizes them itself)")
         return a.astype(np.float32, copy=False)

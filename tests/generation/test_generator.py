@@ -10,6 +10,7 @@ from tessera import zoo
 from tessera.errors import TesseraError
 from tessera.generation import Generator
 from tessera.generation.engine import DecodeEngine
+from tessera.generation import generator as generator_module
 from tessera.generation.generator import last_position_logits
 from tessera.generation.weights import load_config, read_weights
 
@@ -193,6 +194,28 @@ def test_a_weight_stored_as_integers_is_refused_not_read_as_values(model):
     t.CopyFrom(numpy_helper.from_array(np.ones(tuple(t.dims), np.int8), t.name))
     with pytest.raises(TesseraError, match="stored as int8, not floating point"):
         read_weights(q, c)
+    want = read_weights(model, c)                        # a half-precision weight is read as its values
+    layer = int(next(part for part in t.name.split(".") if part.isdigit()))
+    h = numpy_helper.to_array(next(u for u in model.graph.initializer if u.name == t.name)).astype(np.float16)
+    t.CopyFrom(numpy_helper.from_array(h, t.name))
+    got = read_weights(q, c).layers[layer].up
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want.layers[layer].up, rtol=1e-3, atol=1e-4)
+
+
+def test_external_weights_are_read_beside_the_model_never_from_the_working_directory(model, tmp_path, monkeypatch):
+    import onnx
+    path = tmp_path / "decoder.onnx"
+    copy = type(model)()
+    copy.CopyFrom(model)                              # (saving with external data changes the proto it saves)
+    onnx.save(copy, str(path), save_as_external_data=True, location="decoder.data", size_threshold=0)
+    c = load_config(model)
+    loaded = read_weights(generator_module._load(str(path))[0], c)         # read beside the file
+    np.testing.assert_array_equal(loaded.layers[0].qkv, read_weights(model, c).layers[0].qkv)
+    bare = onnx.load(str(path), load_external_data=False)
+    monkeypatch.chdir(tmp_path)                       # the data file is in the working directory: not read
+    with pytest.raises(TesseraError, match="external file 'decoder.data'"):
+        read_weights(bare, c)
 
 
 def test_tessera_generate_is_the_generators_greedy_loop(model):
