@@ -866,7 +866,7 @@ def load_program(path):
             if rel.startswith("data/aotinductor/"):
                 raise TesseraError(f"{path} is an AOTInductor package, not an exported program")
             if rel.startswith(("data/weights/", "data/constants/")) and rel.endswith("_config.json"):
-                _check_payloads(path, rel, json.loads(z.read(n)))
+                _check_payloads(path, rel, z.read(n))
             if rel.startswith("data/sample_inputs/"):
                 try:
                     torch.load(io.BytesIO(z.read(n)), weights_only=True)
@@ -879,8 +879,15 @@ def load_program(path):
         raise TesseraError(f"{path}: torch.export.load failed: {type(e).__name__}: {e}") from None
 
 
-def _check_payloads(path: str, rel: str, config: dict) -> None:
-    for fqn, entry in (config.get("config") or {}).items():
+def _check_payloads(path: str, rel: str, data: bytes) -> None:
+    try:
+        config = json.loads(data)
+        entries = list((config.get("config") or {}).items())
+        if not all(isinstance(e, dict) for _, e in entries):
+            raise TypeError("an entry is not an object")
+    except (ValueError, AttributeError, TypeError) as e:
+        raise TesseraError(f"{path}: {rel} is not a weights record torch.export.save writes ({e})") from None
+    for fqn, entry in entries:
         name = str(entry.get("path_name", ""))
         if entry.get("use_pickle") or not name.startswith(("weight_", "tensor_")):
             raise TesseraError(f"{path}: {rel} stores {fqn!r} as {'a pickle' if entry.get('use_pickle') else name!r} "

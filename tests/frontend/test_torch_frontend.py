@@ -164,6 +164,13 @@ def test_a_saved_program_that_would_be_unpickled_is_refused(tmp_path):
             dst.writestr(item, data)
     with pytest.raises(TesseraError, match="pickle"):
         load_program(bad)
+    garbled = tmp_path / "garbled.pt2"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(garbled, "w") as dst:
+        for item in src.infolist():
+            garble = item.filename.endswith("model_weights_config.json")
+            dst.writestr(item, b"{not json" if garble else src.read(item.filename))
+    with pytest.raises(TesseraError, match="weights record"):
+        load_program(garbled)
     legacy = tmp_path / "legacy.pt2"
     with zipfile.ZipFile(legacy, "w") as z:
         z.writestr("version", "1")
