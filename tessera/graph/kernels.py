@@ -636,10 +636,11 @@ def compile_together(kernels) -> None:
     compiler's start and the runtime helpers every kernel's own unit repeats cost more than the
     kernels). A kernel keeps its own library where it has one, or where it cannot share (a unit of
     several functions, a backend other than C, a source that prepares files); a shared unit the
-    compiler refuses falls back to compile_kernels (each kernel on its own)."""
+    compiler refuses falls back to compile_kernels (each kernel on its own). A kernel of a shared unit
+    takes only its function (`fn`) from it: its `module` stays its own library, built if asked for."""
     todo, alone, seen = [], [], set()
     for k in kernels:
-        if k is None or isinstance(k, HostKernel) or k.compiled or id(k) in seen:
+        if k is None or isinstance(k, HostKernel) or k.compiled or k._fn is not None or id(k) in seen:
             continue
         seen.add(id(k))
         shares = k.lowered is not None and k.target.kind == "c" and k.source.prepare is None
@@ -663,18 +664,18 @@ def compile_together(kernels) -> None:
                                         group[0].target, "kernels"))
         paths = _compile_all(units)
         for group, unit, path in zip(groups, units, paths):
-            if isinstance(path, Exception) or any(k.compiled for k in group):
+            if isinstance(path, Exception) or any(k.compiled or k._fn is not None for k in group):
                 continue
             try:
                 module = get_backend(group[0].target).load(path)
             except TesseraError:     # built but not loadable: like a refused unit, each kernel alone
                 continue
             for i, k in enumerate(group):
-                k._module, k._fn = module, module.get_function(f"{k.lowered.name}_{i}")
+                k._fn = module.get_function(f"{k.lowered.name}_{i}")
     finally:
         for k in locked:
             k._lock.release()
-    compile_kernels([k for k in todo if not k.compiled] + alone)
+    compile_kernels([k for k in todo if k._fn is None] + alone)
 
 
 __all__ = ["Kernel", "KernelProgram", "kernel_program", "get_program", "trace_key", "get_kernel", "get_kernels", "kernel_traces", "compile_kernels", "compile_together", "kernel_cache_info", "clear_kernel_cache", "build_jobs"]

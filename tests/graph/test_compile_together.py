@@ -40,12 +40,20 @@ def test_compile_together_builds_every_kernel_and_falls_back_alone(monkeypatch, 
 
     monkeypatch.setattr(K, "_compile_all", compile_all)
     K.compile_together(ks)
-    assert all(k.compiled for k in ks)
+    assert all(k._fn is not None for k in ks)
     assert calls[0] == 1                         # one job: one unit holding the three kernels
     if unit_fails:
         assert calls[1:] == [3]                  # then each on its own
-        assert len({id(k._module) for k in ks}) == 3
+        assert all(k.compiled for k in ks) and len({id(k._module) for k in ks}) == 3
     else:
-        assert calls == [1] and len({id(k._module) for k in ks}) == 1
+        # the functions come from the one shared library; no kernel's own library was built
+        assert calls == [1] and len({k.fn.module.path for k in ks}) == 1
+        assert not any(k.compiled for k in ks)
     for k, s in zip(ks, shapes):
         _check(k, *s)
+    if not unit_fails:
+        # a kernel's module stays its own library (its source holds that kernel alone), built when asked for
+        monkeypatch.setattr(K, "_compile_all", real)
+        shared = ks[0].fn.module.path
+        own = ks[0].module
+        assert own.path != shared and ks[0].compiled and own.function_names == [own.entry_name]
