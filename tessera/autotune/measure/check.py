@@ -69,6 +69,9 @@ def random_array(shape, dtype: np.dtype, rng, valid=None) -> np.ndarray:
     if dtype.kind in "iu":
         lo, hi = (-8, 8) if dtype.kind == "i" else (0, 16)
         if valid is not None:
+            if valid[0] >= valid[1]:
+                raise TesseraError(f"measuring: no integer passes the program's own range check [{valid[0]}, "
+                                   f"{valid[1]}) (an index into an empty axis): nothing to measure it with")
             lo, hi = max(lo, valid[0]), min(hi, valid[1])
             if lo >= hi:     # the usual range misses the valid one: its lowest values
                 lo, hi = valid[0], min(valid[1], valid[0] + 16)

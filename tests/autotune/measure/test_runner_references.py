@@ -53,3 +53,13 @@ def test_the_seeded_indices_of_a_workload_lie_in_the_range_its_checks_demand(poo
     builder, runner = pool
     (res,) = measure([MeasureCandidate(func, [[], []])], TARGET, builder, runner)
     assert res.error_kind is None, res.error_msg
+
+
+def test_an_index_into_an_empty_axis_is_refused_with_a_tessera_error():
+    import numpy as np
+    from tessera.autotune.measure.check import random_array
+    from tessera.errors import TesseraError
+
+    with pytest.raises(TesseraError, match="empty axis"):
+        random_array((3,), np.dtype(np.int64), np.random.default_rng(0), (0, 0))
+    assert set(random_array((64,), np.dtype(np.int64), np.random.default_rng(0), (-20, -18)).tolist()) <= {-20, -19}
