@@ -478,5 +478,32 @@ def _gap_compute(tensors, attrs):
                       "qgap")]
 
 
-__all__ = ["conv2d", "dense", "rescale", "add", "global_avg_pool", "requantize_expr", "out_range", "f32",
+lookup = register_op(
+    "qnn.lookup", inputs=("data", "table"), pattern=OpPattern.ELEMWISE,
+    doc="y = table[x] for an 8-bit tensor x (uint8: index x; int8: index x + 128) and a table of 256 "
+        "entries: any elementwise map of 8-bit integers, computed once (graph/passes/lookup_table.py).")
+lookup.def_schedule(schedule_injective)
+
+
+@lookup.def_infer
+def _lookup_infer(types, attrs):
+    op = "qnn.lookup"
+    x, table = types
+    check_dtype(op, x.dtype, ACTIVATIONS, "data")
+    if tuple(table.shape) != (256,):
+        raise ShapeError(f"{op}: table must have shape (256,) (one entry for each 8-bit value), got "
+                         f"{fmt_shape(table.shape)}")
+    return [TensorType(x.shape, table.dtype)]
+
+
+@lookup.def_compute
+def _lookup_compute(tensors, attrs):
+    x, table = tensors
+    base = 128 if str(x.dtype) == "int8" else 0
+    # the index is in [0, 256) by the data's type: no range check
+    return [te.compute(x.shape, lambda *i: table[x[i].astype("int32") + base] if base else table[x[i].astype("int32")],
+                       name="lookup")]
+
+
+__all__ = ["conv2d", "dense", "rescale", "add", "global_avg_pool", "lookup", "requantize_expr", "out_range", "f32",
            "int8_gemm_isa", "pad_with", "conv2d_attrs", "dense_dims", "ACTIVATIONS", "RANGE"]

@@ -15,6 +15,7 @@ The pipeline (TVM's names; a pass runs when opt_level >= its level and it is not
 | 1     | simplify_inference        | drops no-ops, batch norm -> scale/shift, folds scale/shift into conv/dense weights |
 | 1     | fold_constant             | evaluates the folded weights simplify_inference set up         |
 | 2     | eliminate_common_subexpr  | merges equal computations and equal constants                  |
+| 2     | lookup_table              | an elementwise chain from one 8-bit tensor to an 8-bit one: a 256-entry table lookup |
 | 3     | alter_layout              | blocked conv layouts                                            |
 | 3     | winograd                  | 3x3 stride-1 convolutions as Winograd transforms + batched GEMM where faster |
 | 3     | pack_matmul_weights       | constant matmul weights packed once in micro-kernel panels (x86) |
@@ -36,6 +37,7 @@ from .eliminate_common_subexpr import eliminate_common_subexpr
 from .fake_quantization_to_integer import fake_quantization_to_integer
 from .fold_constant import fold_constant
 from .fuse_ops import fuse_ops, fusion_groups
+from .lookup_table import lookup_table
 from .pack_matmul_weights import pack_matmul_weights
 from .simplify_inference import simplify_inference
 from .winograd import winograd
@@ -57,6 +59,7 @@ PIPELINE = (
     PassInfo("simplify_inference", 1, simplify_inference),
     PassInfo("fold_constant", 1, fold_constant),
     PassInfo("eliminate_common_subexpr", 2, eliminate_common_subexpr),
+    PassInfo("lookup_table", 2, lookup_table),
     PassInfo("alter_layout", 3, alter_layout),
     PassInfo("winograd", 3, winograd),
     PassInfo("pack_matmul_weights", 3, pack_matmul_weights),
@@ -130,4 +133,4 @@ def run_pass(fn, graph: Graph, ctx, name: str) -> Graph:
 
 __all__ = ["optimize", "optimized_graph", "passes_for", "pass_names", "PassContext", "PassInfo", "PIPELINE", "run_pass",
            "alter_layout", "fake_quantization_to_integer", "fold_constant", "simplify_inference", "eliminate_common_subexpr",
-           "dead_code_elimination", "fuse_ops", "fusion_groups", "pack_matmul_weights", "winograd"]
+           "dead_code_elimination", "fuse_ops", "fusion_groups", "lookup_table", "pack_matmul_weights", "winograd"]

@@ -24,7 +24,7 @@ def test_opt_levels_choose_the_passes():
     assert names(1) == ["fake_quantization_to_integer", "fold_constant", "simplify_inference", "fold_constant",
                         "dead_code_elimination"]
     assert names(2) == ["fake_quantization_to_integer", "fold_constant", "simplify_inference", "fold_constant",
-                        "eliminate_common_subexpr", "dead_code_elimination", "fuse_ops"]
+                        "eliminate_common_subexpr", "lookup_table", "dead_code_elimination", "fuse_ops"]
     three = names(3)
     assert three[-1] == "fuse_ops"
     has_layout = any(p.name == "alter_layout" and p.fn is not None for p in PIPELINE)

@@ -1,0 +1,115 @@
+"""lookup_table: an elementwise chain from one 8-bit tensor to an 8-bit tensor as a 256-entry table
+lookup (qnn.lookup), and the qnn.lookup op itself."""
+import math
+
+import numpy as np
+import pytest
+
+import tessera
+from tessera.errors import TesseraError
+from tessera.graph import Builder
+from tessera.graph.passes import lookup_table, optimized_graph
+
+RNG = np.random.default_rng(11)
+
+
+def f32(v):
+    return np.array(v, "float32")
+
+
+def gelu_graph(dtype="uint8", shape=(4, 96), leak=False, channel_scale=False):
+    """x (8-bit) -> dequantize -> x * 0.5 * (1 + erf(x / sqrt 2)) with a quantize after erf and
+    after each multiply, as a QDQ model quantized by ONNX Runtime has it -> 8-bit."""
+    zp = 128 if dtype == "uint8" else 0
+    b = Builder("gelu")
+    x = b.input("x", shape, dtype)
+    z = b.const(np.array(zp, dtype), "zp")
+    xf = b.op("qnn.dequantize", x, b.const(f32(0.05), "s_in"), z, name="dq")
+    e = b.op("erf", b.op("divide", xf, b.const(f32(math.sqrt(2.0)), "sqrt2"), name="div"), name="erf")
+    eq = b.op("qnn.quantize", e, b.const(f32(2.0 / 255), "s_erf"), z, out_dtype=dtype, name="q_erf")
+    ef = b.op("qnn.dequantize", eq, b.const(f32(2.0 / 255), "s_erf2"), z, name="dq_erf")
+    one = b.const(np.ones(shape[-1], "float32") if channel_scale else f32(1.0), "one")
+    m = b.op("multiply", xf, b.op("add", ef, one, name="add1"), name="mul")
+    mq = b.op("qnn.quantize", b.op("multiply", m, b.const(f32(0.5), "half"), name="mul_half"),
+              b.const(f32(0.04), "s_out"), z, out_dtype=dtype, name="q_out")
+    b.output(mq, xf) if leak else b.output(mq)
+    return b.finish()
+
+
+def reference_gelu(xv, dtype):
+    """The chain in numpy, float32 like the kernels (erf in float64, rounded: within a step)."""
+    zp = 128 if dtype == "uint8" else 0
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    xf = (xv.astype(np.float32) - zp) * np.float32(0.05)
+    erf = np.vectorize(math.erf)(xf.astype(np.float64) / math.sqrt(2.0)).astype(np.float32)
+    eq = np.clip(np.rint(erf / np.float32(2.0 / 255)) + zp, lo, hi)
+    ef = (eq.astype(np.float32) - zp) * np.float32(2.0 / 255)
+    y = xf * (ef + np.float32(1.0)) * np.float32(0.5)
+    return np.clip(np.rint(y / np.float32(0.04)) + zp, lo, hi).astype(dtype)
+
+
+def all_values(dtype, shape):
+    lo = -128 if dtype == "int8" else 0
+    v = np.resize(np.arange(lo, lo + 256), int(np.prod(shape)))
+    return RNG.permutation(v).reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_gelu_chain_becomes_one_lookup_with_the_chains_own_results(dtype):
+    g = gelu_graph(dtype)
+    og = optimized_graph(g, opt_level=3)
+    assert "qnn.lookup" in og.op_counts() or any("qnn.lookup" in f.ops for f in og.functions)
+    plain = optimized_graph(g, opt_level=3, disabled_passes=["fuse_ops"])
+    assert [n.op for n in plain.nodes] == ["qnn.lookup"]
+    xv = all_values(dtype, (4, 96))     # every 8-bit value at least once
+    got = tessera.compile(g)(xv)
+    chain = tessera.compile(g, disabled_passes=["lookup_table"])(xv)
+    np.testing.assert_array_equal(got, chain)   # the table is what the chain's kernels compute
+    ref = reference_gelu(xv, dtype)
+    assert np.abs(got.astype(np.int32) - ref.astype(np.int32)).max() <= 1
+
+
+def test_chain_with_a_middle_value_read_elsewhere_is_left_as_it_is():
+    g = gelu_graph(leak=True)          # the dequantized input is also a graph output
+    out = lookup_table(optimized_graph(g, opt_level=1))
+    assert "qnn.lookup" not in out.op_counts()
+    assert "erf" in out.op_counts()
+
+
+def test_chain_with_a_per_channel_constant_is_not_a_lookup():
+    # the map then depends on the element's position, not on its value alone
+    g = gelu_graph(channel_scale=True)
+    out = lookup_table(optimized_graph(g, opt_level=1))
+    assert "qnn.lookup" not in out.op_counts()
+
+
+def test_short_chain_and_float_result_stay():
+    b = Builder("short")
+    x = b.input("x", (8,), "uint8")
+    z = b.const(np.array(3, "uint8"), "zp")
+    xf = b.op("qnn.dequantize", x, b.const(f32(0.1), "s"), z, name="dq")
+    b.output(b.op("qnn.quantize", xf, b.const(f32(0.2), "s2"), z, out_dtype="uint8", name="q"),  # 2 nodes
+             b.op("sigmoid", b.op("exp", xf, name="e"), name="sig"))                              # float out
+    out = lookup_table(b.finish())
+    assert "qnn.lookup" not in out.op_counts()
+
+
+def test_lookup_op_indexes_by_the_8bit_value():
+    table = RNG.integers(-128, 128, 256).astype("int8")
+    for dtype, lo in (("uint8", 0), ("int8", -128)):
+        b = Builder("look")
+        x = b.input("x", (3, 50), dtype)
+        b.output(b.op("qnn.lookup", x, b.const(table, "table")))
+        xv = all_values(dtype, (3, 50))
+        got = tessera.compile(b.finish(), opt_level=0)(xv)
+        np.testing.assert_array_equal(got, table[xv.astype(np.int32) - lo])
+
+
+def test_lookup_op_refuses_a_table_without_256_entries_and_float_data():
+    b = Builder("bad")
+    x = b.input("x", (4,), "uint8")
+    with pytest.raises(TesseraError, match=r"table must have shape \(256,\)"):
+        b.op("qnn.lookup", x, b.const(np.zeros(255, "uint8"), "table"))
+    y = b.input("y", (4,), "float32")
+    with pytest.raises(TesseraError, match="data"):
+        b.op("qnn.lookup", y, b.const(np.zeros(256, "uint8"), "table2"))
