@@ -263,10 +263,11 @@ def _dense_compute(tensors, attrs):
 
 
 def int8_gemm_isa(target) -> str | None:
-    """The target's int8 GEMM micro-kernel ISA (a key of x86.INT8_GEMM: "vnni", else "avx2"), or None;
-    the one choice graph/passes/pack_matmul_weights packs the weight for and the schedule tensorizes with."""
+    """The target's int8 GEMM micro-kernel ISA (a key of x86.INT8_GEMM: "amx" (AMX tiles, VNNI for what
+    they do not divide), "vnni", else "avx2"), or None; the one choice graph/passes/pack_matmul_weights
+    packs the weight for and the schedule tensorizes with."""
     t = Target(target)
-    for isa, feats in (("vnni", x86.VNNI), ("avx2", ("avx2",))):
+    for isa, feats in (("amx", x86.AMX + x86.VNNI), ("vnni", x86.VNNI), ("avx2", ("avx2",))):
         if all(t.has_feature(f) for f in feats):
             return isa
     return None

@@ -20,6 +20,7 @@ right where lowering has compacted a buffer it reaches into a smaller one.
 int8 GEMM tiles `C[MR, NR] += i32(A[MR, K]) * i32(B[K, NR])` with A uint8 (row-major, any row
 stride), B int8 packed in groups of four k: `B[k // 4, j, k % 4]` (the layout vpdpbusd reads), C int32:
 
+    x86_amx_gemm_16x64_u8s8s32          AMX TDPBUSD on 16 x 16 int32 tiles (amx_gemm_source)
     x86_avx512_vnni_gemm_{6x64, 8x32, 4x64}_u8s8s32  AVX512-VNNI vpdpbusd: 64 u8 x s8 products
                                         into 16 int32 lanes
     x86_avx2_gemm_{6x8, 4x8}_u8s8s32    AVX2, exact: u8 and s8 widened to int16, vpmaddwd (int16
@@ -60,6 +61,7 @@ from .intrin import TensorIntrin
 AVX2 = ("avx2", "fma")
 AVX512 = ("avx512f",)
 VNNI = ("avx512f", "avx512bw", "avx512vnni")
+AMX = ("amx_tile", "amx_int8")
 
 
 def _addr(load):
@@ -272,6 +274,63 @@ def vnni_gemm_source(fn: str, mr: int, nr: int) -> str:
     return "\n".join(L)
 
 
+def amx_gemm_source(fn: str, fallback: str) -> str:
+    """C source of a 16 x 64 int8 micro-kernel on AMX tiles (TDPBUSD: a 16 x 16 int32 tile += a 16 x 64
+    uint8 tile times a 16-quad x 16 int8 tile): C in four accumulator tiles, A one tile and B one tile
+    per 64 k, both loaded straight from the layouts the VNNI kernel reads (B's quads are AMX's B rows).
+    The K % 64 left, and every call where the kernel may not use AMX (Linux grants it per process on
+    request; a seccomp filter or an old kernel refuses), go to `fallback`, the 4 x 64 VNNI kernel. The
+    tile configuration is loaded at each call and released at its end: another library in the process
+    (ONNX Runtime, oneDNN) may configure the thread's tiles differently between two calls."""
+    feats = AMX + VNNI
+    L = ["#include <immintrin.h>", "#include <unistd.h>", "#include <sys/syscall.h>",
+         _guard(fn, ("__AMX_TILE__", "__AMX_INT8__", "__AVX512VNNI__"), feats),
+         "/* whether this process may use AMX tiles: asked of Linux once (arch_prctl ARCH_REQ_XCOMP_PERM for",
+         "   XTILEDATA); 1 yes, -1 no, 0 not asked yet */",
+         "static int tsr_amx_permitted = 0;",
+         "static inline int tsr_amx_ready(void) {",
+         "  int s = __atomic_load_n(&tsr_amx_permitted, __ATOMIC_ACQUIRE);",
+         "  if (s == 0) {",
+         "    s = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;",
+         "    __atomic_store_n(&tsr_amx_permitted, s, __ATOMIC_RELEASE);",
+         "  }",
+         "  return s > 0;",
+         "}",
+         "/* palette 1: tiles 0-3 C (16 rows of 16 int32), tile 4 A (16 rows of 64 uint8), tile 5 B (16 quads",
+         "   of 16 columns x 4 int8) */",
+         "typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tsr_amx_cfg_t;",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
+         "int64_t rsa, int64_t csa,",
+         "    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {",
+         "  const int32_t K64 = K / 64;",
+         "  if (K64 == 0 || !tsr_amx_ready()) {",
+         f"    for (int32_t r = 0; r < 16; r += 4) {fallback}(K, a + r * rsa, rsa, csa, b, ldb, c + r * ldc, ldc);",
+         "    return;",
+         "  }",
+         "  tsr_amx_cfg_t cfg = {0};",
+         "  cfg.palette = 1;",
+         "  for (int t = 0; t < 6; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }",
+         "  _tile_loadconfig(&cfg);",
+         "  _tile_loadd(0, c, ldc * 4); _tile_loadd(1, c + 16, ldc * 4);",
+         "  _tile_loadd(2, c + 32, ldc * 4); _tile_loadd(3, c + 48, ldc * 4);",
+         "  for (int32_t s = 0; s < K64; ++s) {",
+         "    const int8_t* bs = b + (int64_t)s * 16 * ldb;",
+         "    _tile_loadd(4, a + 64 * s, rsa);",
+         "    _tile_loadd(5, bs, ldb); _tile_dpbusd(0, 4, 5);",
+         "    _tile_loadd(5, bs + 64, ldb); _tile_dpbusd(1, 4, 5);",
+         "    _tile_loadd(5, bs + 128, ldb); _tile_dpbusd(2, 4, 5);",
+         "    _tile_loadd(5, bs + 192, ldb); _tile_dpbusd(3, 4, 5);",
+         "  }",
+         "  _tile_stored(0, c, ldc * 4); _tile_stored(1, c + 16, ldc * 4);",
+         "  _tile_stored(2, c + 32, ldc * 4); _tile_stored(3, c + 48, ldc * 4);",
+         "  _tile_release();",
+         "  if (K > 64 * K64)  /* the K % 64 left */",
+         f"    for (int32_t r = 0; r < 16; r += 4)",
+         f"      {fallback}(K - 64 * K64, a + r * rsa + 64 * K64, rsa, csa, b + (int64_t)K64 * 16 * ldb, ldb, c + r * ldc, ldc);",
+         "}"]
+    return "\n".join(L)
+
+
 def _int8_tail(mr, nr):
     return ["  for (int32_t k = K4 * 4; k < K; ++k)  /* K % 4 leftover products */",
             f"    for (int32_t i = 0; i < {mr}; ++i)",
@@ -356,7 +415,9 @@ def dot_source(fn: str, isa: str) -> str:
 # registration
 # ---------------------------------------------------------------------------------------------
 FP32_GEMM = {"avx2": [(6, 16), (4, 16), (8, 8), (4, 24), (14, 8)], "avx512": [(6, 64), (14, 32), (8, 32), (4, 64)]}
-INT8_GEMM = {"vnni": [(6, 64), (8, 32), (4, 64)], "avx2": [(6, 8), (4, 8)]}
+INT8_GEMM = {"amx": [(16, 64), (6, 64), (8, 32), (4, 64)], "vnni": [(6, 64), (8, 32), (4, 64)],
+             "avx2": [(6, 8), (4, 8)]}
+AMX_TILE = (16, 64)   # the one AMX tile; the "amx" ISA's other tiles are VNNI's (rows 16 does not divide)
 
 
 def fp32_gemm_name(isa, mr, nr, a_kmajor=False):
@@ -424,7 +485,9 @@ def _make_rows(m) -> None:
 
 
 def int8_gemm_name(isa, mr, nr):
-    return f"x86_{'avx512_vnni' if isa == 'vnni' else 'avx2'}_gemm_{mr}x{nr}_u8s8s32"
+    if isa == "amx" and (mr, nr) == AMX_TILE:
+        return f"x86_amx_gemm_{mr}x{nr}_u8s8s32"
+    return f"x86_{'avx512_vnni' if isa in ('vnni', 'amx') else 'avx2'}_gemm_{mr}x{nr}_u8s8s32"
 
 
 def _register_all():
@@ -438,6 +501,8 @@ def _register_all():
                                       gemm_impl(fn, mr, nr, a_kmajor=km), override=True, c_source=src,
                                       features=feats, doc=f"fp32 {mr}x{nr} GEMM micro-kernel ({isa})")
     for isa, tiles in INT8_GEMM.items():
+        if isa == "amx":
+            continue
         feats = VNNI if isa == "vnni" else ("avx2",)
         for mr, nr in tiles:
             fn = f"tintrin_{isa}_gemm_{mr}x{nr}_u8s8s32"
@@ -447,6 +512,14 @@ def _register_all():
             TensorIntrin.register(int8_gemm_name(isa, mr, nr), gemm_desc(mr, nr, *args, b_quads=True),
                                   gemm_impl(fn, mr, nr, *args, b_quads=True), override=True, c_source=src,
                                   features=feats, doc=f"int8 {mr}x{nr} GEMM micro-kernel ({isa})")
+    mr, nr = AMX_TILE
+    fn, fallback = f"tintrin_amx_gemm_{mr}x{nr}_u8s8s32", "tintrin_amx_fallback_4x64_u8s8s32"
+    src = (vnni_gemm_source(fallback, 4, 64) + "\n" + amx_gemm_source(fn + "_strided", fallback) + "\n"
+           + address_wrapper(fn, fn + "_strided", "uint8_t", "int8_t", "int32_t"))
+    args = ("uint8", "int8", "int32")
+    TensorIntrin.register(int8_gemm_name("amx", mr, nr), gemm_desc(mr, nr, *args, b_quads=True),
+                          gemm_impl(fn, mr, nr, *args, b_quads=True), override=True, c_source=src,
+                          features=AMX + VNNI, doc=f"int8 {mr}x{nr} GEMM micro-kernel (AMX tiles, VNNI for K % 64)")
     for isa, name in (("vnni", "x86_avx512_vnni_dot_16x4_u8s8s32"), ("avx2", "x86_avx2_dot_16x4_u8s8s32")):
         fn = f"tintrin_{isa}_dot_16x4_u8s8s32"
         feats = VNNI if isa == "vnni" else ("avx2",)
@@ -484,4 +557,5 @@ def gemm_intrin_for(target, dtype="float32", a_kmajor=False, tiles=None) -> str:
 
 
 __all__ = ["gemm_desc", "gemm_impl", "address_wrapper", "dot_desc", "dot_impl", "gemm_intrin_for",
-           "fp32_gemm_name", "fp32_gemm_parts", "fp32_gemm_rows_name", "int8_gemm_name", "FP32_GEMM", "INT8_GEMM"]
+           "fp32_gemm_name", "fp32_gemm_parts", "fp32_gemm_rows_name", "int8_gemm_name", "FP32_GEMM", "INT8_GEMM",
+           "AMX_TILE"]

@@ -1,13 +1,15 @@
 """pack_matmul_weights on integer matmuls: a qnn.dense over a constant int8 weight gets the weight packed
 in the int8 GEMM micro-kernel's panels (quads of four k, zeros past K) and the input zero point folded
-into the bias; scheduled on the micro-kernel (vpdpbusd on the host with AVX512-VNNI, vpmaddwd on AVX2),
-the results are ONNX Runtime's integers exactly (QDQ MatMul + bias, as quantize_static writes it)."""
+into the bias; scheduled on the micro-kernel (AMX tiles on a host with AMX, vpdpbusd with AVX512-VNNI,
+vpmaddwd on AVX2), the results are ONNX Runtime's integers exactly (QDQ MatMul + bias, as quantize_static writes it)."""
 import re
 
 import numpy as np
 import pytest
 
 import tessera
+from tessera.ops.integer import int8_gemm_isa
+from tessera.tir.tensor_intrin import x86
 
 from qdq_models import QDQ, ort_run, steps
 
@@ -30,7 +32,8 @@ def matmul_model(M, K, N):
     return m, m.model([("x", [1, M, K])], out, [1, M, N]), out, {"x": rand(1, M, K, scale=1.2)}
 
 
-@pytest.mark.parametrize("M,K,N", [(128, 256, 128), (24, 30, 64), (1, 64, 40)], ids=["bert_like", "k_tail", "one_row"])
+@pytest.mark.parametrize("M,K,N", [(128, 256, 128), (24, 30, 64), (1, 64, 40), (32, 198, 128)],
+                         ids=["bert_like", "k_tail", "one_row", "tile_rows_k_tail"])
 def test_packed_qdense_equals_onnxruntime(M, K, N, isa_target):
     m, model, out, feeds = matmul_model(M, K, N)
     g, p = tessera.frontend.from_onnx(model)
@@ -47,8 +50,11 @@ def test_packed_qdense_equals_onnxruntime(M, K, N, isa_target):
         return
     nr = qd.attrs["b_panel"]
     assert nr and qd.attrs["input_zero_point"] == 0 and tuple(qd.inputs[1].type.shape) == (N // nr, -(-K // 4), nr, 4)
-    isa = "avx512_vnni" if tessera.Target(isa_target).has_feature("avx512_vnni") else "avx2"
-    assert kernels and all(k.startswith(f"x86_{isa}_gemm_") for k in kernels), kernels
+    # the target's ISA and its first tile dividing the rows (AMX's 16 x 64 where the CPU has AMX: then
+    # K % 64 (and K % 4) of tile_rows_k_tail run on its VNNI fallback, in the same call)
+    isa = int8_gemm_isa(isa_target)
+    mr = next(mr for mr, n in x86.INT8_GEMM[isa] if n == nr and M % mr == 0)
+    assert kernels == {x86.int8_gemm_name(isa, mr, nr)}, kernels
 
 
 def test_a_folded_bias_past_int32_leaves_the_qdense_unpacked():
