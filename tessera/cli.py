@@ -16,6 +16,10 @@
     tessera tune model.onnx --trials N --db tune.jsonl [--resume] [--time-budget 30m] [--pool tls://host:8786 ...]
                                                    tune every kernel of the model (a live table of tasks),
                                                    then compile|run|bench ... --db tune.jsonl use the records
+    tessera quantize model.onnx --calib DIR -o model_int8.onnx [--method minmax|percentile|entropy]
+                                                   post-training int8, calibrated on DIR's inputs (one .npy a
+                                                   sample of a one-input model, or one .npz a sample with an
+                                                   array per input name): a QDQ ONNX model any runtime reads
     tessera generate model.onnx --prompt-ids 1,2,3 --max-new-tokens 64 [--int8-weights] [--top-k 50 --seed 0]
                                                    a decoder language model token by token over a KV cache:
                                                    the new tokens, ms/token and tokens/s
@@ -50,6 +54,7 @@ from .autotune.scheduler import pretrain_from
 from .autotune.tune import graph_timing, weights_outgrow_cache
 from .errors import TesseraError
 from .frontend.onnx import check_model, from_onnx, load_model
+from .frontend.onnx_export import DEFAULT_OPSET, export_onnx
 from .frontend.torch import from_exported_program, load_program
 from .generation.command import run_generate
 from .graph import DeferredGraph
@@ -444,6 +449,130 @@ def _check(args) -> int:
     kinds = sorted({p.op_type for p in problems})
     print(f"unsupported op types: {', '.join(kinds)}")
     return 1
+
+
+CALIB_HELP = ("a folder of calibration inputs: for a model with one input, each .npy file is one sample of it "
+              "(any file name); otherwise each .npz file is one sample holding an array per input, saved under "
+              "the input's name (np.savez('s0.npz', **{'input_ids': ids, 'attention_mask': mask})). Files are "
+              "read in name order; shapes and dtypes must be the model's")
+
+
+def _runtime_inputs(graph, params) -> dict:
+    """{public name: TensorType} of the graph inputs that params do not bind (what a run feeds)."""
+    bound = set(params or ())
+    return {name: v.type for v, name in zip(graph.inputs, graph.input_names)
+            if name not in bound and v.name not in bound}
+
+
+def _check_calib_array(path: str, name: str, arr, want) -> None:
+    got = f"{arr.dtype}[{', '.join(str(d) for d in arr.shape)}]"
+    expects = f"input {name!r} expects {want}"
+    if str(arr.dtype) != str(want.dtype):
+        raise TesseraError(f"calibration file {path}: {expects}, the file holds {got} (convert it: "
+                           f"arr.astype('{want.dtype}'))")
+    if arr.ndim != len(want.shape) or any(isinstance(d, int) and d != n for d, n in zip(want.shape, arr.shape)):
+        raise TesseraError(f"calibration file {path}: {expects}, the file holds {got}")
+
+
+def _calibration_files(folder: str) -> list:
+    """The paths of `tessera quantize --calib DIR`'s sample files (CALIB_HELP), in name order; a folder that
+    is missing, empty or mixes .npy and .npz files is refused."""
+    if not os.path.isdir(folder):
+        raise TesseraError(f"--calib {folder}: no such folder ({CALIB_HELP})")
+    files = sorted(f for f in os.listdir(folder) if f.lower().endswith((".npy", ".npz"))
+                   and os.path.isfile(os.path.join(folder, f)))
+    if not files:
+        raise TesseraError(f"--calib {folder}: the folder holds no .npy or .npz files ({CALIB_HELP})")
+    if len({os.path.splitext(f)[1].lower() for f in files}) > 1:
+        raise TesseraError(f"--calib {folder}: the folder mixes .npy and .npz files; use one kind ({CALIB_HELP})")
+    return [os.path.join(folder, f) for f in files]
+
+
+def _calibration_samples(files, inputs: dict) -> list:
+    """The samples in `files` (_calibration_files), each {input name: array}; `inputs`: {name: TensorType} of
+    the model's runtime inputs. A file that is not an array, or an array of another shape, dtype or
+    name, is refused, naming the file."""
+    import zipfile
+
+    import numpy as np
+
+    names = list(inputs)
+    samples = []
+    for path in files:
+        if path.lower().endswith(".npy"):
+            if len(names) != 1:
+                raise TesseraError(f"calibration file {path}: a .npy file holds one array, but the model takes "
+                                   f"{len(names)} inputs ({names}); give one .npz file per sample with an array "
+                                   f"per input name")
+            arr = _read_npy(path, f"input {names[0]!r} expects {inputs[names[0]]}")
+            _check_calib_array(path, names[0], arr, inputs[names[0]])
+            samples.append({names[0]: arr})
+            continue
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+            raise TesseraError(f"cannot read calibration file {path} as a .npz archive of arrays: {e}") from None
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise TesseraError(f"calibration file {path}: {unknown} are not inputs of the model (its inputs: "
+                               f"{names})")
+        missing = [n for n in names if n not in data]
+        if missing:
+            raise TesseraError(f"calibration file {path} lacks the input(s) {missing} (the model's inputs: {names})")
+        for n in names:
+            _check_calib_array(path, n, data[n], inputs[n])
+        samples.append({n: data[n] for n in names})
+    return samples
+
+
+def _quantize(args) -> int:
+    """`tessera quantize MODEL --calib DIR -o OUT.onnx`: tessera.quantize(form="qdq") of the model, calibrated
+    on DIR's samples, written as a QDQ ONNX model (frontend/onnx_export.py)."""
+    import numpy as np
+
+    if not _is_model(args.model):
+        raise TesseraError(f"tessera quantize takes an ONNX model (.onnx) or a built-in model name, "
+                           f"got {args.model}")
+    if _is_onnx(args.model) and not os.path.isfile(args.model):
+        raise TesseraError(f"no such file: {args.model}")
+    if args.percentile is not None and args.method != "percentile":
+        raise TesseraError(f"--percentile applies to --method percentile (the method is {args.method})")
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + "_int8.onnx"
+    if os.path.isfile(args.model) and os.path.abspath(out) == os.path.abspath(args.model):
+        raise TesseraError(f"-o {out} is the model itself; write the int8 model to another file")
+    files = _calibration_files(args.calib)
+    graph, params = _model_graph(args.model, args)
+    if isinstance(graph, DeferredGraph):
+        raise TesseraError(f"{args.model}: its graph depends on input values, so it is built per value at the first "
+                           f"run; fix them with --shape to quantize it")
+    samples = _calibration_samples(files, _runtime_inputs(graph, params))
+    per_channel = not args.no_per_channel
+    with progress.stage(f"calibrating on {len(samples)} samples ({args.method})"):
+        qdq = tessera.quantize(graph, params, calibration=samples, method=args.method, per_channel=per_channel,
+                               skip=args.skip or (), form="qdq",
+                               **({} if args.percentile is None else {"percentile": args.percentile}))
+    with progress.stage(f"writing {out}"):
+        path = export_onnx(qdq, out, opset=args.opset,
+                           doc_string=f"tessera quantize {os.path.basename(args.model)}: {args.method}, "
+                                      f"{'per-channel' if per_channel else 'per-tensor'} int8 weights")
+    import onnx
+
+    try:
+        onnx.checker.check_model(path)
+    except onnx.checker.ValidationError as e:
+        raise TesseraError(f"the written model {path} fails onnx.checker (a bug of the ONNX export; please "
+                           f"report it): {e}") from None
+    dq = [n for n in qdq.nodes if n.op == "qnn.dequantize"]
+    weights = sum(1 for n in dq if n.inputs[0] in qdq.constants)
+    acts = sum(1 for n in qdq.nodes if n.op == "qnn.quantize")
+    fp32 = sum(np.asarray(a).nbytes for a in (params or {}).values())
+    size = os.path.getsize(path) + (os.path.getsize(path + ".data") if os.path.isfile(path + ".data") else 0)
+    print(f"quantized {args.model} on {len(samples)} calibration samples ({args.method}): {weights} int8 weight "
+          f"tensors ({'per channel' if per_channel else 'per tensor'}), {acts} uint8 activations")
+    print(f"wrote {path}: a QDQ ONNX model (opset {args.opset}), {size / 1e6:.1f} MB (fp32 weights "
+          f"{fp32 / 1e6:.1f} MB)")
+    return 0
 
 
 def _model_graph(path, args):
@@ -950,6 +1079,28 @@ def main(argv=None) -> int:
     model_opts(report, threads=True, db=True)
     report.set_defaults(fn=_report)
 
+    quant = sub.add_parser("quantize", help="post-training int8 quantization of a model into a QDQ ONNX model",
+                           description="Quantize an fp32 model to int8 (tessera.quantize: batch norm folded, uint8 "
+                                       "activations calibrated on the --calib inputs, int8 weights) and write it "
+                                       "as a QDQ ONNX model (QuantizeLinear / DequantizeLinear around the float "
+                                       "ops, int8 weights), which ONNX Runtime and tessera read.")
+    quant.add_argument("model", help="an .onnx model or a built-in model name (" + ", ".join(list_models()) + ")")
+    quant.add_argument("--calib", required=True, metavar="DIR", help=CALIB_HELP)
+    quant.add_argument("-o", "--output", help="the int8 model's path (default: the model's name with _int8.onnx)")
+    quant.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
+                       help="how an activation's range is chosen from the calibration values (default minmax)")
+    quant.add_argument("--percentile", type=float, default=None, metavar="P",
+                       help="with --method percentile: the percentile of |values| kept (default 99.99)")
+    quant.add_argument("--no-per-channel", action="store_true",
+                       help="one scale per weight tensor (default: one per output channel)")
+    quant.add_argument("--skip", action="extend", nargs="+", metavar="NAME",
+                       help="nodes or ops (of the graph after batch-norm folding) left in float, e.g. --skip fc "
+                            "nn.global_avg_pool")
+    quant.add_argument("--opset", type=int, default=DEFAULT_OPSET,
+                       help=f"the ONNX opset written (default {DEFAULT_OPSET}; 13 or newer)")
+    model_opts(quant, onnx_only=True)
+    quant.set_defaults(fn=_quantize)
+
     cache = sub.add_parser("cache", help="the compiled-kernel cache: its size and cap, prune or clear it",
                            description="The compiled-kernel cache ($TESSERA_CACHE_DIR, default ~/.cache/tessera): "
                                        "libraries by content hash, model weight blobs, tuning reference outputs. "
@@ -991,7 +1142,7 @@ def main(argv=None) -> int:
                      help="threads (adds -num-threads=N to the target; default: all)")
     gen.set_defaults(fn=_generate)
 
-    for p in (demo, comp, run, show, bench):
+    for p in (demo, comp, run, show, bench, quant):
         _add_quiet_option(p)
     for p in (comp, run, show, bench):
         _add_disable_pass_option(p)
