@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 
 import numpy as np
 
@@ -718,12 +719,19 @@ def export_onnx(graph: Graph, path, params=None, opset: int = DEFAULT_OPSET, doc
 
     model = to_onnx(graph, params, opset, doc_string)
     path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
     size = sum(len(t.raw_data) for t in model.graph.initializer)
-    if size > _EXTERNAL_DATA_BYTES:
-        onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=os.path.basename(path) + ".data")
-    else:
-        onnx.save_model(model, path)
+    # written in a temporary folder beside it, then moved into place: a write that fails (a full disk)
+    # leaves an earlier file at `path` as it was, not half overwritten
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".tessera-export-") as tmp:
+        staged = os.path.join(tmp, os.path.basename(path))
+        if size > _EXTERNAL_DATA_BYTES:
+            onnx.save_model(model, staged, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location=os.path.basename(path) + ".data")
+            os.replace(staged + ".data", path + ".data")
+        else:
+            onnx.save_model(model, staged)
+        os.replace(staged, path)
     return path
 
 

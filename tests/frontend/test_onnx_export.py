@@ -316,3 +316,24 @@ def test_refusals_name_the_op_and_the_node():
         to_onnx(gt, opset=13)
     with pytest.raises(TesseraError, match="opsets 13 to"):
         to_onnx(gt, opset=7)
+
+
+def test_a_failed_write_leaves_the_earlier_file_as_it_was(tmp_path, monkeypatch):
+    gb = Builder("relu")
+    x = gb.input("x", (2, 3))
+    gb.output(gb.op("nn.relu", x))
+    g = gb.finish()
+    path = tmp_path / "m.onnx"
+    export_onnx(g, path)
+    before = path.read_bytes()
+
+    def full_disk(model, f, *args, **kwargs):
+        with open(f, "wb") as out:
+            out.write(b"\x08")            # a few bytes written, then the disk is full
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(onnx, "save_model", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        export_onnx(g, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]    # nothing staged is left behind
