@@ -69,23 +69,24 @@ def _chain(y: Value, constants, order) -> tuple | None:
     return best
 
 
-def _table(x: Value, y: Value, nodes, constants, target) -> np.ndarray:
-    """The 256 values of y for x = 0..255 (uint8) or -128..127 (int8), computed by the chain itself."""
-    b = Builder("lookup_table")
-    lo = -128 if str(x.dtype) == "int8" else 0
-    t = b.input("x", (256,), str(x.dtype))
-    vmap = {x: t}
-    for v in {u for n in nodes for u in n.inputs if u in constants}:
-        vmap[v] = b.const(np.asarray(constants[v]).reshape(()), v.name)
-    for n in nodes:
-        nn = b.node(n.op, [vmap[v] for v in n.inputs], dict(n.attrs), name=n.name)
-        vmap[n.output] = nn.output
-    b.output(vmap[y])
+def _tables(chains, constants, target) -> list:
+    """For each (x, y, nodes) of `chains`: the 256 values of y for x = 0..255 (uint8) or -128..127 (int8),
+    computed by the chain itself; all chains in one graph, compiled and run once."""
+    b = Builder("lookup_tables")
+    feeds, wanted = {}, []
+    for c, (x, y, nodes) in enumerate(chains):
+        lo = -128 if str(x.dtype) == "int8" else 0
+        t = b.input(f"x{c}", (256,), str(x.dtype))
+        feeds[t] = np.arange(lo, lo + 256).astype(str(x.dtype))
+        vmap = {x: t}
+        for v in {u for n in nodes for u in n.inputs if u in constants}:
+            vmap[v] = b.const(np.asarray(constants[v]).reshape(()), v.name)
+        for n in nodes:
+            vmap[n.output] = b.node(n.op, [vmap[v] for v in n.inputs], dict(n.attrs), name=n.name).output
+        wanted.append(vmap[y])
+    b.output(*wanted)
     g = b.finish()
-    consts = dict(g.constants)
-    consts[t] = np.arange(lo, lo + 256).astype(str(x.dtype))
-    (table,) = evaluate_constants([vmap[y]], consts, target)
-    return np.asarray(table).reshape(256)
+    return [np.asarray(t).reshape(256) for t in evaluate_constants(wanted, {**g.constants, **feeds}, target)]
 
 
 def lookup_table(graph: Graph, ctx=None) -> Graph:
@@ -94,7 +95,7 @@ def lookup_table(graph: Graph, ctx=None) -> Graph:
     constants = graph.constants
     order = {n: i for i, n in enumerate(graph.nodes)}
     consumers, outputs = graph.consumers(), set(graph.outputs)
-    plans, new_consts, covered = {}, {}, set()
+    chains, covered = [], set()
     # from the last node back, so a chain is taken whole before its own 8-bit middle values are tried
     for n in reversed(graph.nodes):
         if n in covered or len(n.outputs) != 1 or str(n.output.dtype) not in EIGHT_BIT:
@@ -108,13 +109,15 @@ def lookup_table(graph: Graph, ctx=None) -> Graph:
         inner = {m.output for m in nodes} - {y}
         if any(v in outputs or any(c not in nodes for c, _ in consumers.get(v, [])) for v in inner):
             continue
-        table = _table(x, y, nodes, constants, ctx.target)
+        chains.append((x, y, nodes))
+        covered.update(nodes)
+    if not chains:
+        return graph
+    plans, new_consts = {}, {}
+    for (x, y, _), table in zip(chains, _tables(chains, constants, ctx.target)):
         tv = Value(f"{y.name}_table", TensorType.of(table))
         new_consts[tv] = table
-        plans[n] = (x, tv)
-        covered.update(nodes)
-    if not plans:
-        return graph
+        plans[y.producer] = (x, tv)
     # one rewrite in graph order: a lookup reads its x as rewritten so far (x may be an earlier lookup's)
     vmap, out = {}, []
     for n in graph.nodes:
