@@ -36,7 +36,7 @@ from ...target import Target
 from ...ops.registry import get_op
 from ...ops.registry import OpPattern
 from .context import PassContext
-from ...tir.tensor_intrin.x86_qconv import block_lanes, isa_for
+from ...tir.tensor_intrin.x86_qconv import AMX_BLOCK, amx_for, block_lanes, isa_for
 
 CONV = "nn.contrib_conv2d_NCHWc"
 DEPTHWISE = "nn.contrib_depthwise_conv2d_NCHWc"
@@ -206,7 +206,9 @@ class _Alter:
             ob = next((x for x in (self.qlanes, 8) if O % x == 0 and isa_for(self.target, x)), None)
             if ob is None:
                 return False
-            if have and have % 4 == 0 and C % have == 0:
+            if ob == 16 and C % AMX_BLOCK == 0 and amx_for(self.target):
+                ib = AMX_BLOCK      # an AMX A-tile row: one pixel's 64 channels (x86_qconv.amx_c_source)
+            elif have and have % 4 == 0 and C % have == 0:
                 ib = have
             else:
                 ib = next((x for x in (self.qlanes, 8, 4) if C % x == 0), 4)

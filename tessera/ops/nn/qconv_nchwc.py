@@ -33,7 +33,7 @@ from ..integer import out_range, requantize_expr
 from ..registry import REQUIRED, OpPattern, register_op
 from . import _util as U
 from .conv_nchwc import _extent, _get_block, _schedule_rest, _spatial_out, pad_nchwc
-from ...tir.tensor_intrin.x86_qconv import isa_for, qconv_row_intrin, row_tiles
+from ...tir.tensor_intrin.x86_qconv import AMX_BLOCK, amx_for, isa_for, qconv_row_intrin, row_tiles
 
 CONV = "qnn.contrib_conv2d_NCHWc"
 DEPTHWISE = "qnn.contrib_depthwise_conv2d_NCHWc"
@@ -139,9 +139,12 @@ def _tensorized(sch, block, out, ctx, strides, dilation) -> bool:
     isa = isa_for(target, obe)
     if isa is None or ib % 4:
         return False
+    if ib == AMX_BLOCK and obe == 16 and amx_for(target):
+        isa = "amx"
     wide = isa in ("vnni512", "vnni256")
-    v = ctx.choose(sch, "qconv.oc_blocks", [c for c in (1, 2, 3, 4) if chunks % c == 0],
-                   2 if wide and chunks % 2 == 0 else 1)
+    blocks = [c for c in (1, 2, 3, 4) if chunks % c == 0]
+    v = ctx.choose(sch, "qconv.oc_blocks", blocks,
+                   blocks[-1] if isa == "amx" else 2 if wide and chunks % 2 == 0 else 1)
     threads = S.thread_count(target)
     rows_outer = ctx.choose(sch, "qconv.rows_outer", [True, False],
                             ohe * owe * strides[0] * strides[1] > chunks * obe * khe * kwe)

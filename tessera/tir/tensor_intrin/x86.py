@@ -274,6 +274,27 @@ def vnni_gemm_source(fn: str, mr: int, nr: int) -> str:
     return "\n".join(L)
 
 
+# whether this process may use AMX tiles (asked of Linux once: arch_prctl ARCH_REQ_XCOMP_PERM for
+# XTILEDATA; 1 yes, -1 no, 0 not asked yet) and the tile configuration's layout; guarded, so that the
+# dense and the convolution kernels share one copy in a translation unit
+AMX_HELPERS = "\n".join([
+    "#ifndef TINTRIN_AMX_HELPERS",
+    "#define TINTRIN_AMX_HELPERS",
+    "#include <unistd.h>",
+    "#include <sys/syscall.h>",
+    "static int tsr_amx_permitted = 0;",
+    "static inline int tsr_amx_ready(void) {",
+    "  int s = __atomic_load_n(&tsr_amx_permitted, __ATOMIC_ACQUIRE);",
+    "  if (s == 0) {",
+    "    s = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;",
+    "    __atomic_store_n(&tsr_amx_permitted, s, __ATOMIC_RELEASE);",
+    "  }",
+    "  return s > 0;",
+    "}",
+    "typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tsr_amx_cfg_t;",
+    "#endif"])
+
+
 def amx_gemm_source(fn: str, fallback: str) -> str:
     """C source of a 16 x 64 int8 micro-kernel on AMX tiles (TDPBUSD: a 16 x 16 int32 tile += a 16 x 64
     uint8 tile times a 16-quad x 16 int8 tile): C in four accumulator tiles, A one tile and B one tile
@@ -283,22 +304,10 @@ def amx_gemm_source(fn: str, fallback: str) -> str:
     tile configuration is loaded at each call and released at its end: another library in the process
     (ONNX Runtime, oneDNN) may configure the thread's tiles differently between two calls."""
     feats = AMX + VNNI
-    L = ["#include <immintrin.h>", "#include <unistd.h>", "#include <sys/syscall.h>",
-         _guard(fn, ("__AMX_TILE__", "__AMX_INT8__", "__AVX512VNNI__"), feats),
-         "/* whether this process may use AMX tiles: asked of Linux once (arch_prctl ARCH_REQ_XCOMP_PERM for",
-         "   XTILEDATA); 1 yes, -1 no, 0 not asked yet */",
-         "static int tsr_amx_permitted = 0;",
-         "static inline int tsr_amx_ready(void) {",
-         "  int s = __atomic_load_n(&tsr_amx_permitted, __ATOMIC_ACQUIRE);",
-         "  if (s == 0) {",
-         "    s = syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0 ? 1 : -1;",
-         "    __atomic_store_n(&tsr_amx_permitted, s, __ATOMIC_RELEASE);",
-         "  }",
-         "  return s > 0;",
-         "}",
+    L = ["#include <immintrin.h>", _guard(fn, ("__AMX_TILE__", "__AMX_INT8__", "__AVX512VNNI__"), feats),
+         AMX_HELPERS,
          "/* palette 1: tiles 0-3 C (16 rows of 16 int32), tile 4 A (16 rows of 64 uint8), tile 5 B (16 quads",
          "   of 16 columns x 4 int8) */",
-         "typedef struct { uint8_t palette, start_row, reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; } tsr_amx_cfg_t;",
          f"static inline __attribute__((always_inline)) void {fn}(int32_t K, const uint8_t* restrict a, "
          "int64_t rsa, int64_t csa,",
          "    const int8_t* restrict b, int64_t ldb, int32_t* restrict c, int64_t ldc) {",

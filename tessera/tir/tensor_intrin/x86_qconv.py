@@ -43,8 +43,18 @@ ISA = {  # isa -> (int32 lanes, vector registers, features, macros, vector type,
                 "_mm256_dpbusd_epi32"),
     "avxvnni": (8, 16, ("avx2", "avxvnni"), ("__AVX2__", "__AVXVNNI__"), "__m256i", "_mm256_dpbusd_avx_epi32"),
     "avx2": (8, 16, ("avx2",), ("__AVX2__",), "__m256i", None),
+    # AMX tiles (amx_c_source): 16 pixels x 16 channels an int32 tile; input blocks of 64 channels
+    "amx": (16, 8, ("amx_tile", "amx_int8", "avx512f", "avx512bw", "avx512vnni"),
+            ("__AMX_TILE__", "__AMX_INT8__", "__AVX512VNNI__"), "__m512i", "_mm512_dpbusd_epi32"),
 }
 MAX_V = 4
+AMX_BLOCK = 64      # the input channels of an AMX A-tile row (one pixel's block)
+
+
+def amx_for(target) -> bool:
+    """Whether `target` runs the AMX convolution kernel (amx_tile, amx_int8, and VNNI for its fallback)."""
+    t = Target(target)
+    return all(t.has_feature(f) for f in ISA["amx"][2])
 
 
 def isa_for(target, lanes: int) -> str | None:
@@ -70,16 +80,22 @@ def block_lanes(target) -> int | None:
 
 
 def row_tile(isa: str, v: int) -> int:
-    """Pixels a register tile for V output vectors (accumulators, V weights and a broadcast fit)."""
+    """Pixels a register tile for V output vectors (accumulators, V weights and a broadcast fit); AMX: a
+    tile's 16 rows."""
     lanes, regs = ISA[isa][0], ISA[isa][1]
+    if isa == "amx":
+        return 16
     if isa == "avx2":     # two accumulators a vector (int32 pair sums of the low and high channels)
         return max(1, min(6, (regs - 2 * v - 2) // (2 * v)))
     return max(1, min(14, (regs - v - 1) // v))
 
 
 def row_tiles(isa, v, ow) -> list:
-    """[(tile size, count)]: a row of `ow` pixels in tiles of equal size, at most one pixel apart."""
+    """[(tile size, count)]: a row of `ow` pixels in tiles of equal size, at most one pixel apart (AMX:
+    full tiles of 16 and one tile of the rest)."""
     R = row_tile(isa, v)
+    if isa == "amx":
+        return [(r, c) for r, c in ((R, ow // R), (ow % R, 1)) if r and c]
     tiles = -(-ow // R)
     base, longer = divmod(ow, tiles)
     return [(r, c) for r, c in ((base + 1, longer), (base, tiles - longer)) if c]
@@ -231,10 +247,83 @@ def c_source(isa, v, cb, strides, dilation, ow, rows=1) -> str:
     return "\n".join(L)
 
 
+@functools.lru_cache(maxsize=256)
+def amx_c_source(v, cb, strides, dilation, ow, rows=1) -> str:
+    """The AMX kernel's C: per output row, tiles of 16 pixels (and one of ow % 16) x 16 channels in int32
+    accumulator tiles, one for each of the v output vectors; per (c, kh, kw) an A tile of the pixels'
+    64-channel blocks (rows sw pixels apart) and, per vector, a B tile of the 16 quads x 16 channels the
+    weight layout already holds contiguously; TDPBUSD adds them. The tile configuration is loaded at
+    each call and released at its end (another library in the process may configure the thread's tiles
+    differently); a process Linux refuses AMX runs the same call on the VNNI kernel."""
+    if cb != AMX_BLOCK:
+        raise TesseraError(f"AMX int8 conv kernel: input blocks of {AMX_BLOCK} channels (one A-tile row), got {cb}")
+    from .x86 import AMX_HELPERS   # the helpers the AMX GEMM kernel shares (one copy a translation unit)
+
+    (sh, sw), (dh, dw) = strides, dilation
+    fn = _fn("amx", v, cb, strides, dilation, ow, rows)
+    fb = _fn("vnni512", v, cb, strides, dilation, ow, rows)
+    fallback = c_source("vnni512", v, cb, strides, dilation, ow, rows).replace(fb, fn + "_vnni")
+    full, tail = ow // 16, ow % 16
+    outs = ", ".join(f"int32_t* c{k}" for k in range(v))
+    args = ("CC, KH, KW, a, a_c1, a_h1, a_w1, b, sb_v, sb_c, sb_h, sb_w, " + ", ".join(f"c{k}" for k in range(v))
+            + (", c_row1" if rows > 1 else ""))
+    L = [fallback, AMX_HELPERS,
+         f"#if !defined(__AMX_TILE__) || !defined(__AMX_INT8__)",
+         f"#error \"tensor intrinsic {fn} needs amx_tile, amx_int8\"", "#endif",
+         f"/* {rows} output row(s) of {ow} pixels of a blocked int8 convolution on AMX tiles: {v} x 16 output "
+         f"channels,\n   {cb}-channel input blocks, stride {sh}x{sw}, dilation {dh}x{dw}; a row in {full} tile(s) "
+         f"of 16 pixels" + (f" and one of {tail}" if tail else "") + " (tessera/tir/tensor_intrin/x86_qconv.py). */",
+         f"static inline __attribute__((always_inline)) void {fn}(int32_t CC, int32_t KH, int32_t KW, "
+         "const uint8_t* a, const uint8_t* a_c1, const uint8_t* a_h1, const uint8_t* a_w1, const int8_t* b, "
+         f"int64_t sb_v, int64_t sb_c, int64_t sb_h, int64_t sb_w, {outs}" + (", int32_t* c_row1" if rows > 1 else "")
+         + ") {",
+         f"  if (!tsr_amx_ready()) {{ {fn}_vnni({args}); return; }}",
+         "  const int64_t sa_c = a_c1 - a, sa_h = a_h1 - a, sa_w = a_w1 - a;",
+         f"  const int64_t c_rs = {'c_row1 - c0' if rows > 1 else '0'};",
+         "  tsr_amx_cfg_t cfg = {0};",
+         "  cfg.palette = 1;",
+         "  /* tiles 0-3: C of the output vectors; 4: A; 5: B; 6, 7: C and A of the last tile's pixels */",
+         f"  for (int t = 0; t < 6; ++t) {{ cfg.rows[t] = 16; cfg.colsb[t] = 64; }}"]
+    if tail:
+        L.append(f"  cfg.rows[6] = {tail}; cfg.colsb[6] = 64; cfg.rows[7] = {tail}; cfg.colsb[7] = 64;")
+    L += ["  _tile_loadconfig(&cfg);",
+          f"  for (int32_t r = 0; r < {rows}; ++r) {{",
+          f"    const uint8_t* ar = a + r * {sh} * sa_h;"]
+    if full:
+        L += [f"    for (int32_t x = 0; x < {16 * full}; x += 16) {{",
+              "      " + " ".join(f"_tile_loadd({k}, c{k} + r * c_rs + x * 16, 64);" for k in range(v)),
+              "      for (int32_t c = 0; c < CC; ++c)",
+              "        for (int32_t kh = 0; kh < KH; ++kh)",
+              "          for (int32_t kw = 0; kw < KW; ++kw) {",
+              f"            _tile_loadd(4, ar + x * {sw} * sa_w + c * sa_c + kh * {dh} * sa_h + kw * {dw} * sa_w, "
+              f"{sw} * sa_w);",
+              "            const int8_t* bp = b + c * sb_c + kh * sb_h + kw * sb_w;"]
+        for k in range(v):
+            L.append(f"            _tile_loadd(5, bp + {k} * sb_v, 64); _tile_dpbusd({k}, 4, 5);")
+        L += ["          }",
+              "      " + " ".join(f"_tile_stored({k}, c{k} + r * c_rs + x * 16, 64);" for k in range(v)),
+              "    }"]
+    if tail:
+        for k in range(v):
+            L += [f"    _tile_loadd(6, c{k} + r * c_rs + {16 * full} * 16, 64);",
+                  "    for (int32_t c = 0; c < CC; ++c)",
+                  "      for (int32_t kh = 0; kh < KH; ++kh)",
+                  "        for (int32_t kw = 0; kw < KW; ++kw) {",
+                  f"          _tile_loadd(7, ar + {16 * full * sw} * sa_w + c * sa_c + kh * {dh} * sa_h + kw * {dw} * sa_w, "
+                  f"{sw} * sa_w);",
+                  f"          _tile_loadd(5, b + {k} * sb_v + c * sb_c + kh * sb_h + kw * sb_w, 64); _tile_dpbusd(6, 7, 5);",
+                  "        }",
+                  f"    _tile_stored(6, c{k} + r * c_rs + {16 * full} * 16, 64);"]
+    L += ["  }", "  _tile_release();", "}"]
+    return "\n".join(L)
+
+
 def qconv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows: int = 1) -> str:
     """The name of the intrinsic for these parameters, registered on first use."""
     if isa not in ISA:
         raise TesseraError(f"int8 conv micro-kernel: unknown ISA {isa!r} ({', '.join(ISA)})")
+    if isa == "amx" and cb != AMX_BLOCK:
+        raise TesseraError(f"int8 conv micro-kernel: AMX reads input blocks of {AMX_BLOCK} channels, got {cb}")
     if not 1 <= v <= MAX_V or cb % 4 or cb < 4:
         raise TesseraError(f"int8 conv micro-kernel: {v} output vectors and {cb}-channel input blocks; 1 to {MAX_V} "
                            f"vectors and blocks of a multiple of 4 channels are generated")
@@ -245,7 +334,8 @@ def qconv_row_intrin(isa: str, v: int, cb: int, strides, dilation, ow: int, rows
         fn = _fn(isa, v, cb, strides, dilation, ow, rows)
         TensorIntrin.register(name, _desc(lanes, v, cb, strides, dilation, ow, rows),
                               _impl(fn, lanes, v, cb, strides, dilation, ow, rows),
-                              c_source=c_source(isa, v, cb, strides, dilation, ow, rows), features=ISA[isa][2],
+                              c_source=(amx_c_source(v, cb, strides, dilation, ow, rows) if isa == "amx" else
+                                        c_source(isa, v, cb, strides, dilation, ow, rows)), features=ISA[isa][2],
                               doc=f"{rows} output row(s) of {ow} pixels of a blocked int8 convolution, {v} x {lanes} "
                                   f"channels ({isa})")
     return name
@@ -258,7 +348,8 @@ def _make_from_name(m) -> None:
         qconv_row_intrin(isa, v, cb, (sh, sw), (dh, dw), ow, rows)
 
 
-TensorIntrin.register_family(r"x86_(vnni512|vnni256|avxvnni|avx2)_qconv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i"
+TensorIntrin.register_family(r"x86_(vnni512|vnni256|avxvnni|avx2|amx)_qconv2d_nchwc_(\d+)x(\d+)_(\d+)x(\d+)o(\d+)i"
                              r"_s(\d+)x(\d+)_d(\d+)x(\d+)", _make_from_name)
 
-__all__ = ["qconv_row_intrin", "isa_for", "block_lanes", "row_tile", "row_tiles", "intrin_name", "c_source", "ISA"]
+__all__ = ["qconv_row_intrin", "isa_for", "amx_for", "block_lanes", "row_tile", "row_tiles", "intrin_name", "c_source",
+           "amx_c_source", "ISA", "AMX_BLOCK"]

@@ -13,7 +13,7 @@ import pytest
 import tessera
 from tessera.graph.ir import FUSED_OP
 from tessera.graph.passes._rewrite import const_derived
-from tessera.tir.tensor_intrin.x86_qconv import block_lanes, isa_for
+from tessera.tir.tensor_intrin.x86_qconv import AMX_BLOCK, amx_for, block_lanes, isa_for
 
 from qdq_models import QDQ, ort_run, steps
 
@@ -97,6 +97,11 @@ CASES = {
     "depthwise_stride2": dict(C=24, O=24, k=3, stride=2, groups=24, relu=False),
     "dilated_batch2": dict(C=8, O=16, k=3, stride=1, dilation=2, batch=2),
     "int8_activations": dict(C=8, O=16, k=3, stride=1, act="int8", relu=False),
+    # 64-channel input blocks: AMX tiles where the target has AMX (rows of 16 pixels and a rest: 20 = 16 + 4,
+    # 9 alone), three output vectors a call; VNNI / AVX2 elsewhere
+    "blocks_of_64": dict(C=64, O=48, k=3, stride=1, H=20),
+    "blocks_of_64_1x1_stride2": dict(C=128, O=32, k=1, stride=2, H=18, relu=False),
+    "blocks_of_64_dilated": dict(C=64, O=16, k=3, stride=1, H=11, dilation=2),
 }
 
 
@@ -119,7 +124,8 @@ def test_blocked_int8_conv_equals_onnxruntime(case, isa_target):
         names = micro_kernels(exe)
         lanes = block_lanes(isa_target)
         lanes = lanes if kw["O"] % lanes == 0 else 8
-        assert names and all(n.startswith(f"x86_{isa_for(isa_target, lanes)}_qconv2d") for n in names), names
+        isa = "amx" if lanes == 16 and kw["C"] % AMX_BLOCK == 0 and amx_for(isa_target) else isa_for(isa_target, lanes)
+        assert names and all(n.startswith(f"x86_{isa}_qconv2d") for n in names), names
 
 
 def test_avx2_target_takes_the_vpmaddwd_kernel_and_host_its_widest():
