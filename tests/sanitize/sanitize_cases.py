@@ -399,10 +399,21 @@ def _integer_cases():
                                                     "rhs_zero_point": 250, "output_scale": 0.05, **req}),
          OpCase("qnn.global_avg_pool", [u8(1, 3, 5, 7)], {"input_scale": 0.1, "input_zero_point": 6,
                                                          "output_scale": 0.08, **req}),
-         OpCase("qnn.pack_nchwc", [u8(1, 3, 5, 6)], {"block": 4, "fill": 9})]
+         OpCase("qnn.pack_nchwc", [u8(1, 3, 5, 6)], {"block": 4, "fill": 9}),
+         OpCase("qnn.lookup", [u8(3, 37), u8(256)]),
+         OpCase("qnn.lookup", [s8(2, 19), s8(256)], tag="int8"),
+         # a packed weight of 64-column panels, rows 16 divides, K % 64 = 6: the AMX tile where the CPU
+         # has AMX (its VNNI tail), else the VNNI / AVX2 micro-kernel
+         OpCase("qnn.dense", [u8(32, 70), s8(1, 18, 64, 4), i32(64, lo=-500, hi=500), f32(64, lo=1e-5, hi=1e-4)],
+                {"input_zero_point": 0, "b_panel": 64, **req}, tag="packed")]
     blocked = {"strides": (2, 1), "padding": (1, 0, 1, 1), "pad_value": 5, **req}
     c.append(OpCase("qnn.contrib_conv2d_NCHWc", [u8(1, 2, 7, 9, 8), s8(1, 2, 3, 3, 2, 8, 4),
                                                  i32(1, 8, lo=-500, hi=500), f32(1, 8, lo=1e-5, hi=1e-4)], blocked))
+    # 64-channel input blocks, 16-channel output vectors: the AMX kernel where the CPU has AMX (rows of 16
+    # + 3 pixels); VNNI elsewhere
+    c.append(OpCase("qnn.contrib_conv2d_NCHWc", [u8(1, 1, 6, 19, 64), s8(2, 1, 3, 3, 16, 16, 4),
+                                                 i32(2, 16, lo=-500, hi=500), f32(2, 16, lo=1e-5, hi=1e-4)],
+                    {"padding": (1, 1, 1, 1), "pad_value": 5, **req}, tag="blocks_of_64"))
     c.append(OpCase("qnn.contrib_depthwise_conv2d_NCHWc", [u8(1, 2, 7, 9, 8), s8(2, 3, 3, 8),
                                                            i32(2, 8, lo=-500, hi=500), f32(2, 8, lo=1e-3, hi=1e-2)],
                     blocked))
