@@ -56,6 +56,7 @@ class _Plan:
         self.calibrated: list = []       # activation Values whose range is calibrated, in order
         self.same_as: dict = {}          # Value -> Value whose quantization it shares (max pool)
         self.weights: dict = {}          # (id(node), input index) -> quantization axis
+        self.biases: dict = {}           # (id(node), input index) -> the constant of its group's bias add
         for n in g.nodes:
             if n.op in ANCHORS and n.name not in self.skip and n.op not in self.skip:
                 self.anchor(n)
@@ -76,14 +77,21 @@ class _Plan:
         if not self.quantized(v):
             self.calibrated.append(v)
 
+    def bias(self, v: Value, channels: int):
+        """(the add, its constant) of the bias add of `channels` values that alone reads v, or (None, None)."""
+        add = self.single(v, ("add",))
+        if add is not None:
+            other = add.inputs[1] if add.inputs[0] is v else add.inputs[0]
+            if other in self.consts and np.asarray(self.consts[other]).size == channels:
+                return add, other
+        return None, None
+
     def end(self, v: Value, bias_channels=None) -> Value:
         """The group's last value: v, then a constant bias add (`bias_channels` values), then relu / clip."""
         if bias_channels is not None:
-            add = self.single(v, ("add",))
+            add, _ = self.bias(v, bias_channels)
             if add is not None:
-                other = add.inputs[1] if add.inputs[0] is v else add.inputs[0]
-                if other in self.consts and np.asarray(self.consts[other]).size == bias_channels:
-                    v = add.outputs[0]
+                v = add.outputs[0]
         n = self.single(v, _TAIL)
         while n is not None:
             v = n.outputs[0]
@@ -108,6 +116,9 @@ class _Plan:
                 axis = 1
             self.want(ins[0])
             self.weights[(id(n), 1)] = axis
+            _, b = self.bias(n.outputs[0], w.shape[axis])
+            if b is not None:
+                self.biases[(id(n), 1)] = b
             self.want(self.end(n.outputs[0], w.shape[axis]))
         elif n.op in ("add", "concatenate"):
             if len(ins) < 2 or not all(self.activation(v) for v in ins):
@@ -127,15 +138,31 @@ class _Plan:
                 self.want(n.outputs[0])
 
 
-def _weight(w: np.ndarray, axis: int, per_channel: bool):
-    """(int8 weights, float32 scales) symmetric in [-127, 127], per index of `axis` or per tensor."""
+def _weight(w: np.ndarray, axis: int, per_channel: bool, bias=None, x_scale=None):
+    """(int8 weights, float32 scales) symmetric in [-127, 127], per index of `axis` or per tensor.
+
+    With the group's `bias` (float, one value per index of `axis`) and the input's scale `x_scale`,
+    a scale is raised where the integer op's int32 bias (bias / (x_scale * scale), ORT's bias scale)
+    would not fit in an int32, as onnxruntime.quantization does (_adjust_weight_scale_for_int32_bias):
+    a channel of (nearly) zero weights, after batch norm folded a tiny gamma into them, keeps its bias
+    instead of clipping it (a scale of 1e-41 made a bias of 1e42 steps). Every scale is also kept at
+    least 2 * float32's smallest normal / x_scale, so x_scale * scale stays a normal float32."""
     w = np.asarray(w, np.float32)
     if per_channel:
         red = tuple(d for d in range(w.ndim) if d != axis)
         m = np.abs(w).max(axis=red) if w.size else np.zeros(w.shape[axis], np.float32)
     else:
         m = np.array(np.abs(w).max() if w.size else 0.0)
-    s = np.where(m > 0, m / 127.0, 1.0).astype(np.float32)
+    s = np.where(m > 0, m / 127.0, 1.0).astype(np.float64)
+    if x_scale is not None and float(x_scale) > 0:
+        x_scale = float(np.float32(x_scale))
+        floor = 2.0 * float(np.finfo(np.float32).tiny) / x_scale
+        if bias is not None:
+            b = np.abs(np.asarray(bias, np.float64).reshape(-1))
+            b = b if per_channel else np.array(b.max() if b.size else 0.0)
+            floor = np.maximum(floor, 1.0001 * b / (x_scale * (2.0 ** 31 - 1)))
+        s = np.maximum(s, floor)
+    s = s.astype(np.float32)
     shape = [1] * w.ndim
     if per_channel:
         shape[axis] = -1
@@ -173,7 +200,12 @@ def _qdq_graph(g: Graph, plan: _Plan, params: dict, per_channel: bool) -> Graph:
             if axis is None:
                 ins.append(get(v))
                 continue
-            wq, ws = _weight(consts[v], axis, per_channel)
+            x = n.inputs[0]
+            while x in plan.same_as:
+                x = plan.same_as[x]
+            bias = plan.biases.get((id(n), i))
+            wq, ws = _weight(consts[v], axis, per_channel, None if bias is None else consts[bias],
+                             params[x][0] if x in params else None)
             zero = np.zeros(ws.shape, np.int8)
             ins.append(b.op("qnn.dequantize", b.const(wq, f"{v.name}_int8"), b.const(ws, f"{v.name}_scale"),
                             b.const(zero, f"{v.name}_zero_point"), axis=axis, name=f"{v.name}_dq"))

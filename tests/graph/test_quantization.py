@@ -2,6 +2,8 @@
 CPU's int8 kernels); its outputs near the fp32 model's, the chain integer from the input's quantize
 to the output's dequantize, each calibration method's input range as graph/calibration.py picks it,
 the QDQ form equal to the integer form, skip and per-tensor weights, and the errors."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -142,3 +144,33 @@ def test_errors_name_the_problem():
         tessera.quantize(g, None, [])
     with pytest.raises(TesseraError, match="quantized already"):
         tessera.quantize(tessera.quantize(g, None, CALIB), None, CALIB)
+
+
+@pytest.mark.parametrize("tiny", [1e-12, 1e-41])
+def test_near_zero_weight_channel_keeps_its_bias(tiny):
+    # a channel whose weights batch norm scaled to (nearly) zero computes its bias alone; its weight
+    # scale is raised so the int32 bias (bias / (input scale * weight scale)) fits, as ORT does: before,
+    # the bias was clipped to 2**31 - 1 steps of about 1e-17 (or, for a float32 denormal, cast from an
+    # out-of-range float: "invalid value encountered in cast") and the channel read about 0
+    w = rand(4, 3, 3, 3, scale=0.3)
+    w[2] = np.float32(tiny) * np.sign(w[2])
+    bias = np.array([0.1, -0.2, 0.5, 0.3], np.float32)
+    for per_channel in (True, False):
+        gb = Builder("tiny_channel")
+        x = gb.input("x", (1, 3, 8, 8))
+        gb.output(gb.op("add", gb.op("nn.conv2d", x, gb.const(w, "w"), padding=(1, 1, 1, 1), name="conv"),
+                        gb.const(bias.reshape(4, 1, 1), "b")))
+        g = gb.finish()
+        calib = [{"x": rand(1, 3, 8, 8)} for _ in range(4)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            qg = tessera.quantize(g, None, calib, per_channel=per_channel)
+        assert "qnn.conv2d" in [n.op for n in qg.nodes]
+        (conv,) = [n for n in qg.nodes if n.op == "qnn.conv2d"]
+        assert np.abs(qg.constants[conv.inputs[2]].astype(np.int64)).max() < 2 ** 31 - 1   # the int32 bias
+        xin = 0.8 * calib[0]["x"]              # inside the calibrated input range
+        ref = tessera.compile(g)(xin)
+        got = tessera.compile(qg)(xin)
+        step = (ref.max() - min(ref.min(), 0.0)) / 255
+        np.testing.assert_allclose(got[0, 2], 0.5, atol=1.01 * step)
+        assert np.abs(got - ref).max() <= 0.05 * np.abs(ref).max()
