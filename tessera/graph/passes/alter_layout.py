@@ -254,6 +254,12 @@ class _Alter:
         if out.ndim != 4 or not isinstance(out.shape[1], int) or out.shape[1] % x:
             return False
         C = out.shape[1]
+        if n.op == "qnn.lookup":     # the data blocked, the 256-entry table as it is
+            data, table = n.inputs
+            if self.block_of(data) is None:
+                return False
+            self.emit_blocked(n, n.op, [self.to_blocked(data, x), self.plain(table)], dict(n.attrs), x)
+            return True
         ins = []
         for v in n.inputs:
             b = self.operand(v, x, C)

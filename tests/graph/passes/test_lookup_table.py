@@ -113,3 +113,29 @@ def test_lookup_op_refuses_a_table_without_256_entries_and_float_data():
     y = b.input("y", (4,), "float32")
     with pytest.raises(TesseraError, match="data"):
         b.op("qnn.lookup", y, b.const(np.zeros(256, "uint8"), "table2"))
+
+
+@pytest.mark.parametrize("act", ["uint8", "int8"])
+def test_lookup_after_a_blocked_int8_conv_keeps_its_table(act, isa_target):
+    # QDQ conv -> hard-swish between QDQ pairs (PP-LCNet's activation): on x86 alter_layout blocks the
+    # conv's output; the lookup reads it blocked and its 256-entry table stays as it is
+    pytest.importorskip("onnxruntime")
+    from qdq_models import QDQ, ort_run, steps
+
+    m = QDQ(act)
+    x = m.q("x", -2.0, 3.0)
+    w, ws = m.weight((RNG.standard_normal((16, 8, 3, 3)) * 0.3).astype("float32"))
+    y = m.q(m.node("Conv", [x, w, m.bias(RNG.standard_normal(16).astype("float32"), m.scales[x], ws)], "conv",
+                   pads=[1, 1, 1, 1]), -4.0, 6.0)
+    out = m.q(m.node("HardSwish", [y], "hswish"), -0.5, 6.0)
+    model = m.model([("x", [1, 8, 10, 10])], out, [1, 16, 10, 10])
+    feeds = {"x": (RNG.standard_normal((1, 8, 10, 10)) * 1.5).astype("float32")}
+    g, p = tessera.frontend.from_onnx(model)
+    target = f"{isa_target} -num-threads=2"
+    exe = tessera.compile(g, p, target=target)
+    ops = {b.op for n in exe.graph.nodes for b in (n.attrs["function"].body.nodes if n.op == "fused" else [n])}
+    assert "qnn.lookup" in ops and "hard_swish" not in ops and "nn.hard_swish" not in ops
+    (got,) = exe.run(feeds)
+    (chain,) = tessera.compile(g, p, target=target, disabled_passes=["lookup_table"]).run(feeds)
+    np.testing.assert_array_equal(got, chain)
+    assert steps(got, ort_run(model, feeds, optimized=False)[0], m.scales[out]).max() <= 1
