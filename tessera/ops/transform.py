@@ -1252,6 +1252,42 @@ def _layout_plan(shape, attrs):
     return src, dst, sub_src, sub_dst, tuple(out)
 
 
+def schedule_layout_transform(sch, ctx):
+    """A re-blocking of one axis (NCHW16c -> NCHW64c and back): the innermost destination axis split by
+    the run both blocks share (gcd of the factors), which is contiguous in the source too, and that run
+    vectorized (one vector copy, where the default schedule's lanes over the whole destination block
+    gathered bytes from four source blocks); the outer loops as the injective schedule leaves them."""
+    import math
+
+    from ..errors import ScheduleError
+    from . import _schedule as S
+
+    src, dst = parse_layout(ctx.attrs["src_layout"]), parse_layout(ctx.attrs["dst_layout"])
+    a, f2 = dst[-1]
+    f1 = dict(src).get(a) if f2 is not None else None
+    g = math.gcd(f1, f2) if f1 else 0
+    try:
+        blk = sch.get_block(ctx.block)
+    except ScheduleError:
+        blk = None
+    if blk is None or not f1 or g == f2 or g < 4 or src[-1][0] != a:
+        schedule_injective(sch, ctx)
+        return
+    loops = sch.get_loops(blk)
+    outer, inner = sch.split(loops[-1], [None, g])
+    sch.vectorize(inner)
+    rows = list(loops[:-1])
+    work = 1
+    for lp in rows:
+        e = sch.get(lp).extent
+        work *= e.value if isinstance(e, E.IntImm) else S.PARALLEL_MIN_WORK
+    if S.thread_count(ctx.target) > 1 and work * f2 >= S.PARALLEL_MIN_WORK and rows:
+        sch.parallel(sch.fuse(*S.parallel_prefix(sch, rows, ctx.target)) if len(rows) > 1 else rows[0])
+
+
+layout_transform.def_schedule(schedule_layout_transform)
+
+
 @layout_transform.def_infer
 def _layout_infer(types, attrs):
     (t,) = types

@@ -257,6 +257,23 @@ def test_layout_transform_nchw_to_nchwc_and_back():
         infer("layout_transform", ((1, 12, 2, 2), "float32"), src_layout="NCHW", dst_layout="NC?W")
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+def test_layout_transform_reblocks_an_axis_both_ways(dtype):
+    # NCHW16c <-> NCHW64c (AMX convolutions read 64-channel blocks): scheduled as vector copies of the
+    # 16 channels both blocks share
+    x = _rand((2, 128, 3, 5), dtype)
+    b16 = np.ascontiguousarray(x.reshape(2, 8, 16, 3, 5).transpose(0, 1, 3, 4, 2))
+    (b64,) = run_op("layout_transform", b16, src_layout="NCHW16c", dst_layout="NCHW64c")
+    np.testing.assert_array_equal(b64, x.reshape(2, 2, 64, 3, 5).transpose(0, 1, 3, 4, 2))
+    (back,) = run_op("layout_transform", b64, src_layout="NCHW64c", dst_layout="NCHW16c")
+    np.testing.assert_array_equal(back, b16)
+    y = _rand((1, 48, 2, 3), dtype)                                   # a shared run of 4
+    (b12,) = run_op("layout_transform", np.ascontiguousarray(y.reshape(1, 6, 8, 2, 3).transpose(0, 1, 3, 4, 2)),
+                    src_layout="NCHW8c",
+                    dst_layout="NCHW12c")
+    np.testing.assert_array_equal(b12, y.reshape(1, 4, 12, 2, 3).transpose(0, 1, 3, 4, 2))
+
+
 def test_transform_errors_are_clear():
     with pytest.raises(ShapeError, match="permutation"):
         infer("transpose", ((2, 3), "float32"), axes=(0, 0))
