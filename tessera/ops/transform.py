@@ -13,15 +13,17 @@ outside it is never an option).
 """
 from __future__ import annotations
 
+import math
 import re
 
 from .. import te
-from ..errors import DTypeError, ShapeError, TesseraError
+from ..errors import DTypeError, ScheduleError, ShapeError, TesseraError
 from ..ir import TensorType
 from ..ir import expr as E
 from ..ir.dtype import DataType
 from ._common import (ALL, INDEX, NUMERIC, broadcast_shapes, check_dtype, check_same_dtype, cast,
                       const, dim_product, dim_sum, fmt_shape, is_const, normalize_axes, normalize_axis, static)
+from . import _schedule as S
 from ._schedule import schedule_injective
 from ..tir.transform.lower_checks import check_range
 from .registry import REQUIRED, OpPattern, register_op
@@ -1257,11 +1259,6 @@ def schedule_layout_transform(sch, ctx):
     the run both blocks share (gcd of the factors), which is contiguous in the source too, and that run
     vectorized (one vector copy, where the default schedule's lanes over the whole destination block
     gathered bytes from four source blocks); the outer loops as the injective schedule leaves them."""
-    import math
-
-    from ..errors import ScheduleError
-    from . import _schedule as S
-
     src, dst = parse_layout(ctx.attrs["src_layout"]), parse_layout(ctx.attrs["dst_layout"])
     a, f2 = dst[-1]
     f1 = dict(src).get(a) if f2 is not None else None

@@ -35,6 +35,7 @@ from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call,
                    IterVar, PrimFunc, Range, Var, min_expr)
 from ...target import Target
 from .intrin import TensorIntrin
+from .x86 import AMX_HELPERS   # shared with the AMX GEMM kernel (one copy a translation unit)
 
 ISA = {  # isa -> (int32 lanes, vector registers, features, macros, vector type, dot product or None)
     "vnni512": (16, 32, ("avx512f", "avx512bw", "avx512vnni"), ("__AVX512F__", "__AVX512VNNI__"), "__m512i",
@@ -257,8 +258,6 @@ def amx_c_source(v, cb, strides, dilation, ow, rows=1) -> str:
     differently); a process Linux refuses AMX runs the same call on the VNNI kernel."""
     if cb != AMX_BLOCK:
         raise TesseraError(f"AMX int8 conv kernel: input blocks of {AMX_BLOCK} channels (one A-tile row), got {cb}")
-    from .x86 import AMX_HELPERS   # the helpers the AMX GEMM kernel shares (one copy a translation unit)
-
     (sh, sw), (dh, dw) = strides, dilation
     fn = _fn("amx", v, cb, strides, dilation, ow, rows)
     fb = _fn("vnni512", v, cb, strides, dilation, ow, rows)
