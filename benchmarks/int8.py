@@ -6,7 +6,8 @@
 Each zoo model (seeded random weights) is made a QDQ model in this run, as a user would make one:
 onnxruntime.quantization.quant_pre_process (batch norm folded), then quantize_static with per-channel
 int8 weights, uint8 activations and fixed calibration inputs (seeded normal images; BERT: seeded token
-ids). The same QDQ file runs in ONNX Runtime (its QDQ fusion into integer kernels) and in tessera
+ids). The same QDQ file runs in ONNX Runtime (its QDQ fusion into integer kernels), in OpenVINO where
+it imports (`pip install openvino`: its CPU plugin's low-precision transformations) and in tessera
 (graph/passes/fake_quantization_to_integer + the int8 kernels); tessera fp32 runs the original model.
 All at `--threads` threads, timed in interleaved rounds in one process (medians and minima of the
 calls). Agreement: the int8 outputs of tessera and ONNX Runtime in output quantization steps.
@@ -121,6 +122,9 @@ def bench(name, args, rows):
         agree = max(int(np.rint(np.abs(a.astype(np.float64) - b) / scale).max()) for a, b in zip(ours8, ref8))
         fns = {"tessera fp32": lambda: exe32.run(feeds), "tessera int8": lambda: exe8.run(feeds),
                "onnxruntime int8": lambda: sess8.run(None, feeds), "onnxruntime fp32": lambda: sess32.run(None, feeds)}
+        ov8, ov_agree = _openvino(qdq, feeds, args.threads, ours8, scale)
+        if ov8 is not None:
+            fns["openvino int8"] = ov8
         t = _interleaved(fns, args.repeat, args.budget)
     ms = {k: v[0] * 1e3 for k, v in t.items()}
     row = {"model": name + (" (small)" if args.small else ""), "threads": args.threads,
@@ -128,9 +132,36 @@ def bench(name, args, rows):
            "int8 speedup over tessera fp32": round(ms["tessera fp32"] / ms["tessera int8"], 2),
            "tessera int8 / ORT int8 time": round(ms["tessera int8"] / ms["onnxruntime int8"], 2),
            "max |tessera - ORT| int8 steps": agree,
+           **({"tessera int8 / OpenVINO int8 time": round(ms["tessera int8"] / ms["openvino int8"], 2),
+               "max |tessera - OpenVINO| int8 steps": ov_agree} if "openvino int8" in ms else {}),
            "compile s fp32/int8": f"{c32:.0f}/{c8:.0f}", "load": _load()}
     rows.append(row)
     print({k: row[k] for k in row}, flush=True)
+
+
+def _openvino(qdq, feeds, threads, ours8, scale):
+    """(a call of OpenVINO's CPU plugin on the QDQ file at `threads` threads, its largest distance from
+    tessera's int8 outputs in output steps), or (None, None) where openvino does not import (pip install
+    openvino). OpenVINO reads the QuantizeLinear / DequantizeLinear pairs as FakeQuantize and runs the
+    groups its low-precision transformations match in int8."""
+    try:
+        import openvino as ov
+    except ImportError:
+        return None, None
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(qdq), "CPU", {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+                                                                "PERFORMANCE_HINT": "LATENCY"})
+    req = compiled.create_infer_request()
+    ordered = [feeds[i.get_any_name()] for i in compiled.inputs]
+
+    def call():
+        return req.infer(ordered)
+
+    res = call()
+    got = [res[o] for o in compiled.outputs]
+    agree = max(int(np.rint(np.abs(a.astype(np.float64) - np.asarray(b, np.float64)) / scale).max())
+                for a, b in zip(ours8, got))
+    return call, agree
 
 
 def _output_scale(path) -> float:
