@@ -29,6 +29,7 @@ import hashlib
 import inspect as _inspect
 import itertools
 import json
+import math
 import os
 import random
 import threading
@@ -88,7 +89,7 @@ class Autotuner:
 
     def __init__(self, kernel: JITFunction, configs=None, key=(), space=None, max_trials=16, initial=4,
                  reset_to_zero=(), restore_value=(), prune_configs_by=None, database=None, cost_model="xgb",
-                 number=5, repeat=3, seed=0):
+                 number=5, repeat=3, seed=0, warmup=None, rep=None):
         if not isinstance(kernel, JITFunction):
             raise TesseraError("autotune decorates a @tessera.jit kernel: put @tessera.autotune(...) above @tessera.jit")
         if (configs is None) == (space is None):
@@ -124,6 +125,12 @@ class Autotuner:
         self.prune = prune_configs_by
         self.database, self.cost_model = database, cost_model
         self.number, self.repeat = number, repeat
+        for name, ms in (("warmup", warmup), ("rep", rep)):
+            if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not ms >= 0):
+                raise TesseraError(f"autotune of {kernel.__name__}: {name} is milliseconds (a number >= 0), got {ms!r}")
+        # Triton's do_bench budgets: `warmup` ms of untimed launches before a config is timed, and its
+        # `repeat` measurements each at least rep / repeat ms long (more launches a measurement)
+        self.warmup_ms, self.rep_ms = warmup, rep
         self.best: dict = {}
         self.timings: dict = {}
         self._lock = threading.Lock()
@@ -220,7 +227,11 @@ class Autotuner:
         if config.pre_hook is not None:
             config.pre_hook(bound)
         try:
-            res = self.kernel.time(*args, grid=grid, number=self.number, repeat=self.repeat, **call_kwargs)
+            if self.warmup_ms:
+                self.kernel.time(*args, grid=grid, number=1, repeat=1, min_repeat_ms=math.ceil(self.warmup_ms),
+                                 **call_kwargs)
+            res = self.kernel.time(*args, grid=grid, number=self.number, repeat=self.repeat,
+                                   min_repeat_ms=math.ceil((self.rep_ms or 0) / self.repeat), **call_kwargs)
         except TesseraError as e:
             return None, str(e).splitlines()[0]
         return min(res.results), None
@@ -308,12 +319,21 @@ class Autotuner:
 
 
 def autotune(configs=None, key=(), space=None, max_trials=16, prune_configs_by=None, reset_to_zero=(),
-             restore_value=(), database=None, cost_model="xgb", warmup=None, rep=None, **_):
-    """Decorate a @tessera.jit kernel with a space of configs (see the module docstring)."""
+             restore_value=(), database=None, cost_model="xgb", warmup=None, rep=None, **unknown):
+    """Decorate a @tessera.jit kernel with a space of configs (see the module docstring). warmup / rep:
+    Triton's benchmark budgets in milliseconds (untimed launches before timing a config; the least time
+    its measurements take together)."""
+    if unknown:
+        raise TesseraError(f"autotune: unknown argument(s) {sorted(unknown)} (it takes configs, key, space, "
+                           f"max_trials, prune_configs_by, reset_to_zero, restore_value, database, cost_model, "
+                           f"warmup, rep; Triton's pre_hook / post_hook / do_bench / use_cuda_graph are not "
+                           f"supported: a Config's pre_hook runs before each of its launches)")
+
     def wrap(kernel):
         return Autotuner(kernel, configs=configs, key=key, space=space, max_trials=max_trials,
                          prune_configs_by=prune_configs_by, reset_to_zero=reset_to_zero,
-                         restore_value=restore_value, database=database, cost_model=cost_model)
+                         restore_value=restore_value, database=database, cost_model=cost_model,
+                         warmup=warmup, rep=rep)
 
     return wrap
 

@@ -123,3 +123,25 @@ def test_search_space_dict_is_not_changed():
         tuned = tl.autotune(space=space, key=["M"], database="unused.jsonl")(matmul)
         assert len(tuned.configs) == 4 and {c.num_warps for c in tuned.configs} == {2, 4}
     assert space["num_warps"] == [2, 4]
+
+
+def test_warmup_and_rep_set_the_timing_budget_and_unknown_arguments_are_refused(tmp_path, monkeypatch):
+    calls = []
+    real = matmul.time
+
+    def spy(*args, **kwargs):
+        calls.append({k: kwargs[k] for k in ("number", "repeat", "min_repeat_ms")})
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matmul, "time", spy)
+    tuned = tl.autotune(configs=CONFIGS, key=["M", "N", "K"], database=str(tmp_path / "t.jsonl"), warmup=2, rep=9)(matmul)
+    args, grid = _problem()
+    tuned[grid](*args, target=TARGET)
+    np.testing.assert_allclose(args[2], args[0] @ args[1], rtol=1e-4, atol=1e-4)
+    # per config: one warm-up of >= 2 ms, then `repeat` measurements of >= 9 / repeat ms each (whole ms)
+    assert calls == [{"number": 1, "repeat": 1, "min_repeat_ms": 2},
+                     {"number": tuned.number, "repeat": tuned.repeat, "min_repeat_ms": -(-9 // tuned.repeat)}] * len(CONFIGS)
+    with pytest.raises(tessera.TesseraError, match=r"unknown argument\(s\) \['do_bench'\]"):
+        tl.autotune(configs=CONFIGS, key=["M"], do_bench=lambda f: 0)
+    with pytest.raises(tessera.TesseraError, match="rep is milliseconds"):
+        tl.autotune(configs=CONFIGS, key=["M"], rep=-1)(matmul)
