@@ -849,8 +849,12 @@ def load_program(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TesseraError(f"no such file: {path}")
+    # read once: what is checked is what torch.export.load reads (the file may change on disk between two
+    # reads of it: another user's process swapping in an archive that the checks would refuse)
+    with open(path, "rb") as f:
+        blob = f.read()
     try:
-        z = zipfile.ZipFile(path)
+        z = zipfile.ZipFile(io.BytesIO(blob))
     except (zipfile.BadZipFile, OSError) as e:
         raise TesseraError(f"{path} is not a program saved by torch.export.save (not a zip archive: {e})") from None
     with z:
@@ -874,7 +878,7 @@ def load_program(path):
                     raise TesseraError(f"{path}: its sample inputs ({rel}) are not plain tensors ({type(e).__name__}); "
                                        f"torch.export.load would unpickle them") from None
     try:
-        return torch.export.load(path)
+        return torch.export.load(io.BytesIO(blob))
     except Exception as e:  # noqa: BLE001
         raise TesseraError(f"{path}: torch.export.load failed: {type(e).__name__}: {e}") from None
 

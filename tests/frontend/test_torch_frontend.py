@@ -183,6 +183,34 @@ def test_a_saved_program_that_would_be_unpickled_is_refused(tmp_path):
     assert isinstance(load_program(path), torch.export.ExportedProgram)
 
 
+def test_a_saved_program_is_loaded_from_the_bytes_that_were_checked(tmp_path, monkeypatch):
+    # the archive swapped on disk after its check (the pickling one from the test above) is not what
+    # torch.export.load reads: it reads the checked bytes
+    import tessera.frontend.torch as frontend
+
+    path = tmp_path / "m.pt2"
+    torch.export.save(export(nn.Linear(2, 2).eval(), torch.randn(1, 2)), str(path))
+    swapped = tmp_path / "swapped.pt2"
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(swapped, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename.endswith("model_weights_config.json"):
+                cfg = json.loads(data)
+                next(iter(cfg["config"].values()))["use_pickle"] = True
+                data = json.dumps(cfg).encode()
+            dst.writestr(item, data)
+    check = frontend._check_payloads
+
+    def check_then_swap(where, rel, data):
+        check(where, rel, data)
+        path.write_bytes(swapped.read_bytes())      # another process replaces the file meanwhile
+
+    monkeypatch.setattr(frontend, "_check_payloads", check_then_swap)
+    loaded = frontend.load_program(path)
+    assert isinstance(loaded, torch.export.ExportedProgram)
+    assert path.read_bytes() == swapped.read_bytes()
+
+
 class ManyOps(nn.Module):
     """Shape, index, reduction and creation ops the model tests do not reach, in one program."""
 
