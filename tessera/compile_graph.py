@@ -180,6 +180,45 @@ def _check_options(opt_level, executor, disabled_passes) -> None:
     passes_for(opt_level, disabled_passes)      # unknown pass names fail before any work
 
 
+class BuildOnceCache:
+    """The `max_size` most recently used values, each made by a build function on its key's first use:
+    outside the lock (lookups of built keys go on meanwhile), once (a thread asking for a key another
+    thread is building waits for that build; if it fails, the next asker builds)."""
+
+    def __init__(self, max_size: int):
+        self.max_size = int(max_size)
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._building: dict = {}                   # key -> Event set when that key's build ends
+
+    def __len__(self):
+        return len(self._cache)
+
+    def get(self, key, build):
+        """The value of `key`, build() made once on its first use."""
+        while True:
+            with self._lock:
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+                pending = self._building.get(key)
+                if pending is None:
+                    self._building[key] = done = threading.Event()
+                    break
+            pending.wait()
+        try:
+            value = build()
+            with self._lock:
+                self._cache[key] = value
+                while len(self._cache) > self.max_size:
+                    self._cache.popitem(last=False)
+            return value
+        finally:
+            with self._lock:
+                del self._building[key]
+            done.set()
+
+
 class SpecializingExecutor:
     """Runs a DeferredGraph: per distinct value of its value inputs (dtype, shape and bytes) and
     shape of its shape inputs, the graph built for them and compiled with tessera.compile's options, made on first use and

@@ -35,15 +35,13 @@ both ways (DLPack: no copies).
 """
 from __future__ import annotations
 
-import collections
 import copy
 import functools
-import threading
 import warnings
 
 import numpy as np
 
-from .compile_graph import EXECUTORS, compile as tessera_compile
+from .compile_graph import EXECUTORS, BuildOnceCache, compile as tessera_compile
 from .errors import TesseraError
 from .frontend.torch import import_fx_graph, target_name, tensor_array
 from .frontend.torch_ops.sizes import factors, size_expr
@@ -209,21 +207,16 @@ class _Specializing:
     def __init__(self, fx_gm, frozen: dict, opts: dict):
         self.fx_gm, self.frozen, self.opts = fx_gm, frozen, opts
         self.symbols = _placeholder_symbols(fx_gm)
-        self.cache: collections.OrderedDict = collections.OrderedDict()
-        self.lock = threading.Lock()
+        # each specialization compiled once, outside the cache's lock: calls of sizes already compiled
+        # run while another size compiles
+        self.cache = BuildOnceCache(self.max_specializations)
 
     def __call__(self, *args):
         sizes = {}
         for i, a, sym in self.symbols:
             sizes.setdefault(sym, int(args[i]) if a is None else int(args[i].shape[a]))
         key = tuple(sorted(sizes.items()))
-        with self.lock:
-            fn = self.cache.get(key)
-            if fn is None:
-                fn = self.cache[key] = _compile_aten(self.fx_gm, self.frozen, self.opts, sizes)
-                while len(self.cache) > self.max_specializations:
-                    self.cache.popitem(last=False)
-            self.cache.move_to_end(key)
+        fn = self.cache.get(key, lambda: _compile_aten(self.fx_gm, self.frozen, self.opts, sizes))
         return fn(*args)
 
 

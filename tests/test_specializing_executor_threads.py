@@ -114,3 +114,43 @@ def test_a_failed_build_raises_and_the_next_run_builds_again(monkeypatch):
     assert exe.specializations == 0
     np.testing.assert_array_equal(exe(x, np.array(3, np.int64)), np.triu(x, 3))
     assert calls == [3, 3] and exe.specializations == 1
+
+
+def test_build_once_cache_builds_outside_its_lock_once_a_key():
+    # BuildOnceCache (the torch.compile backend's per-size compiles use it): while one key builds, a
+    # built key is served; two askers of one new key build it once; a failed build leaves the key to
+    # the next asker; the least recently used key is evicted past max_size
+    from tessera.compile_graph import BuildOnceCache
+
+    cache = BuildOnceCache(2)
+    assert cache.get("a", lambda: 1) == 1
+    release, started, builds = threading.Event(), threading.Event(), []
+
+    def slow():
+        builds.append("b")
+        started.set()
+        assert release.wait(WAIT_S)
+        return 2
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("b", slow))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    assert started.wait(WAIT_S)
+    served = []
+    reader = threading.Thread(target=lambda: served.append(cache.get("a", lambda: pytest.fail("rebuilt"))))
+    reader.start()
+    reader.join(WAIT_S)
+    assert served == [1]                 # served while "b" is still building
+    release.set()
+    for t in threads:
+        t.join(WAIT_S)
+    assert results == [2, 2] and builds == ["b"]
+
+    def fails():
+        raise TesseraError("no")
+
+    with pytest.raises(TesseraError):
+        cache.get("c", fails)
+    assert cache.get("c", lambda: 3) == 3
+    assert len(cache) == 2 and cache.get("a", lambda: "rebuilt") == "rebuilt"   # "a" was the least recent
