@@ -148,20 +148,25 @@ def test_the_cli_compiles_a_saved_program(tmp_path, capsys):
         assert_close(tessera.runtime.load_module(str(tmp_path / "m.so"))(x.numpy()), m(x))
 
 
-def test_a_saved_program_that_would_be_unpickled_is_refused(tmp_path):
-    from tessera.frontend.torch import load_program
-
-    path = tmp_path / "m.pt2"
-    torch.export.save(export(nn.Linear(2, 2).eval(), torch.randn(1, 2)), str(path))
-    bad = tmp_path / "bad.pt2"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(bad, "w") as dst:
+def _pickling_copy(path, dst):
+    """A copy of the saved program at `path` whose weights record marks a weight `use_pickle`."""
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(dst, "w") as out:
         for item in src.infolist():
             data = src.read(item.filename)
             if item.filename.endswith("model_weights_config.json"):
                 cfg = json.loads(data)
                 next(iter(cfg["config"].values()))["use_pickle"] = True
                 data = json.dumps(cfg).encode()
-            dst.writestr(item, data)
+            out.writestr(item, data)
+
+
+def test_a_saved_program_that_would_be_unpickled_is_refused(tmp_path):
+    from tessera.frontend.torch import load_program
+
+    path = tmp_path / "m.pt2"
+    torch.export.save(export(nn.Linear(2, 2).eval(), torch.randn(1, 2)), str(path))
+    bad = tmp_path / "bad.pt2"
+    _pickling_copy(path, bad)
     with pytest.raises(TesseraError, match="pickle"):
         load_program(bad)
     garbled = tmp_path / "garbled.pt2"
@@ -191,14 +196,7 @@ def test_a_saved_program_is_loaded_from_the_bytes_that_were_checked(tmp_path, mo
     path = tmp_path / "m.pt2"
     torch.export.save(export(nn.Linear(2, 2).eval(), torch.randn(1, 2)), str(path))
     swapped = tmp_path / "swapped.pt2"
-    with zipfile.ZipFile(path) as src, zipfile.ZipFile(swapped, "w") as dst:
-        for item in src.infolist():
-            data = src.read(item.filename)
-            if item.filename.endswith("model_weights_config.json"):
-                cfg = json.loads(data)
-                next(iter(cfg["config"].values()))["use_pickle"] = True
-                data = json.dumps(cfg).encode()
-            dst.writestr(item, data)
+    _pickling_copy(path, swapped)
     check = frontend._check_payloads
 
     def check_then_swap(where, rel, data):
