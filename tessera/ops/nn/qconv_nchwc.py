@@ -18,12 +18,12 @@ output blocks a micro-kernel call (u8 x s8 dot products into int32 accumulators 
 the whole reduction), the (n, block group, row group) loops fused and parallel (row groups outer where the
 input is larger than the weights), the requantization of the call's int32 tile right after it, while the
 tile is in L1 (reverse_compute_at, the channel vector vectorized), the padding copy parallel over rows.
-Depthwise: the taps unrolled in one expression per output vector, rows parallel. Knobs (tessera tune):
-qconv.oc_blocks, qconv.rows, qconv.rows_outer.
+Depthwise (x86): the u8 x s8 products summed in int32 by integer dot products over interleaved taps
+(tir/tensor_intrin/x86_qdepthwise.py), a group of output rows a call, its int32 tile requantized right
+after it; (n, c_chunk, row group) parallel. Knobs (tessera tune): qconv.oc_blocks, qconv.rows,
+qconv.rows_outer, qdepthwise.rows.
 """
 from __future__ import annotations
-
-import itertools
 
 from ... import te
 from ...errors import ScheduleError, ShapeError, TesseraError
@@ -33,6 +33,7 @@ from ..integer import out_range, requantize_expr
 from ..registry import REQUIRED, OpPattern, register_op
 from . import _util as U
 from .conv_nchwc import _extent, _get_block, _schedule_rest, _spatial_out, pad_nchwc
+from ...tir.tensor_intrin import x86_qdepthwise
 from ...tir.tensor_intrin.x86_qconv import AMX_BLOCK, amx_for, isa_for, qconv_row_intrin, row_tiles
 
 CONV = "qnn.contrib_conv2d_NCHWc"
@@ -252,33 +253,108 @@ def _dw_compute(tensors, attrs):
     H, W = (int(s.value) for s in data.shape[2:4])
     OH, OW = _spatial_out(DEPTHWISE, H, W, KH, KW, (sh, sw), padding, (dh, dw))
     src = pad_nchwc(data, padding, int(attrs["pad_value"]))
-    # the weights in float32 once a call (converted in the taps' expression, gcc widened them again for
-    # every output vector: 9 vpmovsxbd + vcvtdq2ps more a 3x3 window; now an FMA from memory a tap)
-    wf = U.compute(weight.shape, ["c", "kh", "kw", "b"], lambda *i: weight[i].astype("float32"), "weight_f")
+    kh, kw = te.reduce_axis((0, KH), "kh"), te.reduce_axis((0, KW), "kw")
+    names = ["n", "c_chunk", "oh", "ow", "c_block"]
+    shape = (data.shape[0], Cc, OH, OW, x)
 
     def body(n, c, oh, ow, b):
-        # the products and their sum in float32, exactly (|u8 x s8| < 2**15, KH * KW of them < 2**24
-        # while the window has fewer than 512 taps): FMAs instead of vpmulld, which x86 issues on one
-        # port at half rate; then int32 for the bias
-        total = None
-        for i, j in itertools.product(range(KH), range(KW)):
-            p = src[n, c, oh * sh + i * dh, ow * sw + j * dw, b].astype("float32") * wf[c, i, j, b]
-            total = p if total is None else total + p
-        return requantize_expr(total.astype("int32") + bias[c, b], mult[c, b], attrs, lo, hi)
+        # u8 x s8 products summed in int32 (exact); the x86 schedule computes it with integer dot
+        # products over the taps (tir/tensor_intrin/x86_qdepthwise.py)
+        p = src[n, c, oh * sh + kh * dh, ow * sw + kw * dw, b].astype("int32") * weight[c, kh, kw, b].astype("int32")
+        return te.sum(p, axis=[kh, kw])
 
-    return [U.compute((data.shape[0], Cc, OH, OW, x), ["n", "c_chunk", "oh", "ow", "c_block"], body,
-                      "qdepthwise_nchwc")]
+    acc = U.compute(shape, names, body, "qdepthwise_nchwc_acc")
+    return [U.compute(shape, names, lambda n, c, oh, ow, b: requantize_expr(
+        acc[n, c, oh, ow, b] + bias[c, b], mult[c, b], attrs, lo, hi), "qdepthwise_nchwc")]
+
+
+_DW_TILE_BYTES = 16 * 1024     # the int32 tile of a call's rows, to stay in L1 with its quads
+
+
+def _dw_rows(oh, ow, lanes, tasks, threads, pair) -> int:
+    """Output rows a call: a divisor of the height whose int32 tile fits _DW_TILE_BYTES (at least one
+    row), even where rows go in pairs (an odd count leaves a row alone), the most of those that still
+    leaves >= 4 parallel tasks a thread."""
+    fit = [d for d in range(1, oh + 1) if oh % d == 0 and (d == 1 or d * ow * lanes * 4 <= _DW_TILE_BYTES)]
+    enough = [d for d in fit if tasks * (oh // d) >= 4 * max(1, threads)] or [1]
+    return max(enough, key=lambda d: (not pair or d % 2 == 0, d))
+
+
+def _dw_tensorized(sch, block, out, ctx, strides, dilation) -> bool:
+    """(n, c_chunk, row group) fused and parallel; per row group the int32 tile zeroed, the micro-kernel
+    call, the requantization of the tile (reverse_compute_at, the channel vector vectorized)."""
+    loops = sch.get_loops(block)
+    if len(loops) != 7:
+        return False
+    ext = [_extent(sch, lp) for lp in loops]
+    if any(e is None for e in ext):
+        return False
+    n, c, oh, ow, b, kh, kw = loops
+    N, chunks, ohe, owe, lanes, khe, kwe = ext
+    isa = x86_qdepthwise.isa_for(ctx.target, lanes)
+    if isa is None:
+        return False
+    threads = S.thread_count(ctx.target)
+    cands = [d for d in range(1, ohe + 1) if ohe % d == 0 and
+             x86_qdepthwise.fits(isa, d, owe, khe, kwe, strides, dilation)]
+    if not cands:
+        return False
+    pair = strides[0] == 1 and dilation[0] == 1
+    rows = ctx.choose(sch, "qdepthwise.rows", cands, _dw_rows(ohe, owe, lanes, N * chunks, threads, pair))
+    name = x86_qdepthwise.qdepthwise_intrin(isa, rows, owe, (khe, kwe), strides, dilation)
+    oho, ohi = sch.split(oh, [None, rows])
+    init = sch.decompose_reduction(block, ohi)
+    sch.vectorize(sch.get_loops(init)[-1])
+    blk = _get_block(sch, out)
+    sch.reverse_compute_at(blk, oho)
+    sch.vectorize(sch.get_loops(blk)[-1])
+    sch.tensorize(ohi, name)
+    fused = sch.fuse(n, c, oho)
+    if threads > 1:
+        sch.parallel(fused)
+    return True
+
+
+def _dw_loops(sch, block, out, target):
+    """(n, c_chunk, oh, ow | kh, kw, c_block): the channel vector vectorized, the requantization per pixel."""
+    n, c, oh, ow, b, kh, kw = sch.get_loops(block)
+    sch.reorder(n, c, oh, ow, kh, kw, b)
+    sch.decompose_reduction(block, kh)
+    sch.vectorize(b)
+    blk = sch.get_block(out)
+    sch.reverse_compute_at(blk, ow)
+    sch.vectorize(sch.get_loops(blk)[-1])
+    if S.thread_count(target) > 1:
+        sch.parallel(sch.fuse(n, c, oh))
 
 
 def schedule_qdepthwise_nchwc(sch, ctx):
-    """Rows (n, c_chunk, oh) parallel, the channel vector vectorized, the padding copy parallel."""
-    blk = _get_block(sch, ctx.block)
-    if blk is not None:
-        n, c, oh, ow, b = sch.get_loops(blk)
-        sch.vectorize(b)
-        if S.thread_count(ctx.target) > 1:
-            sch.parallel(sch.fuse(n, c, oh))
-    _schedule_rest(sch, {ctx.block, *ctx.epilogue}, ctx.target)
+    """Default CPU schedule of qnn.contrib_depthwise_conv2d_NCHWc: on x86 the integer dot-product
+    micro-kernel over row groups (_dw_tensorized); elsewhere a loop nest with the channel vector
+    vectorized; the padding copy parallel. Knob (tessera tune): qdepthwise.rows."""
+    out = ctx.block
+    acc = _get_block(sch, out + "_acc")
+    if acc is not None:
+        strides = U.int_tuple(DEPTHWISE, "strides", ctx.attrs["strides"], 2)
+        dilation = U.int_tuple(DEPTHWISE, "dilation", ctx.attrs["dilation"], 2)
+        if ctx.knobs is not None:
+            ok = _dw_tensorized(sch, acc, out, ctx, strides, dilation)
+        else:
+            try:
+                trial = sch.copy()
+                ok = _dw_tensorized(trial, trial.get_block(out + "_acc"), out, ctx, strides, dilation)
+            except (ScheduleError, TesseraError):
+                ok = False
+            if ok:
+                ok = _dw_tensorized(sch, acc, out, ctx, strides, dilation)
+        if not ok:
+            try:
+                trial = sch.copy()
+                _dw_loops(trial, trial.get_block(out + "_acc"), out, ctx.target)
+                _dw_loops(sch, acc, out, ctx.target)
+            except ScheduleError:
+                pass
+    _schedule_rest(sch, {out, out + "_acc", *ctx.epilogue}, ctx.target)
 
 
 depthwise.def_schedule(schedule_qdepthwise_nchwc)
