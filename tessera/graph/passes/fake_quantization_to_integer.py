@@ -25,8 +25,9 @@ group's float result, which ONNX defines, within one quantization step).
 Conditions: activations quantized per tensor with constant scale and zero point; weights constant
 int8 (or uint8 whose values minus the zero point fit int8), per tensor or per output channel, with a
 zero point of 0 after that; a float bias is taken in the accumulator's scale x_scale * w_scale (the
-integers an ORT bias DQ holds, exactly while |bias| < 2**23 of them). A group that does not qualify
-stays in float: it computes what the model says, with its DQ and Q.
+integers an ORT bias DQ holds, exactly while |bias| < 2**23 of them), and must fit there in int32 with
+the channel's largest accumulation (a bias over a near-zero weight scale does not). A group that does
+not qualify stays in float: it computes what the model says, with its DQ and Q.
 
 Every integer activation inside is uint8: an int8 tensor (zero point z) is held as uint8 with zero
 point z + 128 (its values + 128: the same reals), which the u8 x s8 dot products of x86 take; where an
@@ -43,6 +44,30 @@ from .context import PassContext
 
 MOVES = ("reshape", "transpose", "squeeze", "expand_dims", "copy", "nn.batch_flatten")
 QOPS = ("qnn.conv2d", "qnn.dense", "qnn.add", "qnn.rescale", "qnn.global_avg_pool")
+
+
+INT32_MAX = 2**31 - 1
+
+
+def _int32_bias(bias, acc_scale, wi, axis: int):
+    """The int32 bias (one per index of wi's `axis`) of a float bias at the accumulator's scale:
+    rint(bias / acc_scale), computed in float64; None when it cannot be exact: a value that is not
+    finite, or whose size with the largest accumulation of its channel could leave the int32 range
+    (|bias| + 2 * 255 * sum |w|: the u8 inputs' products, once more for the input zero point the
+    layout passes fold into the bias). A bias over a near-zero weight scale (a QDQ file from another
+    quantizer; ORT's quantizer raises such scales, and tessera.quantize) is such a value: its cast is
+    undefined, and clipped it is another bias whose sum with the accumulator can wrap. The group then
+    stays in float, as ONNX defines it (ONNX Runtime's optimized session folds it into QLinearConv
+    all the same, a float bias by its own int32 cast, and its result is far from the model's)."""
+    if bias is None:
+        return np.zeros(wi.shape[axis], np.int32)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        b = np.rint(np.asarray(bias, np.float64) / acc_scale.astype(np.float64))
+    red = tuple(d for d in range(wi.ndim) if d != axis)
+    reach = 2.0 * 255.0 * np.abs(wi.astype(np.int64)).sum(axis=red).astype(np.float64)
+    if not np.all(np.isfinite(b)) or np.any(np.abs(b) + reach > INT32_MAX):
+        return None
+    return b.astype(np.int32)
 
 
 class _Param:
@@ -291,11 +316,12 @@ class _Fold:
             return False
         q, yp, lo, hi, used = t
         acc_scale = (np.float32(xp.scale) * ws).astype(np.float32)      # ORT's bias scale, float32
-        bias_i = np.zeros(channels, np.int64) if bias is None else \
-            np.rint(bias / acc_scale.astype(np.float64)).astype(np.int64)
+        bias_i = _int32_bias(bias, acc_scale, wi, 0 if op == "qnn.conv2d" else 1)
+        if bias_i is None:
+            return False
         mult = (acc_scale / np.float32(yp.scale)).astype(np.float32)
         new = self.rw.make(op, self.holder(xv, xp), self.rw.const(wi, f"{w.name}_int8"),
-                           self.rw.const(np.clip(bias_i, -2**31, 2**31 - 1).astype(np.int32), f"{n.name}_bias_int32"),
+                           self.rw.const(bias_i, f"{n.name}_bias_int32"),
                            self.rw.const(mult, f"{n.name}_multiplier"), name=n.name, **attrs,
                            input_zero_point=xp.u8().zp, output_zero_point=yp.u8().zp, out_dtype="uint8",
                            out_min=lo, out_max=hi)

@@ -1,6 +1,8 @@
 """fake_quantization_to_integer: QDQ groups and QOperator nodes computed by integer ops. Each model is
 built in the test and run by tessera and by ONNX Runtime: with ORT's graph optimizations (its QDQ
 fusion into integer kernels) and without them (ONNX's float semantics, DQ -> op -> Q)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,42 @@ def test_groups_that_do_not_qualify_stay_in_float():
     (got,), g, p = tessera_run(model, feeds)
     np.testing.assert_allclose(got, ort_run(model, feeds, optimized=False)[0], rtol=1e-5, atol=1e-6)
     assert "qnn.conv2d" not in [n.op for n in passes.optimized_graph(g, p, opt_level=1).nodes]
+
+
+@pytest.mark.parametrize("tiny", [1e-6, 1e-16])
+@pytest.mark.parametrize("bias_form", ["float", "dq"])
+def test_a_bias_beyond_int32_at_a_near_zero_weight_scale_stays_float(bias_form, tiny):
+    # a QDQ file from another quantizer: an output channel of near-zero weights (its scale ~1e-11 or
+    # ~1e-21), so its bias at the accumulator's scale x_scale * w_scale is ~5e9 (beyond int32) or ~5e19
+    # (beyond int64 too: the cast undefined, numpy's 'invalid value encountered in cast'); the bias a
+    # float constant or DQ(int32) at a scale of its own. The conv stays in float, as ONNX defines it:
+    # within a step of ONNX Runtime's float DQ -> Conv -> Q on every channel, no warning. (ORT's
+    # optimized session folds the float-bias form into QLinearConv all the same, its int32 bias cast
+    # from the same quotient, and is tens of steps off on that channel.)
+    m = QDQ()
+    x = m.q("x", -2.0, 3.0)
+    w = rand(4, 4, 3, 3, scale=0.3)
+    w[1] *= tiny
+    wn, ws = m.weight(w)
+    b = np.array([0.1, 0.5, -0.3, -0.4], np.float32)
+    assert abs(b[1] / (m.scales[x] * ws[1])) > 2.0 ** 31 and abs(b[0] / (m.scales[x] * ws[0])) < 2.0 ** 20
+    if bias_form == "float":
+        bn = m.init(b, "bias")
+    else:
+        bs = np.float32(1e-4)
+        bn = m.node("DequantizeLinear", [m.init(np.rint(b / bs).astype(np.int32), "bq"), m.init(bs, "bs"),
+                                         m.init(np.int32(0), "bz")], "b")
+    out = m.q(m.node("Conv", [x, wn, bn], "conv", pads=[1, 1, 1, 1]), -1.0, 6.0)
+    model = m.model([("x", [1, 4, 6, 6])], out, [1, 4, 6, 6])
+    feeds = {"x": rand(1, 4, 6, 6, scale=1.5)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (got,), g, p = tessera_run(model, feeds)
+        ops = [n.op for n in passes.optimized_graph(g, p, opt_level=1).nodes]
+    flt = ort_run(model, feeds, optimized=False)[0]
+    assert steps(got, flt, m.scales[out]).max() <= 1
+    # the near-zero channel is its bias alone: 0.5 in steps of 7/255 (18 of them above the zero point)
+    assert np.all(np.abs(got[0, 1] - b[1]) <= m.scales[out] / 2 + 1e-6)
+    assert "qnn.conv2d" not in ops and "nn.conv2d" in ops
+    if bias_form == "dq":      # ORT keeps a bias DQ at another scale in float too
+        assert steps(got, ort_run(model, feeds)[0], m.scales[out]).max() <= 1
