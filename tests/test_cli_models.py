@@ -167,8 +167,12 @@ def test_bench_says_the_machine_was_busy_instead_of_printing_a_ratio(tmp_path, c
     onnx.save(m, tmp_path / "add.onnx")
     saved = os.sched_getaffinity(0)
     cpu = min(saved)
-    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n"
+                            f"print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True)
     try:
+        # the hog spins on the core before the timing starts (Python's start-up took longer than a run
+        # of the bench: the bench could end before the hog ever ran)
+        assert hog.stdout.readline().strip() == "spinning"
         os.sched_setaffinity(0, {cpu})
         assert main(["bench", str(tmp_path / "add.onnx"), "--threads", "1", "--repeat", "400"]) == 0
     finally:
