@@ -111,7 +111,12 @@ def test_tune_writes_db_and_png_refuses_overwrite_resumes_and_run_uses_records(t
     assert main(["run", str(model), "--db", str(db), "--threads", "2", "--input", str(d / "x.npy"),
                  "--output", str(y)]) == 0
     out = capsys.readouterr().out
-    assert "tuning: tuned schedules for" in out and "tuned schedules for 0 of" not in out
+    # every kernel had a record: a tuned schedule, or the default where its record measured fastest (a
+    # busy machine can time the default first for all of them)
+    m = re.search(r"tuning: tuned schedules for (\d+) of (\d+) kernels", out)
+    default = re.search(r"(\d+) whose fastest record is the default schedule", out)
+    assert m and int(m.group(1)) + (int(default.group(1)) if default else 0) == int(m.group(2)), out
+    assert "without a record" not in out and "did not apply" not in out, out
     np.testing.assert_allclose(np.load(y), _reference(X), rtol=1e-4, atol=1e-4)
 
     # compile builds the tuned kernels into the library
