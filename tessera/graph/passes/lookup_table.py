@@ -8,14 +8,16 @@ table holds exactly what the chain computes), and replaces the chain by qnn.look
 load an element instead of the float chain (erf, divisions, three roundings) for each.
 
 A chain qualifies when every node in it is elementwise or broadcast (ops/registry OpPattern; a
-qnn.quantize / qnn.dequantize with one scale), has one output of the result's shape, and reads only the chain's values, the one 8-bit input x (of the result's
-shape), or constants of one element; and it has at least MIN_NODES nodes (a single requantization
-costs about what the lookup does).
+qnn.quantize / qnn.dequantize with one scale), has one output of the result's shape, and reads only
+the chain's values, the one 8-bit input x (of the result's shape), or constants of one element; and it
+has at least MIN_NODES nodes (a single requantization costs about what the lookup does). A chain whose
+table cannot be computed (an op that refuses the 256-value vector) is left as it is.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...errors import TesseraError
 from ...ops.registry import OpPattern, get_op
 from ..builder import Builder
 from ..const_eval import evaluate_constants
@@ -113,11 +115,24 @@ def lookup_table(graph: Graph, ctx=None) -> Graph:
         covered.update(nodes)
     if not chains:
         return graph
+    try:
+        tables = _tables(chains, constants, ctx.target)
+    except TesseraError:      # one chain's ops refuse the vector: each alone, those that fail left as they are
+        tables = []
+        for c in chains:
+            try:
+                tables.append(_tables([c], constants, ctx.target)[0])
+            except TesseraError:
+                tables.append(None)
     plans, new_consts = {}, {}
-    for (x, y, _), table in zip(chains, _tables(chains, constants, ctx.target)):
+    for (x, y, _), table in zip(chains, tables):
+        if table is None:
+            continue
         tv = Value(f"{y.name}_table", TensorType.of(table))
         new_consts[tv] = table
         plans[y.producer] = (x, tv)
+    if not plans:
+        return graph
     # one rewrite in graph order: a lookup reads its x as rewritten so far (x may be an earlier lookup's)
     vmap, out = {}, []
     for n in graph.nodes:

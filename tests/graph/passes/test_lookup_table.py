@@ -139,3 +139,34 @@ def test_lookup_after_a_blocked_int8_conv_keeps_its_table(act, isa_target):
     (chain,) = tessera.compile(g, p, target=target, disabled_passes=["lookup_table"]).run(feeds)
     np.testing.assert_array_equal(got, chain)
     assert steps(got, ort_run(model, feeds, optimized=False)[0], m.scales[out]).max() <= 1
+
+
+def test_a_chain_whose_table_cannot_be_computed_is_left_and_the_others_still_become_lookups(monkeypatch):
+    import sys
+
+    lt = sys.modules["tessera.graph.passes.lookup_table"]
+    b = Builder("two")
+    z = b.const(np.array(128, "uint8"), "zp")
+    outs = []
+    for name, fns in (("a", ("exp", "sigmoid")), ("b", ("tanh", "erf"))):
+        x = b.input(name, (4, 9), "uint8")
+        v = b.op("qnn.dequantize", x, b.const(f32(0.05), f"s_{name}"), z, name=f"dq_{name}")
+        for fn in fns:
+            v = b.op(fn, v, name=f"{fn}_{name}")
+        outs.append(b.op("qnn.quantize", v, b.const(f32(0.01), f"s2_{name}"), z, out_dtype="uint8", name=f"q_{name}"))
+    b.output(*outs)
+    g = b.finish()
+    real = lt._tables
+
+    def refuses_erf(chains, constants, target):
+        if any(n.op == "erf" for _, _, nodes in chains for n in nodes):
+            raise TesseraError("erf refuses the vector")
+        return real(chains, constants, target)
+
+    monkeypatch.setattr(lt, "_tables", refuses_erf)
+    out = lookup_table(g)
+    ops = out.op_counts()
+    assert ops.get("qnn.lookup") == 1 and "erf" in ops and "sigmoid" not in ops
+    feeds = {"a": all_values("uint8", (4, 9)), "b": all_values("uint8", (4, 9))}
+    for got, want in zip(tessera.compile(out, opt_level=0).run(feeds), tessera.compile(g, opt_level=0).run(feeds)):
+        np.testing.assert_array_equal(got, want)
