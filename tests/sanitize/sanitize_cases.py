@@ -417,9 +417,11 @@ def _integer_cases():
     c.append(OpCase("qnn.contrib_depthwise_conv2d_NCHWc", [u8(1, 2, 7, 9, 8), s8(2, 3, 3, 8),
                                                            i32(2, 8, lo=-500, hi=500), f32(2, 8, lo=1e-3, hi=1e-2)],
                     blocked))
-    # the integer dot-product micro-kernel (tir/tensor_intrin/x86_qdepthwise.py): 16 channels (vpdpbusd on zmm
-    # where the CPU has AVX512-VNNI), stride 1: 7 rows = pairs sharing their input rows and one alone, 9
-    # columns = blocks of 4 and a tail; a 5x5 window (two tap groups), batch 2, dilated columns, int8 out
+    # the integer dot-product micro-kernel (tir/tensor_intrin/x86_qdepthwise.py), a channel plane a call that
+    # reads rows and columns outside the input as the pad value: 16 channels (vpdpbusd on zmm where the CPU
+    # has AVX512-VNNI), stride 1: 7 rows = pairs sharing their input rows and one alone, 9 columns = blocks
+    # of 4 and a tail; a 5x5 window (two tap groups), batch 2, dilated columns, int8 out; stride 2 with
+    # whole rows and columns of padding past the input, a clamped output range
     c.append(OpCase("qnn.contrib_depthwise_conv2d_NCHWc", [u8(1, 1, 7, 9, 16), s8(1, 3, 3, 16),
                                                            i32(1, 16, lo=-500, hi=500), f32(1, 16, lo=1e-3, hi=1e-2)],
                     {"padding": (1, 1, 1, 1), "pad_value": 5, **req}, tag="pairs"))
@@ -427,6 +429,10 @@ def _integer_cases():
                                                            i32(1, 8, lo=-500, hi=500), f32(1, 8, lo=1e-4, hi=1e-3)],
                     {"padding": (2, 4, 2, 3), "dilation": (1, 2), "pad_value": 200, "output_zero_point": -7,
                      "out_dtype": "int8"}, tag="5x5"))
+    c.append(OpCase("qnn.contrib_depthwise_conv2d_NCHWc", [u8(1, 2, 5, 6, 16), s8(2, 3, 3, 16),
+                                                           i32(2, 16, lo=-500, hi=500), f32(2, 16, lo=1e-3, hi=1e-2)],
+                    {"padding": (3, 2, 4, 5), "strides": (2, 2), "pad_value": 31, "output_zero_point": 4,
+                     "out_min": 10, "out_max": 240}, tag="wide_padding"))
     return c
 
 

@@ -18,22 +18,27 @@ output blocks a micro-kernel call (u8 x s8 dot products into int32 accumulators 
 the whole reduction), the (n, block group, row group) loops fused and parallel (row groups outer where the
 input is larger than the weights), the requantization of the call's int32 tile right after it, while the
 tile is in L1 (reverse_compute_at, the channel vector vectorized), the padding copy parallel over rows.
-Depthwise (x86): the u8 x s8 products summed in int32 by integer dot products over interleaved taps
-(tir/tensor_intrin/x86_qdepthwise.py), a group of output rows a call, its int32 tile requantized right
-after it; (n, c_chunk, row group) parallel. Knobs (tessera tune): qconv.oc_blocks, qconv.rows,
-qconv.rows_outer, qdepthwise.rows.
+Depthwise: one elementwise block (the taps, at most 64, read from the unpadded input through clamped
+indices and selects, the pad value in the padding, summed in int32 and requantized), on x86 tensorized
+once per channel plane by a micro-kernel of integer dot products over interleaved taps that pads and
+requantizes in registers (tir/tensor_intrin/x86_qdepthwise.py); (n, c_chunk) parallel; an epilogue the
+fuser attached after it runs on the plane after the kernel. More taps: a reduction over a padded copy.
+Knobs (tessera tune): qconv.oc_blocks, qconv.rows, qconv.rows_outer.
 """
 from __future__ import annotations
 
+import itertools
+
 from ... import te
 from ...errors import ScheduleError, ShapeError, TesseraError
-from ...ir import TensorType
+from ...ir import BufferLoad, BufferStore, TensorType
+from ...ir import expr as E
 from .. import _schedule as S
 from ..integer import out_range, requantize_expr
 from ..registry import REQUIRED, OpPattern, register_op
 from . import _util as U
-from .conv_nchwc import _extent, _get_block, _schedule_rest, _spatial_out, pad_nchwc
-from ...tir.tensor_intrin import x86_qdepthwise
+from .conv_nchwc import _extent, _get_block, _place_epilogue, _schedule_rest, _spatial_out, pad_nchwc
+from ...tir.tensor_intrin import TensorIntrin, x86_qdepthwise
 from ...tir.tensor_intrin.x86_qconv import AMX_BLOCK, amx_for, isa_for, qconv_row_intrin, row_tiles
 
 CONV = "qnn.contrib_conv2d_NCHWc"
@@ -169,6 +174,29 @@ def _tensorized(sch, block, out, ctx, strides, dilation) -> bool:
     return True
 
 
+def _kernel_or_loops(sch, ctx, kernel, loops) -> bool:
+    """kernel(sch) -> whether the micro-kernel schedule applied (False: it does not apply, and changed
+    nothing); while tuning (ctx.knobs) applied to sch directly (a knob setting it refuses raises), else
+    tried on a copy first. Where it does not apply, loops(sch), the loop nest, tried on a copy first too (a
+    refusal leaves the stage to _schedule_rest). Whether the kernel applied."""
+    if ctx.knobs is not None:
+        ok = kernel(sch)
+    else:
+        try:
+            ok = kernel(sch.copy())
+        except (ScheduleError, TesseraError):
+            ok = False
+        if ok:
+            ok = kernel(sch)
+    if not ok:
+        try:
+            loops(sch.copy())
+            loops(sch)
+        except ScheduleError:
+            pass
+    return ok
+
+
 def schedule_qconv2d_nchwc(sch, ctx):
     """Default CPU schedule of qnn.contrib_conv2d_NCHWc (module docstring); where the micro-kernel does
     not apply, a loop nest with the output vector vectorized."""
@@ -179,38 +207,31 @@ def schedule_qconv2d_nchwc(sch, ctx):
     strides = U.int_tuple(CONV, "strides", ctx.attrs["strides"], 2)
     dilation = U.int_tuple(CONV, "dilation", ctx.attrs["dilation"], 2)
     done = {out + "_acc", out}
-    if ctx.knobs is not None:
-        ok = _tensorized(sch, acc, out, ctx, strides, dilation)
-    else:
-        try:
-            trial = sch.copy()
-            ok = _tensorized(trial, trial.get_block(out + "_acc"), out, ctx, strides, dilation)
-        except (ScheduleError, TesseraError):
-            ok = False
-        if ok:
-            ok = _tensorized(sch, acc, out, ctx, strides, dilation)
-    if not ok:
-        try:
-            trial = sch.copy()
-            _loops(trial, trial.get_block(out + "_acc"), out, ctx.target)
-            _loops(sch, acc, out, ctx.target)
-        except ScheduleError:
-            pass
+    _kernel_or_loops(sch, ctx, lambda s: _tensorized(s, s.get_block(out + "_acc"), out, ctx, strides, dilation),
+                     lambda s: _loops(s, s.get_block(out + "_acc"), out, ctx.target))
     done.update(ctx.epilogue)
     _schedule_rest(sch, done, ctx.target)
 
 
-def _loops(sch, block, out, target):
-    """(n, oc, oh | ow, reduction, ob): the output vector vectorized, the requantization per row."""
-    n, oc, oh, ow, ob, icc, kh, kw, ici = sch.get_loops(block)
-    sch.reorder(n, oc, oh, ow, icc, kh, kw, ici, ob)
-    sch.decompose_reduction(block, ow)
-    sch.vectorize(ob)
+def _loop_nest(sch, block, out, target, order, init_at, out_at):
+    """The reduction `block` as a loop nest: its loops reordered (`order`: positions in get_loops, the
+    output vector last, vectorized), its init at the order[init_at] loop, the output stage (the
+    requantization) at the order[out_at] loop with its vector vectorized, (n, chunk, row) fused and parallel."""
+    loops = sch.get_loops(block)
+    lp = [loops[i] for i in order]
+    sch.reorder(*lp)
+    sch.decompose_reduction(block, lp[init_at])
+    sch.vectorize(lp[-1])
     blk = sch.get_block(out)
-    sch.reverse_compute_at(blk, oh)
+    sch.reverse_compute_at(blk, lp[out_at])
     sch.vectorize(sch.get_loops(blk)[-1])
     if S.thread_count(target) > 1:
-        sch.parallel(sch.fuse(n, oc, oh))
+        sch.parallel(sch.fuse(*lp[:3]))
+
+
+def _loops(sch, block, out, target):
+    """(n, oc, oh | ow, reduction, ob): the output vector vectorized, the requantization per row."""
+    _loop_nest(sch, block, out, target, (0, 1, 2, 3, 5, 6, 7, 8, 4), 3, 2)
 
 
 conv2d.def_schedule(schedule_qconv2d_nchwc)
@@ -226,6 +247,10 @@ depthwise = register_op(
         "output NCHW{x}c, weight int8 (C/x, KH, KW, x), bias int32 and multiplier float32 (C/x, x).")
 
 
+_MAX_TAPS = (2**31 - 1) // (255 * 128)   # the window's u8 x s8 products sum in int32 without overflow
+_UNROLLED_TAPS = 64                       # as the float depthwise: one elementwise expression up to this
+
+
 @depthwise.def_infer
 def _dw_infer(types, attrs):
     op = DEPTHWISE
@@ -233,8 +258,8 @@ def _dw_infer(types, attrs):
     U.check_dtype(op, weight, ("int8",), "weight")
     U.check_rank(op, weight, 4, "weight (C/x, KH, KW, x)")
     Cc, KH, KW, x = U.static_dims(op, weight, range(4), "weight dimensions")
-    if KH * KW >= 512:
-        raise ShapeError(f"{op}: a {KH}x{KW} window sums more products than float32 holds exactly (< 512 taps)")
+    if KH * KW > _MAX_TAPS:
+        raise ShapeError(f"{op}: a {KH}x{KW} window sums more u8 x s8 products than int32 holds (<= {_MAX_TAPS} taps)")
     _check_common(op, data, bias, mult, Cc, x, attrs)
     Dc, H, W, xb = U.static_dims(op, data, (1, 2, 3, 4), "channel blocks, spatial and block dimensions")
     if (Dc, xb) != (Cc, x):
@@ -242,6 +267,61 @@ def _dw_infer(types, attrs):
     strides, padding, dilation = _attrs(op, attrs)
     OH, OW = _spatial_out(op, H, W, KH, KW, strides, padding, dilation)
     return [TensorType((data.shape[0], Cc, OH, OW, x), attrs["out_dtype"])]
+
+
+def _dw_plane_of(data_shape, weight_shape, attrs) -> x86_qdepthwise.Plane:
+    """The plane kernel's parameters (tir/tensor_intrin/x86_qdepthwise.Plane) of the op."""
+    strides, padding, dilation = _attrs(DEPTHWISE, attrs)
+    _, KH, KW, x = (int(getattr(s, "value", s)) for s in weight_shape)
+    H, W = (int(getattr(s, "value", s)) for s in data_shape[2:4])
+    lo, hi = out_range(DEPTHWISE, attrs)
+    return x86_qdepthwise.Plane(H, W, x, (KH, KW), strides, dilation, padding, int(attrs["pad_value"]),
+                                int(attrs["output_zero_point"]), lo, hi, str(attrs["out_dtype"]))
+
+
+def _dw_value(read, wread, bias, mult, oh, ow, p):
+    """The requantized output at (oh, ow) of one channel: the KH x KW taps read(h, w) from the unpadded
+    input at indices clamped into it, a tap in the padding selected to the pad value (the input zero
+    point), times wread(kh, kw), summed in int32 (exact), + bias, requantized (ops/integer.py). The op's
+    compute and the plane kernel's desc both build it (tensorize matches them structurally)."""
+    def tap(pos, k, step, first, pad, size, extent):
+        lo = k * first - pad
+        return U.clamped_index(pos * step + lo, lo, (extent - 1) * step + lo, size)
+
+    pv = te.const(p.pv, "uint8")
+    total = None
+    for i, j in itertools.product(range(p.KH), range(p.KW)):
+        h, ch = tap(oh, i, p.sh, p.dh, p.pt, p.H, p.OH)
+        w, cw = tap(ow, j, p.sw, p.dw, p.pl, p.W, p.OW)
+        x = read(h, w)
+        if ch or cw:
+            x = E.Select(te.all(*(ch + cw)), x, pv)
+        term = x.astype("int32") * wread(i, j).astype("int32")
+        total = term if total is None else total + term
+    attrs = {"precision": "float32", "output_zero_point": p.zp, "out_dtype": p.odt}
+    return requantize_expr(total + bias, mult, attrs, p.lo, p.hi)
+
+
+def _dw_desc(p):
+    """The plane kernel's desc: _dw_value over one (OH, OW, L) plane of A (H, W, L), W, B, M -> C."""
+    A = te.placeholder((p.H, p.W, p.L), "uint8", "A")
+    Wt = te.placeholder((p.KH, p.KW, p.L), "int8", "W")
+    B = te.placeholder((p.L,), "int32", "B")
+    M = te.placeholder((p.L,), "float32", "M")
+    C = te.compute((p.OH, p.OW, p.L), lambda oh, ow, b: _dw_value(
+        lambda h, w: A[h, w, b], lambda i, j: Wt[i, j, b], B[b], M[b], oh, ow, p), name="C")
+    return te.create_prim_func([A, Wt, B, M, C])
+
+
+def _dw_from_name(m) -> None:
+    isa, p = x86_qdepthwise.plane_of_name(m)
+    try:
+        x86_qdepthwise.qdepthwise_intrin(isa, p, _dw_desc)
+    except TesseraError:
+        pass
+
+
+TensorIntrin.register_family(x86_qdepthwise.NAME_PATTERN, _dw_from_name)
 
 
 @depthwise.def_compute
@@ -252,14 +332,20 @@ def _dw_compute(tensors, attrs):
     Cc, KH, KW, x = (int(s.value) for s in weight.shape)
     H, W = (int(s.value) for s in data.shape[2:4])
     OH, OW = _spatial_out(DEPTHWISE, H, W, KH, KW, (sh, sw), padding, (dh, dw))
-    src = pad_nchwc(data, padding, int(attrs["pad_value"]))
-    kh, kw = te.reduce_axis((0, KH), "kh"), te.reduce_axis((0, KW), "kw")
     names = ["n", "c_chunk", "oh", "ow", "c_block"]
     shape = (data.shape[0], Cc, OH, OW, x)
+    if KH * KW <= _UNROLLED_TAPS and str(attrs["precision"]) == "float32":
+        # one elementwise block (no padded copy, no int32 tile), then a copy to the output: the stage an
+        # epilogue the fuser attaches folds into, so that the block the kernel replaces stays this one
+        p = _dw_plane_of(data.shape, weight.shape, attrs)
+        q = U.compute(shape, names, lambda n, c, oh, ow, b: _dw_value(
+            lambda h, w: data[n, c, h, w, b], lambda i, j: weight[c, i, j, b], bias[c, b], mult[c, b], oh, ow, p),
+            "qdepthwise_nchwc_q")
+        return [U.compute(shape, names, lambda *i: q[i], "qdepthwise_nchwc")]
+    src = pad_nchwc(data, padding, int(attrs["pad_value"]))
+    kh, kw = te.reduce_axis((0, KH), "kh"), te.reduce_axis((0, KW), "kw")
 
     def body(n, c, oh, ow, b):
-        # u8 x s8 products summed in int32 (exact); the x86 schedule computes it with integer dot
-        # products over the taps (tir/tensor_intrin/x86_qdepthwise.py)
         p = src[n, c, oh * sh + kh * dh, ow * sw + kw * dw, b].astype("int32") * weight[c, kh, kw, b].astype("int32")
         return te.sum(p, axis=[kh, kw])
 
@@ -268,93 +354,78 @@ def _dw_compute(tensors, attrs):
         acc[n, c, oh, ow, b] + bias[c, b], mult[c, b], attrs, lo, hi), "qdepthwise_nchwc")]
 
 
-_DW_TILE_BYTES = 16 * 1024     # the int32 tile of a call's rows, to stay in L1 with its quads
+def _dw_copy_of(sch, out, q) -> bool:
+    """Whether block `out` only copies q's result (no epilogue folded into it)."""
+    st = sch.get(sch.get_block(out)).body
+    qbuf = sch.get(sch.get_block(q)).writes[0].buffer
+    return isinstance(st, BufferStore) and isinstance(st.value, BufferLoad) and st.value.buffer is qbuf
 
 
-def _dw_rows(oh, ow, lanes, tasks, threads, pair) -> int:
-    """Output rows a call: a divisor of the height whose int32 tile fits _DW_TILE_BYTES (at least one
-    row), even where rows go in pairs (an odd count leaves a row alone), the most of those that still
-    leaves >= 4 parallel tasks a thread."""
-    fit = [d for d in range(1, oh + 1) if oh % d == 0 and (d == 1 or d * ow * lanes * 4 <= _DW_TILE_BYTES)]
-    enough = [d for d in fit if tasks * (oh // d) >= 4 * max(1, threads)] or [1]
-    return max(enough, key=lambda d: (not pair or d % 2 == 0, d))
+def _dw_output(sch, out, q, loop, target) -> None:
+    """The output stage: a plain copy folded into q's block; one carrying an epilogue placed under `loop`,
+    after q's plane, its channel vector vectorized."""
+    if _dw_copy_of(sch, out, q):
+        sch.reverse_compute_inline(sch.get_block(out))
+    else:
+        _place_epilogue(sch, [out], loop, target)
 
 
-def _dw_tensorized(sch, block, out, ctx, strides, dilation) -> bool:
-    """(n, c_chunk, row group) fused and parallel; per row group the int32 tile zeroed, the micro-kernel
-    call, the requantization of the tile (reverse_compute_at, the channel vector vectorized)."""
-    loops = sch.get_loops(block)
-    if len(loops) != 7:
-        return False
+def _dw_plane(sch, ctx) -> bool:
+    """(n, c_chunk) fused and parallel, each channel plane one call of the micro-kernel, which pads and
+    requantizes (tir/tensor_intrin/x86_qdepthwise.py); the output stage and the epilogue after it."""
+    out, q = ctx.block, ctx.block + "_q"
+    loops = sch.get_loops(sch.get_block(q))
     ext = [_extent(sch, lp) for lp in loops]
-    if any(e is None for e in ext):
+    if len(loops) != 5 or any(e is None for e in ext) or len(ctx.input_types) != 4:
         return False
-    n, c, oh, ow, b, kh, kw = loops
-    N, chunks, ohe, owe, lanes, khe, kwe = ext
-    isa = x86_qdepthwise.isa_for(ctx.target, lanes)
+    n, c, oh, _, _ = loops
+    isa = x86_qdepthwise.isa_for(ctx.target, ext[4])
     if isa is None:
         return False
-    threads = S.thread_count(ctx.target)
-    cands = [d for d in range(1, ohe + 1) if ohe % d == 0 and
-             x86_qdepthwise.fits(isa, d, owe, khe, kwe, strides, dilation)]
-    if not cands:
+    p = _dw_plane_of(ctx.input_types[0].shape, ctx.input_types[1].shape, ctx.attrs)
+    if p.L != ext[4] or (p.OH, p.OW) != tuple(ext[2:4]) or not x86_qdepthwise.fits(isa, p):
         return False
-    pair = strides[0] == 1 and dilation[0] == 1
-    rows = ctx.choose(sch, "qdepthwise.rows", cands, _dw_rows(ohe, owe, lanes, N * chunks, threads, pair))
-    name = x86_qdepthwise.qdepthwise_intrin(isa, rows, owe, (khe, kwe), strides, dilation)
-    oho, ohi = sch.split(oh, [None, rows])
-    init = sch.decompose_reduction(block, ohi)
-    sch.vectorize(sch.get_loops(init)[-1])
-    blk = _get_block(sch, out)
-    sch.reverse_compute_at(blk, oho)
-    sch.vectorize(sch.get_loops(blk)[-1])
-    sch.tensorize(ohi, name)
-    fused = sch.fuse(n, c, oho)
-    if threads > 1:
+    name = x86_qdepthwise.qdepthwise_intrin(isa, p, _dw_desc)
+    copy = _dw_copy_of(sch, out, q)
+    if copy:
+        sch.reverse_compute_inline(sch.get_block(out))
+    fused = sch.fuse(n, c)
+    sch.tensorize(oh, name)
+    if not copy:
+        _place_epilogue(sch, [out], fused, ctx.target)
+    _place_epilogue(sch, ctx.epilogue, fused, ctx.target)
+    if S.thread_count(ctx.target) > 1:
         sch.parallel(fused)
     return True
 
 
+def _dw_plane_loops(sch, ctx):
+    """(n, c_chunk, oh | ow, c_block): the channel vector vectorized, the output stage per row."""
+    out, q = ctx.block, ctx.block + "_q"
+    n, c, oh, ow, b = sch.get_loops(sch.get_block(q))
+    sch.vectorize(b)
+    row = sch.fuse(n, c, oh)
+    _dw_output(sch, out, q, row, ctx.target)
+    _place_epilogue(sch, ctx.epilogue, row, ctx.target)
+    if S.thread_count(ctx.target) > 1:
+        sch.parallel(row)
+
+
 def _dw_loops(sch, block, out, target):
     """(n, c_chunk, oh, ow | kh, kw, c_block): the channel vector vectorized, the requantization per pixel."""
-    n, c, oh, ow, b, kh, kw = sch.get_loops(block)
-    sch.reorder(n, c, oh, ow, kh, kw, b)
-    sch.decompose_reduction(block, kh)
-    sch.vectorize(b)
-    blk = sch.get_block(out)
-    sch.reverse_compute_at(blk, ow)
-    sch.vectorize(sch.get_loops(blk)[-1])
-    if S.thread_count(target) > 1:
-        sch.parallel(sch.fuse(n, c, oh))
+    _loop_nest(sch, block, out, target, (0, 1, 2, 3, 5, 6, 4), 4, 3)
 
 
 def schedule_qdepthwise_nchwc(sch, ctx):
-    """Default CPU schedule of qnn.contrib_depthwise_conv2d_NCHWc: on x86 the integer dot-product
-    micro-kernel over row groups (_dw_tensorized); elsewhere a loop nest with the channel vector
-    vectorized; the padding copy parallel. Knob (tessera tune): qdepthwise.rows."""
+    """Default CPU schedule of qnn.contrib_depthwise_conv2d_NCHWc: on x86 one micro-kernel call a channel
+    plane (_dw_plane); elsewhere a loop nest with the channel vector vectorized. A window of more than
+    _UNROLLED_TAPS taps: the reduction's loop nest, the padding copy parallel."""
     out = ctx.block
-    acc = _get_block(sch, out + "_acc")
-    if acc is not None:
-        strides = U.int_tuple(DEPTHWISE, "strides", ctx.attrs["strides"], 2)
-        dilation = U.int_tuple(DEPTHWISE, "dilation", ctx.attrs["dilation"], 2)
-        if ctx.knobs is not None:
-            ok = _dw_tensorized(sch, acc, out, ctx, strides, dilation)
-        else:
-            try:
-                trial = sch.copy()
-                ok = _dw_tensorized(trial, trial.get_block(out + "_acc"), out, ctx, strides, dilation)
-            except (ScheduleError, TesseraError):
-                ok = False
-            if ok:
-                ok = _dw_tensorized(sch, acc, out, ctx, strides, dilation)
-        if not ok:
-            try:
-                trial = sch.copy()
-                _dw_loops(trial, trial.get_block(out + "_acc"), out, ctx.target)
-                _dw_loops(sch, acc, out, ctx.target)
-            except ScheduleError:
-                pass
-    _schedule_rest(sch, {out, out + "_acc", *ctx.epilogue}, ctx.target)
+    if _get_block(sch, out + "_q") is not None:
+        _kernel_or_loops(sch, ctx, lambda s: _dw_plane(s, ctx), lambda s: _dw_plane_loops(s, ctx))
+    elif _get_block(sch, out + "_acc") is not None:
+        _kernel_or_loops(sch, ctx, lambda s: False, lambda s: _dw_loops(s, s.get_block(out + "_acc"), out, ctx.target))
+    _schedule_rest(sch, {out, out + "_q", out + "_acc", *ctx.epilogue}, ctx.target)
 
 
 depthwise.def_schedule(schedule_qdepthwise_nchwc)

@@ -1,6 +1,7 @@
 """The int8 depthwise convolution's micro-kernel (tir/tensor_intrin/x86_qdepthwise.py): integer dot
 products over interleaved taps (vpdpbusd on zmm / ymm, vpmaddwd on AVX2), the output rows in pairs
-where stride and dilation are 1 in h. qnn.contrib_depthwise_conv2d_NCHWc is compared exactly with a
+where stride and dilation are 1 in h, one call a channel plane that pads (rows and columns outside the
+input read as the pad value) and requantizes in registers. qnn.contrib_depthwise_conv2d_NCHWc is compared exactly with a
 numpy integer reference (the requantization as ops/integer.py computes it), and QDQ depthwise models
 with ONNX Runtime (exact against its integer kernels, within a step of ONNX's float QDQ), on the AVX2
 target and the host's; each checks that the kernel took the micro-kernel of its target's ISA."""
@@ -11,7 +12,7 @@ import tessera
 from tessera.graph.ir import TensorType
 from tessera.graph.kernels import get_kernel
 from tessera.ops.registry import get_op
-from tessera.tir.tensor_intrin.x86_qdepthwise import c_source, isa_for, qdepthwise_intrin
+from tessera.tir.tensor_intrin.x86_qdepthwise import Plane, c_source, isa_for, qdepthwise_intrin
 
 from qdq_models import QDQ, ort_run, steps
 
@@ -36,11 +37,14 @@ def reference(data, weight, bias, mult, attrs):
             acc += win * weight[None, :, i, j, None, None, :].astype(np.int64)
     acc = (acc + bias[None, :, None, None, :]).astype(np.int32)
     lo, hi = (0, 255) if attrs["out_dtype"] == "uint8" else (-128, 127)
+    lo = lo if attrs["out_min"] is None else attrs["out_min"]
+    hi = hi if attrs["out_max"] is None else attrs["out_max"]
     v = np.rint(acc.astype(np.float32) * mult[None, :, None, None, :]) + np.float32(attrs["output_zero_point"])
     return np.clip(v, lo, hi).astype(np.int32).astype(attrs["out_dtype"])
 
 
-def run_op(target, shape, k, strides=(1, 1), padding=None, dilation=(1, 1), out_dtype="uint8", zp=3, pad_value=9):
+def run_op(target, shape, k, strides=(1, 1), padding=None, dilation=(1, 1), out_dtype="uint8", zp=3, pad_value=9,
+           **extra):
     N, Cc, H, W, x = shape
     KH, KW = k
     if padding is None:
@@ -49,9 +53,11 @@ def run_op(target, shape, k, strides=(1, 1), padding=None, dilation=(1, 1), out_
     weight = RNG.integers(-128, 128, (Cc, KH, KW, x)).astype(np.int8)
     bias = RNG.integers(-20000, 20000, (Cc, x)).astype(np.int32)
     mult = RNG.uniform(2e-5, 3e-4, (Cc, x)).astype(np.float32)
+    if "scale" in extra:           # multipliers up to this (large: the sums saturate the output's range)
+        mult = (mult * np.float32(extra.pop("scale") / 3e-4)).astype(np.float32)
     op = get_op(OP)
     attrs = op.normalize_attrs({"strides": strides, "padding": padding, "dilation": dilation,
-                                "pad_value": pad_value, "output_zero_point": zp, "out_dtype": out_dtype})
+                                "pad_value": pad_value, "output_zero_point": zp, "out_dtype": out_dtype, **extra})
     ins = (data, weight, bias, mult)
     in_types = tuple(TensorType.of(a) for a in ins)
     (out_type,) = op.infer_types(in_types, attrs)
@@ -71,6 +77,11 @@ CASES = {
     "batch2_asymmetric": dict(shape=(2, 2, 8, 9, None), k=(3, 2), strides=(1, 2), dilation=(1, 3),
                               padding=(0, 2, 1, 1)),
     "1x1_no_padding": dict(shape=(1, 1, 5, 6, None), k=(1, 1), padding=(0, 0, 0, 0)),
+    # the window past the input on every side (whole rows and columns of pad values), a clamped range
+    "wide_padding_clamped": dict(shape=(1, 1, 4, 6, None), k=(3, 3), padding=(3, 2, 4, 5), zp=10, pad_value=201,
+                                 out_min=12, out_max=200),
+    "14x14": dict(shape=(1, 2, 14, 14, None), k=(3, 3)),                    # a tail of 2 columns after the blocks
+    "large_values": dict(shape=(1, 1, 6, 7, None), k=(3, 3), scale=0.5),   # saturates both ends
 }
 
 
@@ -102,6 +113,13 @@ def test_qdepthwise_8_lanes_on_vnni(target):
         assert f"tensor intrinsic x86_{isa}_qdepthwise_nchwc_" in kern.source.text
 
 
+def test_qdepthwise_many_taps_reduce_over_a_padded_copy(isa_target):
+    # more than 64 taps: a reduction over the padded input (no unrolled expression, no micro-kernel)
+    got, want, kern = run_op(isa_target, (1, 1, 11, 10, _lanes(isa_target)), (9, 9), pad_value=77)
+    np.testing.assert_array_equal(got, want)
+    assert "tensor intrinsic" not in kern.source.text
+
+
 def test_qdepthwise_other_blocks_fall_back_to_loops():
     # a block of 4 channels: no micro-kernel, the vectorized loop nest; the same integers
     got, want, kern = run_op("c", (1, 1, 6, 7, 4), (3, 3))
@@ -110,13 +128,21 @@ def test_qdepthwise_other_blocks_fall_back_to_loops():
 
 
 def test_kernel_source_shows_the_schedule():
-    name = qdepthwise_intrin("vnni512", 3, 7, (3, 3), (1, 1), (1, 1))
-    assert name == "x86_vnni512_qdepthwise_nchwc_3x7_k3x3_s1x1_d1x1"
-    src = c_source("vnni512", 3, 7, (3, 3), (1, 1), (1, 1))
-    assert "rows in pairs (1 and one row)" in src and "_mm512_dpbusd_epi32" in src
-    assert "#error" in src and "tsr_qdw_quads4_zmm" in src
-    src2 = c_source("avx2", 2, 5, (5, 5), (2, 2), (1, 1))
-    assert "_mm256_madd_epi16" in src2 and "one at a time" in src2
+    from tessera.ops.nn.qconv_nchwc import _dw_desc
+    plane = Plane(7, 7, 16, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 9, -3, -128, 127, "int8")
+    name = qdepthwise_intrin("vnni512", plane, _dw_desc)
+    assert name == "x86_vnni512_qdepthwise_nchwc_7x7x16_k3x3_s1x1_d1x1_p1x1x1x1_v9_zm3_rm128x127_int8"
+    src = c_source("vnni512", plane)
+    assert "rows in pairs (3 and one row)" in src and "_mm512_dpbusd_epi32" in src
+    assert "#error" in src and "tsr_qdw_quads4_zmm" in src and "tsr_qdw_requant_zmm" in src
+    assert "padrow" in src     # rows in the padding read a row of pad values
+    src2 = c_source("avx2", Plane(10, 10, 8, (5, 5), (2, 2), (1, 1), (0, 0, 0, 0), 0, 0, 0, 255, "uint8"))
+    assert "_mm256_madd_epi16" in src2 and "one at a time" in src2 and "padrow" not in src2
+    # a name alone registers its intrinsic (a tuning record's trace replayed in a fresh process)
+    from tessera.tir.tensor_intrin import TensorIntrin
+    name = "x86_avx2_qdepthwise_nchwc_5x6x8_k3x3_s2x1_d1x1_p1x1x1x1_v3_zm7_rm128x100_int8"
+    intrin = TensorIntrin.get(name)
+    assert intrin is not None and intrin.name == name
 
 
 def depthwise_model(C, k, stride, H, W, batch=1, dilation=1, act="uint8", relu=True, then=None):
