@@ -20,7 +20,7 @@ from ..ir.function import IRModule, PrimFunc
 from ..ir.functor import collect_vars
 from ..target import Target, canon_feature, needed_features
 from .. import abi
-from .c_base import (HALF_TYPES, STORAGE_C, VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_MUL,
+from .c_base import (HALF_TYPES, STORAGE_C, VALUE_C, INTRINSICS, P_ADD, P_ASSIGN, P_COND, P_LOR, P_MUL,
                      P_PRIMARY, P_REL, P_UNARY, NOT_IDENT_CHAR, CodeGenCBase, HelperRegistry,
                      NameTable, c_comment, c_string, is_pow2)
 from .c_entry import C_HEADER, WRITTEN_PARAMS, EntryWriter, entry_helpers, fmt, includes, metadata_text
@@ -174,7 +174,9 @@ class CodeGenC(CodeGenCBase):
             return (self._native(e.condition) and self._native(e.true_value)
                     and self._native(e.false_value))
         if t is E.Call:
-            if e.op not in INTRINSICS or e.op == "if_then_else":
+            if e.op == "if_then_else":      # one condition for all lanes: a C ?: of two vectors
+                return e.args[0].dtype.lanes == 1 and all(self._native(a) for a in e.args[1:])
+            if e.op not in INTRINSICS:
                 return False
             if dt.code != "bool" and any(a.dtype.code == "bool" and a.dtype.lanes != 1 for a in e.args):
                 return False
@@ -691,6 +693,10 @@ class CodeGenC(CodeGenCBase):
             if e.dtype.element_of() in HALF_TYPES:
                 return f"{self.vround_helper(e.dtype)}({s})", P_PRIMARY
             return s, P_ADD
+        if op == "if_then_else" and args[0].dtype.lanes == 1:
+            # the condition is every lane's: C evaluates one branch only, as the scalar form does
+            return (f"({self.text(args[0], P_LOR)} ? {self.text(args[1], P_COND)} : "
+                    f"{self.text(args[2], P_COND)})", P_PRIMARY)
         if op == "if_then_else" or op not in INTRINSICS:
             raise TesseraError(f"vector call {op} must be scalarized (internal: the statement "
                                f"should have taken the lane-by-lane path)")

@@ -192,3 +192,18 @@ def test_sequence_of_stores():
     g = vectorize_loop(f)
     assert len(stores(g)) == 2 and all(isinstance(s.indices[0], Ramp) for s in stores(g))
     assert_same(f, g)
+
+
+def test_if_then_else_of_a_condition_every_lane_shares_is_vectorized():
+    # the condition depends on the outer loop only: a vector if_then_else (C's ?: of two vectors, one branch
+    # evaluated), where a condition of the lane's own keeps the loop (test_unvectorizable_loops_are_kept)
+    A, B, C = (Buffer((32,), "float32", n) for n in "ABC")
+    i, j = Var("i"), Var("j")
+    idx = i * 8 + j
+    value = ir.call_intrin("float32", "if_then_else", i < 2, A[idx] + 1.0, B[j] * 2.0)
+    f = PrimFunc([A, B, C], For(i, 0, 4, "serial", vloop(j, 8, BufferStore(C, value, [idx]))))
+    g = vectorize_loop(f)
+    (s,) = stores(g)
+    assert isinstance(s.indices[0], Ramp) and s.value.dtype.lanes == 8 and not loops_of(g, "vectorized")
+    a, b, c = assert_same(f, g)
+    np.testing.assert_allclose(c, np.concatenate([a[:16] + 1.0, np.tile(b[:8] * 2.0, 2)]), rtol=1e-6)

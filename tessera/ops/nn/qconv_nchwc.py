@@ -462,6 +462,29 @@ def _pack_compute(tensors, attrs):
                                                              fill), "pack_nchwc")]
 
 
-pack.def_schedule(S.schedule_injective)
+def schedule_pack_nchwc(sch, ctx):
+    """Rows (n, c, h) parallel; a row's pixels in vectors, each of the block's channels its own unrolled
+    vector statement (a lane a pixel: loads contiguous along the NCHW row, stores a block apart), where the
+    block is short; else the injective schedule (lanes over the block gather across channel planes)."""
+    blk = _get_block(sch, ctx.block)
+    loops = sch.get_loops(blk) if blk is not None else []
+    ext = [_extent(sch, lp) for lp in loops]
+    # lanes of the float32 quantization a pack may carry (not the uint8 output's 64): a divisor of the row
+    lanes = next((x for x in (16, 8, 4) if len(ext) == 5 and ext[3] is not None and ext[3] % x == 0
+                  and x <= int(getattr(ctx.target, "vector_bits", 128)) // 32), 0)
+    if len(loops) != 5 or None in ext or ext[4] > 16 or lanes < 2:
+        S.schedule_injective(sch, ctx)
+        return
+    n, c, h, w, cb = loops
+    work = ext[0] * ext[1] * ext[2] * ext[3] * ext[4]
+    wo, wi = sch.split(w, [None, lanes])
+    sch.reorder(n, c, h, wo, cb, wi)
+    sch.unroll(cb)
+    sch.vectorize(wi)
+    if S.thread_count(ctx.target) > 1 and work >= S.PARALLEL_MIN_WORK:
+        sch.parallel(sch.fuse(n, c, h))
+
+
+pack.def_schedule(schedule_pack_nchwc)
 
 __all__ = ["CONV", "DEPTHWISE", "PACK", "schedule_qconv2d_nchwc", "schedule_qdepthwise_nchwc"]

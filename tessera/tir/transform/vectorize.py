@@ -225,7 +225,11 @@ class _BodyVectorizer:
                 return e
             if all(a.dtype.lanes == 1 for a in args):  # only let vars renamed
                 return Call(e.dtype, e.op, args)
-            if e.op not in ELEMENTWISE_CALLS:  # if_then_else, extern calls: keep the loop
+            if e.op == "if_then_else" and args[0].dtype.lanes == 1:
+                # a condition the same for every lane: still one branch evaluated (the other may read
+                # out of bounds), now a vector
+                return Call(e.dtype.with_lanes(self.lanes), e.op, [args[0]] + [self.broadcast(a) for a in args[1:]])
+            if e.op not in ELEMENTWISE_CALLS:  # if_then_else of a lane's condition, extern calls: keep the loop
                 raise _NotVectorizable
             return Call(e.dtype.with_lanes(self.lanes), e.op, [self.broadcast(a) for a in args])
         if t is Let:
