@@ -171,10 +171,11 @@ def test_bench_says_the_machine_was_busy_instead_of_printing_a_ratio(tmp_path, c
                             f"print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE, text=True)
     try:
         # the hog spins on the core before the timing starts (Python's start-up took longer than a run
-        # of the bench: the bench could end before the hog ever ran)
+        # of the bench: the bench could end before the hog ever ran), and the timing lasts several of the
+        # scheduler's slices (20000 calls of about 4 us a runtime: 400 could end within one slice, unwaited)
         assert hog.stdout.readline().strip() == "spinning"
         os.sched_setaffinity(0, {cpu})
-        assert main(["bench", str(tmp_path / "add.onnx"), "--threads", "1", "--repeat", "400"]) == 0
+        assert main(["bench", str(tmp_path / "add.onnx"), "--threads", "1", "--repeat", "20000"]) == 0
     finally:
         os.sched_setaffinity(0, saved)
         hog.kill()
