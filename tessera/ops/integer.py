@@ -500,10 +500,9 @@ def _lookup_infer(types, attrs):
 @lookup.def_compute
 def _lookup_compute(tensors, attrs):
     x, table = tensors
-    base = 128 if str(x.dtype) == "int8" else 0
+    base = te.const(128 if str(x.dtype) == "int8" else 0, "int32")
     # the index is in [0, 256) by the data's type: no range check
-    return [te.compute(x.shape, lambda *i: table[x[i].astype("int32") + base] if base else table[x[i].astype("int32")],
-                       name="lookup")]
+    return [te.compute(x.shape, lambda *i: table[x[i].astype("int32") + base], name="lookup")]
 
 
 __all__ = ["conv2d", "dense", "rescale", "add", "global_avg_pool", "lookup", "requantize_expr", "out_range", "f32",
