@@ -424,9 +424,9 @@ def dot_source(fn: str, isa: str) -> str:
 # registration
 # ---------------------------------------------------------------------------------------------
 FP32_GEMM = {"avx2": [(6, 16), (4, 16), (8, 8), (4, 24), (14, 8)], "avx512": [(6, 64), (14, 32), (8, 32), (4, 64)]}
-INT8_GEMM = {"amx": [(16, 64), (6, 64), (8, 32), (4, 64)], "vnni": [(6, 64), (8, 32), (4, 64)],
-             "avx2": [(6, 8), (4, 8)]}
 AMX_TILE = (16, 64)   # the one AMX tile; the "amx" ISA's other tiles are VNNI's (rows 16 does not divide)
+INT8_GEMM = {"vnni": [(6, 64), (8, 32), (4, 64)], "avx2": [(6, 8), (4, 8)]}
+INT8_GEMM["amx"] = [AMX_TILE] + INT8_GEMM["vnni"]
 
 
 def fp32_gemm_name(isa, mr, nr, a_kmajor=False):
