@@ -34,7 +34,8 @@ _MAX_VECTOR_LANES = 64
 # ~0.2-0.3 ms of a 7 ms MobileNetV2 run on 2 threads; 16 KB stays far below any thread's stack
 STACK_BYTES = 16384
 # the vector Calls printed as one vector expression (the rest of INTRINSICS go lane by lane
-# through a helper; if_then_else and extern calls are scalarized with the whole statement)
+# through a helper; an if_then_else of one condition for all lanes is a ?: of vectors, one of a lane's own
+# condition and extern calls are scalarized with the whole statement)
 _VECTOR_OPERATOR_CALLS = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^",
                           "shift_left": "<<", "shift_right": ">>"}
 # x86 MINPS/MAXPS (and PD) by vector size in bytes: [(guard, builtin call on c and x)], first match wins
