@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -106,6 +107,35 @@ def quiesce(window: float = 0.01, limit: float = 0.3) -> None:
         time.sleep(window)
         if time.process_time() - c0 < window / 3:
             return
+
+
+def time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block: int = 3, least: int = 3) -> dict:
+    """Median seconds of each fn, timed in rounds after `warmup` untimed calls each; a round gives
+    every fn one block: wait until the process is idle (quiesce), one untimed call, then `block`
+    timed calls. Stops after `repeat` timed calls each, or past `budget` s per fn once `least` are in.
+    Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure.
+
+    Why blocks and the wait: a runtime's worker threads spin after a call (ONNX Runtime's for about
+    40 ms of CPU, OpenMP's for a few ms) and, on a 2-core machine, take a core from whatever runs
+    next in the process; one call each in turn timed every framework against the others' spinning
+    threads (tessera 2 threads measured 2x slower right after ONNX Runtime than alone)."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {k: [] for k in fns}
+    start = time.perf_counter()
+    while min(len(v) for v in times.values()) < repeat:
+        for k, fn in fns.items():
+            quiesce()
+            fn()
+            for _ in range(min(block, repeat - len(times[k])) or 1):
+                t0 = time.perf_counter()
+                own = fn()
+                t = time.perf_counter() - t0
+                times[k].append(own if isinstance(own, float) else t)   # a float: the call timed itself (in C)
+        if min(len(v) for v in times.values()) >= least and time.perf_counter() - start > budget * len(fns):
+            break
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
 def _fmt(v) -> str:

@@ -52,7 +52,6 @@ ONNX Runtime and PyTorch latencies with tuned/ort and tuned/untuned. With --tune
 from __future__ import annotations
 
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -198,33 +197,7 @@ def bench_model(name: str, args, rows: list) -> None:
             rows.append(row)
 
 
-def _time_interleaved(fns: dict, warmup: int, repeat: int, budget: float, block: int = 3) -> dict:
-    """Median seconds of each fn, timed in rounds after `warmup` untimed calls each; a round gives
-    every fn one block: wait until the process is idle (_common.quiesce), one untimed call, then `block`
-    timed calls. Stops after `repeat` timed calls each, or past `budget` s per fn once 3 are in.
-    Returns {name: (median, min)}: on a loaded machine the minimum is the steadier figure.
-
-    Why blocks and the wait: a runtime's worker threads spin after a call (ONNX Runtime's for about
-    40 ms of CPU, OpenMP's for a few ms) and, on a 2-core machine, take a core from whatever runs
-    next in the process; one call each in turn timed every framework against the others' spinning
-    threads (tessera 2 threads measured 2x slower right after ONNX Runtime than alone)."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {k: [] for k in fns}
-    start = time.perf_counter()
-    while min(len(v) for v in times.values()) < repeat:
-        for k, fn in fns.items():
-            _common.quiesce()
-            fn()
-            for _ in range(min(block, repeat - len(times[k])) or 1):
-                t0 = time.perf_counter()
-                own = fn()
-                t = time.perf_counter() - t0
-                times[k].append(own if isinstance(own, float) else t)   # a float: the call timed itself (in C)
-        if min(len(v) for v in times.values()) >= 3 and time.perf_counter() - start > budget * len(fns):
-            break
-    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+_time_interleaved = _common.time_interleaved     # (dynamic_shapes, transfer_curve, tune_model, winograd import it here)
 
 
 def _load_average() -> str:

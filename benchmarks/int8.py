@@ -16,7 +16,6 @@ The machine may be shared: the load average is printed with the figures; quote r
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -74,26 +73,6 @@ def quantized(name, opts, folder, calib=8):
     return fp32, qdq
 
 
-def _interleaved(fns: dict, repeat: int, budget: float) -> dict:
-    """{name: (median, min)} seconds a call: rounds of one untimed and three timed calls each, after
-    waiting for the process to be idle (ONNX Runtime's and OpenMP's threads spin after a call)."""
-    for fn in fns.values():
-        fn()
-    times = {k: [] for k in fns}
-    start = time.perf_counter()
-    while min(len(v) for v in times.values()) < repeat:
-        for k, fn in fns.items():
-            _common.quiesce()
-            fn()
-            for _ in range(3):
-                t0 = time.perf_counter()
-                fn()
-                times[k].append(time.perf_counter() - t0)
-        if time.perf_counter() - start > budget * len(fns) and min(len(v) for v in times.values()) >= 6:
-            break
-    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
-
-
 def bench(name, args, rows):
     import onnx
     import onnxruntime as ort
@@ -125,7 +104,7 @@ def bench(name, args, rows):
         ov8, ov_agree = _openvino(qdq, feeds, args.threads, ours8, scale)
         if ov8 is not None:
             fns["openvino int8"] = ov8
-        t = _interleaved(fns, args.repeat, args.budget)
+        t = _common.time_interleaved(fns, 1, args.repeat, args.budget, least=6)
     ms = {k: v[0] * 1e3 for k, v in t.items()}
     row = {"model": name + (" (small)" if args.small else ""), "threads": args.threads,
            **{f"{k} ms": round(v, 3) for k, v in ms.items()},
