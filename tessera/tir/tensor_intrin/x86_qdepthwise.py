@@ -382,27 +382,26 @@ def c_source(isa, p: Plane) -> str:
                 else:
                     out.append(f"{ind}const uint8_t* a{g}_{t} = a + ({h}) * sa_h;")
         out.append(f"{ind}int32_t x = 0;")
+
+        def columns(end, step, fill):
+            """The loop over q's columns up to `end`, `step` at a time; fill(g): tap group g's statement."""
+            head = f"x + {step} <= {end}; x += {step}" if step > 1 else f"x < {end}; ++x"
+            out.append(f"{ind}for (; {head}) {{")
+            out.extend(f"{ind}  {fill(g)}" for g in range(G))
+            out.append(f"{ind}}}")
+
+        def rows(g, load, zero):
+            """Tap group g's T rows at column x (`load` of a{g}_{t}), its rows past the window `zero`."""
+            return ", ".join(load.format(p=f"a{g}_{t} + (x - {p.pl}) * {lanes}") if T * g + t < nr else zero
+                             for t in range(T))
+
         if left:
-            out.append(f"{ind}for (; x < {left}; ++x) {{")
-            out += [f"{ind}  q[{g}][x] = padq;" for g in range(G)]
-            out.append(f"{ind}}}")
+            columns(left, 1, lambda g: f"q[{g}][x] = padq;")
         if inner_end > left:
-            out.append(f"{ind}for (; x + {P} <= {inner_end}; x += {P}) {{")
-            for g in range(G):
-                rows_ = [ld_block.format(p=f"a{g}_{t} + (x - {p.pl}) * {lanes}") if T * g + t < nr else zero_block
-                         for t in range(T)]
-                out.append(f"{ind}  {block_fn}({', '.join(rows_)}, &q[{g}][x]);")
-            out.append(f"{ind}}}")
-            out.append(f"{ind}for (; x < {inner_end}; ++x) {{")
-            for g in range(G):
-                rows_ = [ld_one.format(p=f"a{g}_{t} + (x - {p.pl}) * {lanes}") if T * g + t < nr else zero_one
-                         for t in range(T)]
-                out.append(f"{ind}  q[{g}][x] = {one_fn}({', '.join(rows_)});")
-            out.append(f"{ind}}}")
+            columns(inner_end, P, lambda g: f"{block_fn}({rows(g, ld_block, zero_block)}, &q[{g}][x]);")
+            columns(inner_end, 1, lambda g: f"q[{g}][x] = {one_fn}({rows(g, ld_one, zero_one)});")
         if WQ > inner_end:
-            out.append(f"{ind}for (; x < {WQ}; ++x) {{")
-            out += [f"{ind}  q[{g}][x] = padq;" for g in range(G)]
-            out.append(f"{ind}}}")
+            columns(WQ, 1, lambda g: f"q[{g}][x] = padq;")
         out.append(f"{ind}for (int32_t i = 0; i < {p.OW}; ++i) {{")
         out.append(f"{ind}  " + " ".join(f"{vt} acc{s} = bv;" for s in range(m)))
         for g in range(G):
