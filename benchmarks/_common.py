@@ -92,8 +92,13 @@ def _load_average() -> list | None:
     """The 1, 5 and 15 minute load averages when the figures were written: others' work skews timings."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
+    except (AttributeError, OSError):       # AttributeError: no os.getloadavg (Windows)
         return None
+
+
+def load_average_text() -> str:
+    """The load averages as printed beside figures ("1.52 1.20 0.98"), "" where the system has none."""
+    return " ".join(f"{x:.2f}" for x in _load_average() or ())
 
 
 def quiesce(window: float = 0.01, limit: float = 0.3) -> None:

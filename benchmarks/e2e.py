@@ -200,13 +200,7 @@ def bench_model(name: str, args, rows: list) -> None:
 _time_interleaved = _common.time_interleaved     # (dynamic_shapes, transfer_curve, tune_model, winograd import it here)
 
 
-def _load_average() -> str:
-    import os
-
-    try:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
-    except (AttributeError, OSError):
-        return ""
+_load_average = _common.load_average_text
 
 
 def _fusion_ablation(rows: list) -> list:

@@ -113,9 +113,9 @@ def bench(name, args, rows):
            "max |tessera - ORT| int8 steps": agree,
            **({"tessera int8 / OpenVINO int8 time": round(ms["tessera int8"] / ms["openvino int8"], 2),
                "max |tessera - OpenVINO| int8 steps": ov_agree} if "openvino int8" in ms else {}),
-           "compile s fp32/int8": f"{c32:.0f}/{c8:.0f}", "load": _load()}
+           "compile s fp32/int8": f"{c32:.0f}/{c8:.0f}", "load": _common.load_average_text()}
     rows.append(row)
-    print({k: row[k] for k in row}, flush=True)
+    print(row, flush=True)
 
 
 def _openvino(qdq, feeds, threads, ours8, scale):
@@ -157,13 +157,6 @@ def _output_scale(path) -> float:
     return 1.0
 
 
-def _load() -> str:
-    try:
-        return " ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return ""
-
-
 def main(argv=None) -> int:
     p = _common.parser(__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS))
@@ -173,8 +166,8 @@ def main(argv=None) -> int:
     p.add_argument("--small", action="store_true", help="the models at test size (a quick check)")
     args = p.parse_args(argv)
     rows = []
-    print(f"CPU: {_common.machine()['cpu_model']}, load average {_load()} (a shared machine: quote ratios)",
-          flush=True)
+    print(f"CPU: {_common.machine()['cpu_model']}, load average {_common.load_average_text()} "
+          f"(a shared machine: quote ratios)", flush=True)
     for name in args.models.split(","):
         bench(name.strip(), args, rows)
     _common.report("int8", rows, args.json)
