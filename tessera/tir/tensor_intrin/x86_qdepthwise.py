@@ -135,7 +135,6 @@ static inline __attribute__((always_inline)) __m256i tsr_qdw_wpair1_avx2(__m128i
 }
 
 
-
 # the requantization of an int32 vector (the accumulators from the bias) and its bytes' store, one copy a
 # translation unit: f32, * m, clamp to [lo - zp, hi - zp], vcvtps2dq (MXCSR's round to nearest even), + zp
 _REQUANT = {
@@ -172,26 +171,23 @@ static inline __attribute__((always_inline)) void tsr_qdw_requant_ymm(__m256i ac
 }
 
 
+ZERO_ONE = "_mm_setzero_si128()"   # a single pixel's row past the window (every ISA's one-pixel load is an xmm)
+
+
 def _snippets(isa):
-    """(helpers key, requant key, block fn, one fn, weight one fn, block load, one load, one zero, pad quads,
-    float vector type, float load, float set1, int set1, int load)."""
+    """(helpers key, requant key, block fn, one fn, weight one fn, block load, one load, block zero, pad
+    tuples); the float and int32 vectors of the requantization follow from ISA's vector type."""
     if isa == "vnni512":
         return ("zmm", "zmm", "tsr_qdw_quads4_zmm", "tsr_qdw_quad1_zmm", "tsr_qdw_quad1_zmm",
                 "_mm512_loadu_si512((const void*)({p}))", "_mm_loadu_si128((const __m128i*)({p}))",
-                "_mm512_setzero_si512()", "_mm_setzero_si128()", "_mm512_set1_epi8((char){v})",
-                "__m512", "_mm512_loadu_ps({p})", "_mm512_set1_ps({v})", "_mm512_set1_epi32({v})",
-                "_mm512_loadu_si512((const void*)({p}))")
+                "_mm512_setzero_si512()", "_mm512_set1_epi8((char){v})")
     if isa in ("vnni256", "avxvnni"):
         return ("ymm", "ymm_vl" if isa == "vnni256" else "ymm", "tsr_qdw_quads4_ymm", "tsr_qdw_quad1_ymm",
                 "tsr_qdw_quad1_ymm", "_mm256_loadu_si256((const __m256i*)({p}))",
-                "_mm_loadl_epi64((const __m128i*)({p}))", "_mm256_setzero_si256()", "_mm_setzero_si128()",
-                "_mm256_set1_epi8((char){v})", "__m256", "_mm256_loadu_ps({p})", "_mm256_set1_ps({v})",
-                "_mm256_set1_epi32({v})", "_mm256_loadu_si256((const __m256i*)({p}))")
+                "_mm_loadl_epi64((const __m128i*)({p}))", "_mm256_setzero_si256()", "_mm256_set1_epi8((char){v})")
     return ("pairs", "ymm", "tsr_qdw_pairs2_avx2", "tsr_qdw_pair1_avx2", "tsr_qdw_wpair1_avx2",
             "_mm_loadu_si128((const __m128i*)({p}))", "_mm_loadl_epi64((const __m128i*)({p}))",
-            "_mm_setzero_si128()", "_mm_setzero_si128()", "_mm256_set1_epi16((short){v})",
-            "__m256", "_mm256_loadu_ps({p})", "_mm256_set1_ps({v})", "_mm256_set1_epi32({v})",
-            "_mm256_loadu_si256((const __m256i*)({p}))")
+            "_mm_setzero_si128()", "_mm256_set1_epi16((short){v})")
 
 
 def out_size(size, k, stride, pad_before, pad_after, dilation) -> int:
@@ -317,8 +313,8 @@ def _impl(fn, p: Plane) -> PrimFunc:
 def c_source(isa, p: Plane) -> str:
     """The kernel's C (module docstring)."""
     lanes, T, P, feats, macros, vt, dot = ISA[isa]
-    (helpers, rq, block_fn, one_fn, wone_fn, ld_block, ld_one, zero_block, zero_one, pad_set, ft, ld_f, set_f,
-     set_i, ld_i) = _snippets(isa)
+    helpers, rq, block_fn, one_fn, wone_fn, ld_block, ld_one, zero_block, pad_set = _snippets(isa)
+    bits = 512 if vt == "__m512i" else 256     # the accumulators' width: the requantization's vectors
     fn = _fn(isa, p)
     pair = paired(p)
     G = groups(isa, p)
@@ -352,11 +348,11 @@ def c_source(isa, p: Plane) -> str:
                 taps = []
                 for t in range(T):
                     kh = T * g + t - s
-                    taps.append(ld_one.format(p=f"w + {(kh * KW + kw) * lanes}") if 0 <= kh < KH else zero_one)
+                    taps.append(ld_one.format(p=f"w + {(kh * KW + kw) * lanes}") if 0 <= kh < KH else ZERO_ONE)
                 L.append(f"  const {vt} wq{s}_{g}_{kw} = {wone_fn}({', '.join(taps)});")
-    L.append(f"  const {vt} bv = {ld_i.format(p='bias')}, zpv = {set_i.format(v=p.zp)};")
-    L.append(f"  const {ft} mv = {ld_f.format(p='mult')}, flo = {set_f.format(v=f'{float(p.lo - p.zp)!r}f')}, "
-             f"fhi = {set_f.format(v=f'{float(p.hi - p.zp)!r}f')};")
+    L.append(f"  const {vt} bv = _mm{bits}_loadu_si{bits}((const {vt}*)(bias)), zpv = _mm{bits}_set1_epi32({p.zp});")
+    L.append(f"  const __m{bits} mv = _mm{bits}_loadu_ps(mult), flo = _mm{bits}_set1_ps({float(p.lo - p.zp)!r}f), "
+             f"fhi = _mm{bits}_set1_ps({float(p.hi - p.zp)!r}f);")
     L.append(f"  const {vt} padq = {pad_set.format(v=p.pv)};   /* the tuples of a column in the padding */")
     if padrow:
         L.append(f"  uint8_t padrow[{p.W * lanes}];   /* a row in the padding */")
@@ -399,7 +395,7 @@ def c_source(isa, p: Plane) -> str:
             columns(left, 1, lambda g: f"q[{g}][x] = padq;")
         if inner_end > left:
             columns(inner_end, P, lambda g: f"{block_fn}({rows(g, ld_block, zero_block)}, &q[{g}][x]);")
-            columns(inner_end, 1, lambda g: f"q[{g}][x] = {one_fn}({rows(g, ld_one, zero_one)});")
+            columns(inner_end, 1, lambda g: f"q[{g}][x] = {one_fn}({rows(g, ld_one, ZERO_ONE)});")
         if WQ > inner_end:
             columns(WQ, 1, lambda g: f"q[{g}][x] = padq;")
         out.append(f"{ind}for (int32_t i = 0; i < {p.OW}; ++i) {{")
