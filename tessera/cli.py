@@ -509,20 +509,29 @@ def _calibration_samples(files, inputs: dict) -> list:
             samples.append({names[0]: arr})
             continue
         try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
+            z = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
             raise TesseraError(f"cannot read calibration file {path} as a .npz archive of arrays: {e}") from None
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise TesseraError(f"calibration file {path}: {unknown} are not inputs of the model (its inputs: "
-                               f"{names})")
-        missing = [n for n in names if n not in data]
-        if missing:
-            raise TesseraError(f"calibration file {path} lacks the input(s) {missing} (the model's inputs: {names})")
+        if not isinstance(z, np.lib.npyio.NpzFile):       # a .npy file named .npz: np.load gives its array
+            raise TesseraError(f"calibration file {path} is one .npy array, not a .npz archive of arrays per "
+                               f"input name ({CALIB_HELP})")
+        with z:
+            # the names first, from the archive's listing: no array is read before they are right
+            unknown = sorted(set(z.files) - set(names))
+            if unknown:
+                raise TesseraError(f"calibration file {path}: {unknown} are not inputs of the model (its inputs: "
+                                   f"{names})")
+            missing = [n for n in names if n not in z.files]
+            if missing:
+                raise TesseraError(f"calibration file {path} lacks the input(s) {missing} (the model's inputs: "
+                                   f"{names})")
+            try:
+                data = {n: z[n] for n in names}
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+                raise TesseraError(f"cannot read calibration file {path} as a .npz archive of arrays: {e}") from None
         for n in names:
             _check_calib_array(path, n, data[n], inputs[n])
-        samples.append({n: data[n] for n in names})
+        samples.append(data)
     return samples
 
 

@@ -145,6 +145,18 @@ def test_bad_calibration_folders_are_refused_naming_the_file(cnn, tmp_path, caps
     (junk / "x.npy").unlink()
     (junk / "y.npz").write_bytes(b"not a zip")
     expect_error(capsys, base + [str(junk)], "y.npz", "cannot read calibration file")
+    # pickles are never loaded: an object array in a .npy file or in a .npz archive is refused
+    (junk / "y.npz").unlink()
+    np.save(junk / "p.npy", np.array([{"image": ok}], dtype=object), allow_pickle=True)
+    expect_error(capsys, base + [str(junk)], "p.npy", "cannot read", "pickle")
+    (junk / "p.npy").unlink()
+    np.savez(junk / "p.npz", image=np.array([ok, None], dtype=object))
+    expect_error(capsys, base + [str(junk)], "p.npz", "cannot read calibration file", "pickle")
+    # a .npy file named .npz: refused as not an archive, not a crash
+    (junk / "p.npz").unlink()
+    np.save(junk / "one.npy", ok)
+    (junk / "one.npy").rename(junk / "one.npz")
+    expect_error(capsys, base + [str(junk)], "one.npz", "one .npy array, not a .npz archive")
 
 
 def test_several_inputs_refuse_npy_files_and_missing_inputs(tmp_path, capsys):
