@@ -12,7 +12,8 @@ import tessera
 from tessera.graph.ir import TensorType
 from tessera.graph.kernels import get_kernel
 from tessera.ops.registry import get_op
-from tessera.tir.tensor_intrin.x86_qdepthwise import Plane, c_source, isa_for, qdepthwise_intrin
+from tessera.tir.tensor_intrin.x86_qconv import block_lanes
+from tessera.tir.tensor_intrin.x86_qdepthwise import MAX_LOCAL_BYTES, Plane, c_source, fits, isa_for, qdepthwise_intrin
 
 from qdq_models import QDQ, ort_run, steps
 
@@ -85,14 +86,10 @@ CASES = {
 }
 
 
-def _lanes(target):
-    return 16 if isa_for(target, 16) else 8
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_qdepthwise_equals_integer_reference(case, isa_target):
     kw = dict(CASES[case])
-    lanes = _lanes(isa_target)
+    lanes = block_lanes(isa_target)
     kw["shape"] = kw["shape"][:4] + (lanes,)
     got, want, kern = run_op(isa_target, **kw)
     np.testing.assert_array_equal(got, want)
@@ -115,9 +112,28 @@ def test_qdepthwise_8_lanes_on_vnni(target):
 
 def test_qdepthwise_many_taps_reduce_over_a_padded_copy(isa_target):
     # more than 64 taps: a reduction over the padded input (no unrolled expression, no micro-kernel)
-    got, want, kern = run_op(isa_target, (1, 1, 11, 10, _lanes(isa_target)), (9, 9), pad_value=77)
+    got, want, kern = run_op(isa_target, (1, 1, 11, 10, block_lanes(isa_target)), (9, 9), pad_value=77)
     np.testing.assert_array_equal(got, want)
     assert "tensor intrinsic" not in kern.source.text
+
+
+def test_qdepthwise_rows_past_the_local_arrays_fall_back_to_loops(isa_target):
+    # the kernel keeps a row's interleaved columns (and a pad row) in MAX_LOCAL_BYTES of stack: the widest
+    # row that fits takes it, one column more the loop nest; both give the reference's integers
+    lanes = block_lanes(isa_target)
+    isa = isa_for(isa_target, lanes)
+
+    def plane(W):
+        return Plane(3, W, lanes, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 9, 3, 0, 255, "uint8")
+
+    W = MAX_LOCAL_BYTES // (lanes * 4)        # one tap group of W columns: the arrays' size already
+    while not fits(isa, plane(W)):
+        W -= 1
+    assert not fits(isa, plane(W + 1))
+    for width, kernel in ((W, True), (W + 1, False)):
+        got, want, kern = run_op(isa_target, (1, 1, 3, width, lanes), (3, 3))
+        np.testing.assert_array_equal(got, want)
+        assert (f"tensor intrinsic x86_{isa}_qdepthwise_nchwc_" in kern.source.text) == kernel
 
 
 def test_qdepthwise_other_blocks_fall_back_to_loops():
@@ -186,7 +202,7 @@ def test_qdq_depthwise_equals_onnxruntime(case, isa_target):
     if kw.get("then") is None:
         assert steps(got, ort_run(model, feeds)[0], m.scales[out]).max() == 0
     assert steps(got, ort_run(model, feeds, optimized=False)[0], m.scales[out]).max() <= 1
-    lanes = _lanes(isa_target) if kw["C"] % _lanes(isa_target) == 0 else 8
+    lanes = block_lanes(isa_target) if kw["C"] % block_lanes(isa_target) == 0 else 8
     isa = isa_for(isa_target, lanes)
     sources = [getattr(k.source, "text", "") for k in exe.kernels]
     assert any(f"tensor intrinsic x86_{isa}_qdepthwise_nchwc_" in s for s in sources)
