@@ -342,8 +342,7 @@ def _ort(path, feeds, pick, ours, threads: int) -> float | None:
     return float(max(np.abs(sess.run([name], f)[0] - o).max() for f, o in zip(feeds, ours)))
 
 
-def bench(kind: str, args, rows) -> None:
-    calib_texts, eval_texts = split(args.calib, args.eval, args.seed)
+def bench(kind: str, args, rows, calib_texts, eval_texts) -> None:
     path, shapes, cal, ev, truth, extra, pick = load(kind, calib_texts, eval_texts, args.seed)
     target = f"c -num-threads={args.threads}"
     t0 = time.perf_counter()
@@ -398,9 +397,11 @@ def main(argv=None) -> int:
         _module("tokenizers", "tokenizers")
     _module("PIL", "pillow")
     print(f"CPU: {_common.machine()['cpu_model']}, {args.threads} threads", flush=True)
+    # the standard library parsed once for every model (the same sentences for each)
+    calib_texts, eval_texts = split(args.calib, args.eval, args.seed)
     rows: list[dict] = []
     for m in args.models.split(","):
-        bench(m, args, rows)
+        bench(m, args, rows, calib_texts, eval_texts)
     _common.report("int8_accuracy", rows, args.json)
     return 0
 
