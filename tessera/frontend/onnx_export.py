@@ -40,7 +40,8 @@ from ..errors import DTypeError, TesseraError, UnsupportedOpError
 from ..graph.const_eval import bind_params
 from ..graph.ir import FUSED_OP, Graph, Node, Value
 from ..ir.dtype import numpy_dtype
-from .onnx import onnx_dtype_of
+from ..ir.names import fresh_name
+from .onnx import _contiguous, onnx_dtype_of
 from .onnx_ops.broadcast import _BINARY
 from .onnx_ops.elemwise import _UNARY, _WITH_ATTRS
 
@@ -74,10 +75,7 @@ class _Writer:
 
     # ------------------------------------------------------------------ names and tensors
     def fresh(self, base: str) -> str:
-        base = str(base) or "t"
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
+        name = fresh_name(str(base) or "t", self.taken)
         self.taken.add(name)
         return name
 
@@ -90,8 +88,7 @@ class _Writer:
         return self.names[v]
 
     def tensor(self, arr, name: str):
-        arr = np.asarray(arr)
-        arr = arr if arr.flags.c_contiguous else arr.copy(order="C")    # 0-d stays 0-d
+        arr = _contiguous(arr)
         from onnx import numpy_helper
 
         if arr.dtype.kind in "biuf" and arr.dtype.name in ("bool", "int8", "uint8", "int16", "uint16", "int32",
@@ -123,10 +120,7 @@ class _Writer:
         need = _SINCE.get(op_type, MIN_OPSET)
         if self.opset < need:
             self.refuse(f"it is written as ONNX {op_type}, which needs opset {need} (exporting at opset {self.opset})")
-        base = self.current.name if self.current is not None else op_type
-        name, i = base, 1
-        while name in self.node_names:
-            name, i = f"{base}_{i}", i + 1
+        name = fresh_name(self.current.name if self.current is not None else op_type, self.node_names)
         self.node_names.add(name)
         attrs = {key: v for key, v in attrs.items() if v is not None}
         self.nodes.append(self.onnx.helper.make_node(op_type, list(inputs), list(outputs), name=name, **attrs))
