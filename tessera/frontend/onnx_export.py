@@ -91,9 +91,8 @@ class _Writer:
         arr = _contiguous(arr)
         from onnx import numpy_helper
 
-        if arr.dtype.kind in "biuf" and arr.dtype.name in ("bool", "int8", "uint8", "int16", "uint16", "int32",
-                                                            "uint32", "int64", "uint64", "float16", "float32",
-                                                            "float64"):
+        if arr.dtype.name in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                              "float16", "float32", "float64"):
             return numpy_helper.from_array(arr, name)
         try:
             elem = onnx_dtype_of(arr.dtype.name)
@@ -284,8 +283,7 @@ def _window(n, nd, pad_key="padding"):
 def _conv(w, n, ins, outs):
     x, wt = n.inputs
     nd = _spatial(w, n, x)
-    if n.attrs.get("out_dtype") not in (None, "", str(n.outputs[0].dtype)):
-        w.refuse(f"out_dtype {n.attrs['out_dtype']}")
+    _same_out_dtype(w, n)
     if not wt.type.is_static:
         w.refuse(f"weight {wt.type} has a symbolic shape")
     strides, dil, pads = _window(n, nd)
@@ -296,6 +294,12 @@ def _conv(w, n, ins, outs):
         outs = [w.name(bias[1])]
     w.emit("Conv", args, outs, kernel_shape=[int(d) for d in wt.type.shape[2:]], strides=list(strides),
            pads=list(pads), dilations=list(dil), group=int(n.attrs.get("groups", 1)))
+
+
+def _same_out_dtype(w, n):
+    """Refuse an out_dtype attribute other than the output's own (ONNX Conv / MatMul / Gemm have none)."""
+    if n.attrs.get("out_dtype") not in (None, "", str(n.outputs[0].dtype)):
+        w.refuse(f"out_dtype {n.attrs['out_dtype']}")
 
 
 def _per_tensor_dq(w, v: Value):
@@ -377,8 +381,7 @@ def _transpose_last2(w, n, name: str, v: Value, which: str) -> str:
 def _matmul(w, n, ins, outs):
     if n.attrs.get("b_panel") or n.attrs.get("b_cols"):
         w.refuse("its weight is packed in panels (a graph after tessera.compile's pack_matmul_weights)")
-    if n.attrs.get("out_dtype") not in (None, "", str(n.outputs[0].dtype)):
-        w.refuse(f"out_dtype {n.attrs['out_dtype']}")
+    _same_out_dtype(w, n)
     a, b = n.inputs
     ta, tb = bool(n.attrs.get("transpose_a")), bool(n.attrs.get("transpose_b"))
     if a.type.ndim == 2 and b.type.ndim == 2 and b.type.is_static:
@@ -397,8 +400,7 @@ def _matmul(w, n, ins, outs):
 
 @_writes("nn.dense")
 def _dense(w, n, ins, outs):
-    if n.attrs.get("out_dtype") not in (None, "", str(n.outputs[0].dtype)):
-        w.refuse(f"out_dtype {n.attrs['out_dtype']}")
+    _same_out_dtype(w, n)
     a, b = n.inputs
     if a.type.ndim == 2:
         return w.emit("Gemm", ins, outs, transB=1)
@@ -513,10 +515,9 @@ def _squeeze(w, n, ins, outs):
         if any(isinstance(d, str) for d in x.type.shape):
             w.refuse(f"squeezing every unit axis of {x.type}, which has symbolic dimensions")
         axes = [k for k, d in enumerate(x.type.shape) if d == 1]
-    args = [ins[0]] + ([w.ints(axes, f"{n.name}_axes")] if len(axes) else [])
     if not len(axes):
         return w.emit("Identity", ins, outs)
-    w.emit("Squeeze", args, outs)
+    w.emit("Squeeze", [ins[0], w.ints(axes, f"{n.name}_axes")], outs)
 
 
 @_writes("concatenate")
