@@ -386,13 +386,9 @@ def _dw_plane(sch, ctx) -> bool:
     if p.L != ext[4] or (p.OH, p.OW) != tuple(ext[2:4]) or not x86_qdepthwise.fits(isa, p):
         return False
     name = x86_qdepthwise.qdepthwise_intrin(isa, p, _dw_desc)
-    copy = _dw_copy_of(sch, out, q)
-    if copy:
-        sch.reverse_compute_inline(sch.get_block(out))
     fused = sch.fuse(n, c)
+    _dw_output(sch, out, q, fused, ctx.target)
     sch.tensorize(oh, name)
-    if not copy:
-        _place_epilogue(sch, [out], fused, ctx.target)
     _place_epilogue(sch, ctx.epilogue, fused, ctx.target)
     if S.thread_count(ctx.target) > 1:
         sch.parallel(fused)
