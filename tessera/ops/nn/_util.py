@@ -200,6 +200,13 @@ def clamped_index(pos, first: int, last: int, size: int):
     return pos, conds
 
 
+def window_tap(pos, k: int, step: int, first: int, pad: int, size: int, extent: int):
+    """clamped_index of tap k (k * first past the window's start) of output `pos` on one axis of a
+    stride-`step` window padded by `pad` in front, over `size` inputs and `extent` outputs."""
+    lo = k * first - pad
+    return clamped_index(pos * step + lo, lo, (extent - 1) * step + lo, size)
+
+
 def zero(dtype):
     return te.const(0, dtype)
 

@@ -232,10 +232,6 @@ def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), d
         # tap and pixel, zeroes it; no padded copy of the input is made
         pt, pl = padding[0], padding[1]
 
-        def tap(pos, k, step, first, pad, size, extent):
-            """(clamped index, conditions) of tap k on one axis."""
-            lo = k * first - pad
-            return U.clamped_index(pos * step + lo, lo, (extent - 1) * step + lo, size)
 
         def window_inside(pos, K, step, first, pad, size, extent):
             """Conditions for the first and last taps of output `pos` on one axis to be in bounds."""
@@ -252,8 +248,8 @@ def depthwise_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0, 0, 0), d
             zero = te.const(0, acc)
             for (i, j), w_k in zip(itertools.product(range(KH), range(KW)), wts):
                 if border:
-                    h, ch = tap(oh, i, sh, dh, pt, H, OH)
-                    w_, cw = tap(ow, j, sw, dw, pl, W, OW)
+                    h, ch = U.window_tap(oh, i, sh, dh, pt, H, OH)
+                    w_, cw = U.window_tap(ow, j, sw, dw, pl, W, OW)
                 else:
                     h, ch = oh * sh + (i * dh - pt), ()
                     w_, cw = ow * sw + (j * dw - pl), ()

@@ -284,15 +284,12 @@ def _dw_value(read, wread, bias, mult, oh, ow, p):
     input at indices clamped into it, a tap in the padding selected to the pad value (the input zero
     point), times wread(kh, kw), summed in int32 (exact), + bias, requantized (ops/integer.py). The op's
     compute and the plane kernel's desc both build it (tensorize matches them structurally)."""
-    def tap(pos, k, step, first, pad, size, extent):
-        lo = k * first - pad
-        return U.clamped_index(pos * step + lo, lo, (extent - 1) * step + lo, size)
 
     pv = te.const(p.pv, "uint8")
     total = None
     for i, j in itertools.product(range(p.KH), range(p.KW)):
-        h, ch = tap(oh, i, p.sh, p.dh, p.pt, p.H, p.OH)
-        w, cw = tap(ow, j, p.sw, p.dw, p.pl, p.W, p.OW)
+        h, ch = U.window_tap(oh, i, p.sh, p.dh, p.pt, p.H, p.OH)
+        w, cw = U.window_tap(ow, j, p.sw, p.dw, p.pl, p.W, p.OW)
         x = read(h, w)
         if ch or cw:
             x = E.Select(te.all(*(ch + cw)), x, pv)
