@@ -28,7 +28,11 @@ For a GPU target (ctx.is_gpu) the list is instead:
 - VerifyGPUCode: the program lowers and renders through the target's backend (tir pipeline,
   split_host_device, thread_sync, the renderer) and every kernel fits the target's threads per
   block and shared memory (SpaceContext.max_threads_per_block / max_shared_memory); as TVM's, it
-  allows at most 8 virtual threads.
+  allows at most 8 virtual threads. Beyond TVM's: a thread's local arrays (its register tile) hold
+  at most MAX_LOCAL_BYTES (more spills to memory), and on CUDA a kernel of more than one block that
+  stages tiles in shared memory runs at least a warp a block (fewer threads leave lanes of every
+  warp idle and copy each tile with a few threads): random tilings of a large GEMM are mostly such
+  candidates otherwise, each slower than the default schedule.
 The rewriting is traced after an EnterPostproc instruction, so a candidate's trace replays it.
 """
 from __future__ import annotations
@@ -382,6 +386,8 @@ class VerifyGPUCode(VerifyLowers):
     name = "VerifyGPUCode"
     CUDA_BLOCK_DIMS = (1024, 1024, 64)
     MAX_VTHREAD = 8        # TVM's VerifyGPUCode limit: more virtual threads only unroll a longer serial loop
+    MAX_LOCAL_BYTES = 512  # 128 float32 accumulators: with operands, about CUDA's 255 registers a thread
+    WARP_SIZE = 32
 
     def _check(self, mod) -> bool:
         ctx = self.ctx
@@ -398,9 +404,13 @@ class VerifyGPUCode(VerifyLowers):
         for m in src.meta:
             for k in m["kernels"]:
                 block = k["block"]
-                if block[0] * block[1] * block[2] > ctx.max_threads_per_block:
+                threads, blocks = block[0] * block[1] * block[2], k["grid"][0] * k["grid"][1] * k["grid"][2]
+                if threads > ctx.max_threads_per_block:
                     return False
-                if k["shared_bytes"] > ctx.max_shared_memory:
+                if k["shared_bytes"] > ctx.max_shared_memory or k["local_bytes"] > self.MAX_LOCAL_BYTES:
+                    return False
+                if (ctx.target.kind == "cuda" and k["shared_bytes"] and threads < self.WARP_SIZE
+                        and blocks > 1):
                     return False
                 if ctx.target.kind == "cuda" and any(b > lim for b, lim in zip(block, self.CUDA_BLOCK_DIMS)):
                     return False

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from ..errors import TesseraError
 from ..ir import PrimFunc
+from ..ops.gpu import schedule_gpu_default
 from ..target import Target
 from ..tir import Schedule
 from ..tir.schedule import Trace
 from .mutators import default_mutators, mutate_any
 from .postproc import VerifyLowers, postprocess, prepared
+from .rules.base import GPU_KINDS
 from .space import generate_design_space, replay_trace, sample_candidate
 from .workload import Workload
 
@@ -97,6 +99,17 @@ class GeneratedSpace(Space):
         if trace is None:
             return None
         return replay_trace(self.func, trace, self.target, rng, postprocs=self.postprocs)
+
+    def default(self):
+        """What tessera.build gives func on this target untuned, for a tuner to measure beside the
+        space's candidates: on a GPU target schedule_gpu_default (None where it refuses func); on a
+        CPU None (func unscheduled is no candidate worth a trial)."""
+        if self.target.kind not in GPU_KINDS:
+            return None
+        try:
+            return schedule_gpu_default(Schedule(self.func), self.target)
+        except TesseraError:
+            return None
 
 
 class TuneTask:

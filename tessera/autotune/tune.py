@@ -299,7 +299,8 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
     the checked call as the warm-up; their worker processes persist across calls); runner may be
     a DaskRunner. cutoff_factor: a candidate whose checked run alone takes this
     many times the best time so far is not timed further (its record keeps that run's time; None:
-    time every one).
+    time every one). On a GPU target the first trial is the untuned schedule (the space's default,
+    schedule_gpu_default), so what the tuner returns is never slower than tessera.build untuned.
     Returns a TuneResult (best schedule, its trace and mean seconds)."""
     if isinstance(func, TuneTask):
         task = func
@@ -315,6 +316,9 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
     model = make_cost_model(cost_model, None if seed is None else int(seed))
     tuner = TaskTuner(task, model, rng, strategy, database, runner, builder, cutoff_factor)
     tuner.start()
+    default = task.space.default() if hasattr(task.space, "default") and max_trials > 0 else None
+    if default is not None:
+        tuner.measure([default])     # the untuned schedule is a trial: what the tuner returns is no slower
     with TuneProgress(task.name, max_trials, task.flops, progress) as bar:
         bar.update(tuner.trials, tuner.best_secs, tuner.errors)
         while tuner.trials < max_trials:

@@ -26,9 +26,11 @@ from tessera.autotune.rules import (
 )
 from tessera.autotune.rules.base import ANN_COOP_FETCH, META_PREFIX
 from tessera.autotune.space import generate_design_space, sample_candidate
+from tessera.autotune.task import TuneTask
 from tessera.backend import generate
 from tessera.errors import TesseraError
 from tessera.ir import For, ForKind, post_order_visit, structural_equal
+from tessera.ops.gpu import schedule_gemm_gpu
 from tessera.runtime import cuda as cuda_rt
 from tessera.runtime import opencl as cl_rt
 from tessera.tir import Schedule
@@ -241,11 +243,41 @@ def test_verify_gpu_code_enforces_the_thread_and_shared_memory_limits():
     strict = VerifyGPUCode(SpaceContext(f"opencl -max-threads-per-block={few}"))
     assert [strict.apply(s) for s in schs] == [t <= few for t in threads]
     cuda = VerifyGPUCode(SpaceContext("cuda"))
-    assert [cuda.apply(s) for s in schs] == [t <= 1024 and b <= 48 * 1024 for t, b in zip(threads, shared)]
+    fits = [t <= 1024 and k["shared_bytes"] <= 48 * 1024 and k["local_bytes"] <= VerifyGPUCode.MAX_LOCAL_BYTES
+            and (t >= 32 or not k["shared_bytes"] or k["grid"] == [1, 1, 1]) for t, k in zip(threads, metas)]
+    assert [cuda.apply(s) for s in schs] == fits
     # and the sampled cuda candidates all fit
     for s in candidates(func, "cuda", 2):
         k = generate(s.mod, "cuda").meta[0]["kernels"][0]
         assert k["block"][0] * k["block"][1] * k["block"][2] <= 1024 and k["shared_bytes"] <= 48 * 1024
+
+
+def _hand_gemm(threads_i, threads_j, thread_tile):
+    """gemm 256^3 under schedule_gemm_gpu with these threads and register tile a thread."""
+    func = gemm(256, 256, 256)
+    sch = Schedule(func)
+    return schedule_gemm_gpu(sch, sch.get_block("C"), tile_m=threads_i * thread_tile, tile_n=threads_j * thread_tile,
+                             thread_m=thread_tile, thread_n=thread_tile)
+
+
+def test_verify_gpu_code_wants_a_warp_a_block_on_cuda_and_a_bounded_register_tile():
+    ok, sub_warp, big_tile = _hand_gemm(8, 8, 2), _hand_gemm(4, 4, 4), _hand_gemm(8, 8, 16)
+    for target in ("cuda", "opencl"):
+        v = VerifyGPUCode(SpaceContext(target))
+        assert v.apply(ok)
+        assert v.apply(sub_warp) == (target == "opencl")       # 16 threads a block: lanes of a warp idle
+        assert not v.apply(big_tile)                           # 256 accumulators a thread spill
+
+
+def test_most_sampled_cuda_gemm_candidates_pass_verification():
+    """The GPU tiling draws each level within bounds: a large GEMM's samples mostly fit a block's
+    shared memory, a thread's registers and a warp a block (one five-way draw: about 1 in 100)."""
+    func = gemm(4096, 4096, 4096)
+    task = TuneTask(func, "cuda")
+    rng = np.random.default_rng(0)
+    sampled = [s for s in (task.space.sample(rng) for _ in range(40)) if s is not None]
+    assert len(sampled) >= 35
+    assert sum(task.space.verify(s) for s in sampled) >= len(sampled) // 3
 
 
 @pytest.mark.parametrize("vthreads", [8, 16])

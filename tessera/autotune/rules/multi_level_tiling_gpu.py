@@ -2,8 +2,14 @@
 cooperative fetching into shared memory (MetaSchedule's MultiLevelTiling for CUDA, Ansor's GPU
 sketch; the structure of ops/gpu/gemm.py's hand schedule, with every size a decision).
 
-Each constant spatial loop is tiled into 5 (sample_perfect_tile) and each constant reduction loop
-into 3, ordered S0 S1 S2 R0 R1 S3 R2 S4 (a symbolic loop is not tiled and leads its level). The
+Each constant spatial loop is tiled into 5 and each constant reduction loop into 3, ordered S0 S1
+S2 R0 R1 S3 R2 S4 (a symbolic loop is not tiled and leads its level). The factors are drawn from the
+innermost out, one two-way sample_perfect_tile each, so every level has its own bound
+(SPATIAL_CAPS, REDUCE_CAPS): a thread's register tile S1*S3*S4 at most 32 outputs a loop, the
+threads S2 at most the thread limit's share of a loop, a reduction slice R1*R2 at most 32. One
+five-way draw (MetaSchedule's) hands each prime factor to any level: for a 4096^3 GEMM nine
+candidates in ten then want more than 48 KiB of shared memory or 128 registers of accumulators a
+thread, or run blocks of fewer threads than a warp (postproc.VerifyGPUCode rejects them). The
 loops of each of the first three spatial levels are fused and bound: S0 to blockIdx.x, S1 to
 vthread.x (lowered to a serial loop: a thread's strided sub-tiles), S2 to threadIdx.x. Then:
 - the output is accumulated in "local" memory: cache_write, its write-back reverse_compute_at
@@ -41,10 +47,11 @@ class MultiLevelTilingGPU(ScheduleRule):
     """See the module docstring. lanes: the cooperative-fetch vector widths sampled from."""
 
     name = "MultiLevelTilingGPU"
+    SPATIAL_CAPS = (2, 4, 4)    # S1 (virtual threads), S3, S4: at most 32 outputs of a loop a thread
+    REDUCE_CAPS = (4, 8)        # R1, R2: a shared-memory slice of at most 32 along a reduction loop
 
-    def __init__(self, ctx, max_innermost_factor: int = 64, lanes=(1, 2, 4)):
+    def __init__(self, ctx, lanes=(1, 2, 4)):
         super().__init__(ctx)
-        self.max_innermost_factor = max_innermost_factor
         self.lanes = tuple(v for v in lanes if v <= ctx.lanes) or (1,)
 
     def apply(self, sch, block) -> list:
@@ -99,16 +106,34 @@ class MultiLevelTilingGPU(ScheduleRule):
         levels = [[] for _ in STRUCTURE]
         s_pos = [k for k, c in enumerate(STRUCTURE) if c == "S"]
         r_pos = [k for k, c in enumerate(STRUCTURE) if c == "R"]
+        tiled = sum(1 for lp, kind in zip(loops, kinds) if kind == "data_par" and (const_extent(lp) or 1) > 1)
+        thread_cap = 1 << (self.ctx.max_threads_per_block.bit_length() - 1) // max(tiled, 1)
         for lp, rv, kind in zip(loops, rvs, kinds):
             pos = s_pos if kind == "data_par" else r_pos
             if const_extent(lp) is None:
                 levels[pos[0]].append(rv)
                 continue
-            factors = sch.sample_perfect_tile(rv, n=len(pos), max_innermost_factor=self.max_innermost_factor)
-            for p, part in zip(pos, sch.split(rv, factors=factors)):
+            caps = self.spatial_caps(thread_cap) if kind == "data_par" else self.REDUCE_CAPS
+            for p, part in zip(pos, self._split_inside_out(sch, rv, caps)):
                 levels[p].append(part)
         sch.reorder(*[rv for level in levels for rv in level])
         return levels
+
+    def spatial_caps(self, thread_cap: int) -> tuple:
+        """The bounds of the S1..S4 factors of a spatial loop (S0 takes the rest)."""
+        vthread, s3, s4 = self.SPATIAL_CAPS
+        return (vthread, thread_cap, s3, s4)
+
+    @staticmethod
+    def _split_inside_out(sch, rv, caps) -> list:
+        """rv split into len(caps) + 1 loops, the factors drawn innermost first, each at most its cap
+        (the outermost takes the rest): the same loop nest one perfect tiling gives, bounded per level."""
+        inner = []
+        for cap in reversed(caps):
+            factors = sch.sample_perfect_tile(rv, n=2, max_innermost_factor=cap)
+            rv, part = sch.split(rv, factors=factors)
+            inner.append(part)
+        return [rv] + inner[::-1]
 
     @staticmethod
     def _bind(sch, levels):
