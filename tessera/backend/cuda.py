@@ -24,6 +24,7 @@ MAX_SHARED = {90: 227 * 1024, 89: 99 * 1024, 87: 163 * 1024, 86: 99 * 1024, 80: 
 
 class CUDABackend(GPUBackend):
     kind = "cuda"
+    warp_size = 32
 
     renderer = staticmethod(render)
 

@@ -2,6 +2,7 @@
 host/device split and the barriers) and a Source that carries the launch metadata as data."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -31,9 +32,12 @@ class GPUBackend(Backend):
     through the subclass's `renderer` (codegen.opencl.render or codegen.cuda.render) into a GPUSource."""
 
     renderer = None   # (lowered, target) -> (text, per-function metadata)
+    warp_size = None  # lanes a warp_shuffle_xor exchanges among (CUDA: 32); None: reductions across
+    #                   threads go through shared memory only
 
     def passes(self, target: Target) -> list:
-        return ([("lower_cross_thread_reduction", lower_cross_thread_reduction)] + pipeline(target)
+        cross_thread = functools.partial(lower_cross_thread_reduction, warp_size=self.warp_size)
+        return ([("lower_cross_thread_reduction", cross_thread)] + pipeline(target)
                 + [("split_host_device", split_host_device), ("thread_sync", thread_sync)])
 
     def render(self, lowered: list, target: Target, name_hint: str = "kernel") -> GPUSource:

@@ -114,7 +114,7 @@ _BITWISE = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_le
 # intrinsics codegen knows (everything else is an extern C function)
 INTRINSICS = frozenset(_MATH) | frozenset(_BITWISE) | frozenset({
     "rsqrt", "sigmoid", "exp10", "isnan", "isinf", "isfinite", "bitwise_not", "if_then_else",
-    "likely", "popcount", "clz", "reinterpret", "tvm_storage_sync", "fmax", "fmin"})
+    "likely", "popcount", "clz", "reinterpret", "tvm_storage_sync", "fmax", "fmin", "warp_shuffle_xor"})
 
 
 # byte (a latin-1 character of the UTF-8 text) -> its text inside a C string literal: printable ASCII
@@ -336,6 +336,8 @@ class CodeGenCBase:
     #                                   OpenCL: "__local "); None: the backend has no shared memory
     barrier = None                    # a work-group barrier, the expression tvm_storage_sync prints
     #                                   (CUDA: "__syncthreads()"); None: the backend has none
+    warp_shuffle_xor = None           # warp_shuffle_xor(v, m) as text with {value} and {mask} (CUDA:
+    #                                   __shfl_xor_sync); None: the backend has none
     thread_index: dict = {}           # thread tag -> its index expression ("threadIdx.x": "threadIdx.x",
     #                                   OpenCL "get_local_id(0)"); empty: bound loops are refused
     backend_name = "C"               # in messages: "the C backend cannot ..."
@@ -921,6 +923,12 @@ class CodeGenCBase:
                 raise UnsupportedOpError(op, None, f"in {self.func_name}: the {self.backend_name} backend has no "
                                          f"barrier (threads of a work group synchronize on a GPU target)")
             return self.barrier, P_PRIMARY
+        if op == "warp_shuffle_xor":
+            self._arity(e, 2)
+            if self.warp_shuffle_xor is None:
+                raise UnsupportedOpError(op, None, f"in {self.func_name}: the {self.backend_name} backend has no "
+                                         f"warp shuffle (lower_cross_thread_reduction emits it for CUDA)")
+            return self.warp_shuffle_xor.format(value=self.text(args[0]), mask=self.text(args[1])), P_PRIMARY
         return self.extern_call(e)
 
     def address_of(self, e):

@@ -59,6 +59,7 @@ class CodeGenCUDA(GPUCodeGen):
     restrict = "__restrict__"
     smem_prefix = "__shared__ "
     barrier = "__syncthreads()"
+    warp_shuffle_xor = "__shfl_xor_sync(0xffffffffu, {value}, {mask})"
     thread_index = {t: t for t in ("blockIdx.x", "blockIdx.y", "blockIdx.z",
                                    "threadIdx.x", "threadIdx.y", "threadIdx.z")}
     func_qualifier = "static __device__ __forceinline__"

@@ -44,29 +44,55 @@ def _host(host, s):
         raise InterpError(f"{t.__name__} on the host")
 
 
+WARP = 32   # lanes a warp_shuffle_xor exchanges among (CUDA's warp)
+
+
 def _kernel(host, name, grid, block, body):
+    """Each work-group's threads run round by round: a round resumes the threads that can go on
+    until each stops at a barrier or a warp shuffle (or ends). A warp's shuffle completes once all
+    of its lanes reached one; a barrier once every thread of the group waits at it."""
     for g in itertools.product(*(range(n) for n in reversed(grid))):
         gid = tuple(reversed(g))
         shared, tracker = {}, _Tracker(name)
-        threads = []
+        gens, tids = [], []
         for t in itertools.product(*(range(n) for n in reversed(block))):
             tid = tuple(reversed(t))
-            th = _Thread(host, gid, tid, shared, tracker)
-            threads.append(th.g_exec(body))
-        live = threads
-        while live:
-            waiting, done = [], 0
-            for gen in live:
+            tids.append(tid)
+            gens.append(_Thread(host, gid, tid, shared, tracker).g_exec(body))
+        linear = [x + block[0] * (y + block[1] * z) for x, y, z in tids]
+        at = {}                                  # thread -> "barrier" or ("shfl", value, mask)
+        ready = {i: None for i in range(len(gens))}   # thread -> the value it resumes with
+        done = set()
+        while ready:
+            for i, value in ready.items():
                 try:
-                    next(gen)
-                    waiting.append(gen)
+                    at[i] = gens[i].send(value)
                 except StopIteration:
-                    done += 1
-            if waiting and done:
-                raise InterpError(f"kernel {name}: {done} threads of work-group {gid} ended while {len(waiting)} "
+                    done.add(i)
+            ready = {}
+            shuffling = {i for i, a in at.items() if a != "barrier"}
+            if shuffling:
+                for w in {linear[i] // WARP for i in shuffling}:
+                    lanes = [i for i in range(len(gens)) if linear[i] // WARP == w]
+                    if any(i not in shuffling for i in lanes):
+                        raise InterpError(f"kernel {name}: a warp shuffle in work-group {gid} that not every lane "
+                                          f"of warp {w} reaches")
+                    masks = {at[i][2] for i in lanes}
+                    if len(masks) != 1 or len(lanes) != WARP:
+                        raise InterpError(f"kernel {name}: not every lane of warp {w} is at the same shuffle "
+                                          f"(masks {sorted(masks)}, {len(lanes)} lanes of {WARP})")
+                    by_lane = {linear[i] % WARP: at[i][1] for i in lanes}
+                    for i in lanes:
+                        ready[i] = by_lane[(linear[i] % WARP) ^ at[i][2]]
+                        del at[i]
+                continue
+            if at and done:
+                raise InterpError(f"kernel {name}: {len(done)} threads of work-group {gid} ended while {len(at)} "
                                   f"wait at a barrier")
-            tracker.barrier()
-            live = waiting
+            if at:
+                tracker.barrier()
+                ready = {i: None for i in at}
+                at = {}
 
 
 class _Tracker:
@@ -109,6 +135,7 @@ class _Thread(Interp):
         self.vars = dict(host.vars)
         self.bufs = dict(host.bufs)
         self.gid, self.tid, self.shared, self.tracker = gid, tid, shared, tracker
+        self.shuffled = None     # (the warp_shuffle_xor call of the store being executed, its value)
 
     def g_exec(self, s):
         fn = getattr(self, "g_" + type(s).__name__, None)
@@ -156,6 +183,31 @@ class _Thread(Interp):
 
     def g_AttrStmt(self, s):
         yield from self.g_exec(s.body)
+
+    def g_BufferStore(self, s):
+        """A store whose value shuffles (warp_shuffle_xor) stops for the warp's exchange."""
+        calls = []
+        ir.post_order_visit(s.value, lambda n: calls.append(n) if type(n) is ir.Call
+                            and n.op == "warp_shuffle_xor" else None)
+        if not calls:
+            self.exec(s)
+            return
+        if len(calls) > 1:
+            raise InterpError("more than one warp_shuffle_xor in one store")
+        call = calls[0]
+        got = yield ("shfl", self.eval(call.args[0]), int(self.eval(call.args[1])))
+        self.shuffled = (call, got)
+        try:
+            self.exec(s)
+        finally:
+            self.shuffled = None
+
+    def e_Call(self, e):
+        if e.op == "warp_shuffle_xor":
+            if self.shuffled is None or self.shuffled[0] is not e:
+                raise InterpError("warp_shuffle_xor outside a store")
+            return self.shuffled[1]
+        return super().e_Call(e)
 
     def g_Evaluate(self, s):
         v = s.value

@@ -38,10 +38,11 @@ def _syncs(func) -> int:
     return n[0]
 
 
+@pytest.mark.parametrize("target", ["opencl", "cuda"])
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_lowered_gpu_program_matches_numpy(case):
+def test_lowered_gpu_program_matches_numpy(case, target):
     sch, args, want = CASES[case]()
-    run_gpu(_lower(sch), args)
+    run_gpu(_lower(sch, target), args)
     for i, w in want.items():
         np.testing.assert_allclose(args[i], w, rtol=1e-4, atol=1e-4)
 
@@ -172,6 +173,67 @@ def test_cross_thread_reduction_is_a_shared_memory_tree():
     assert "__local float B_red_shared[32];" in src and "B_red_shared[k_1 + 16]" in src
     run_gpu(func, args)
     np.testing.assert_allclose(args[1], want[1], rtol=1e-5, atol=1e-5)
+
+
+def _shuffles_in(node) -> int:
+    n = [0]
+
+    class _V(Visitor):
+        def visit_Call(self, c):
+            n[0] += c.op == "warp_shuffle_xor"
+            self.generic_visit(c)
+
+    _V().visit(node)
+    return n[0]
+
+
+def _shuffles(func) -> int:
+    return _shuffles_in(func.body)
+
+
+@pytest.mark.parametrize("threads", [32, 64, 128])
+def test_cross_thread_reduction_on_cuda_shuffles_within_warps(threads):
+    """A warp reduces by 5 xor shuffles, no barrier; more warps meet once in shared memory (one
+    barrier, a slot a warp). 24 threads (not whole warps) keep the tree."""
+    from gpu_cases import row_sum_tree
+    sch, args, want = row_sum_tree(m=3, n=300, threads=threads)
+    func = _lower(sch, "cuda")
+    assert _shuffles(func) == 5
+    assert _syncs(func) == (0 if threads == 32 else 1)
+    src = tessera.backend.generate(sch, "cuda").text
+    assert "__shfl_xor_sync(0xffffffffu, B_red_local[0], 16)" in src
+    assert ("B_red_shared" in src) == (threads > 32) and (f"B_red_shared[{threads // 32}]" in src or threads == 32)
+    run_gpu(func, args)
+    np.testing.assert_allclose(args[1], want[1], rtol=1e-5, atol=1e-5)
+    sch, _, _ = row_sum_tree(m=3, n=100, threads=24)
+    assert _shuffles(_lower(sch, "cuda")) == 0
+
+
+def test_the_executor_refuses_a_shuffle_not_every_lane_of_the_warp_reaches():
+    """The executor's shuffle is CUDA's: every lane of the warp takes part (a lane that skips it
+    is an error, not a value from nowhere)."""
+    from gpu_cases import row_sum_tree
+    from gpu_interp import InterpError
+    from tessera.ir import LT, For, IfThenElse, post_order_visit
+    from tessera.tir.transform._stmt_mutator import StmtMutator
+
+    sch, args, _ = row_sum_tree(m=1, n=64, threads=32)
+    func = _lower(sch, "cuda")
+    lanes = []
+    post_order_visit(func.body, lambda n: lanes.append(n.loop_var) if type(n) is For and n.thread_binding is not None
+                     and n.thread_binding.thread_tag == "threadIdx.x" else None)
+
+    class _HalfWarp(StmtMutator):       # the first shuffle run by lanes 0-15 only
+        done = False
+
+        def visit_BufferStore(self, st):
+            if self.done or _shuffles_in(st.value) == 0:
+                return st
+            self.done = True
+            return IfThenElse(LT(lanes[0], 16), st)
+
+    with pytest.raises(InterpError, match="not every lane"):
+        run_gpu(func.with_body(_HalfWarp().visit(func.body)), args)
 
 
 def test_cross_thread_reduction_without_barriers_races():

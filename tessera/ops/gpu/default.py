@@ -5,7 +5,7 @@ CUDA target for sm_80 or newer (ops/gpu/tensorcore.py) where its extents fit the
 is tiled through shared memory with register accumulators (ops/gpu/gemm.py: dense, matmul, batch
 matmul), a reduction with few outputs and long rows (softmax,
 layer norm, a matrix-vector product) gets a block of threads per output sharing its reduction
-through a shared-memory tree, and every other block is bound by auto_bind (one
+through warp shuffles (CUDA) or a shared-memory tree, and every other block is bound by auto_bind (one
 thread per output element, blocks of up to `max-threads-per-block` threads, 256 by default). A block that cannot be inlined (a reduction, a
 producer read by a reduction through a window) stays its own kernel over a global workspace.
 """
@@ -91,7 +91,7 @@ def _row_reduction(sch, block):
 
 def schedule_row_reduction(sch, block, threads):
     """One block of `threads` threads per output element, which share its reduction (a
-    shared-memory tree, tir.transform.lower_cross_thread_reduction)."""
+    shared-memory tree or CUDA's warp shuffles, tir.transform.lower_cross_thread_reduction)."""
     *spatial, k = sch.get_loops(block)
     ko, ki = sch.split(k, [None, threads])
     sch.reorder(ki, ko)

@@ -1,7 +1,7 @@
 """Row kernels for GPUs: an elementwise output over rows that reads reductions of the same rows
 (softmax: max and sum of exp; layer norm: mean and variance) as one kernel, one block of threads a
 row. The reductions are computed at the row's loop, their reduction loops shared by the block's
-threads (lower_cross_thread_reduction's shared-memory tree), so a row is read from global memory
+threads (lower_cross_thread_reduction: warp shuffles on CUDA, a shared-memory tree on OpenCL), so a row is read from global memory
 by the block that normalizes it and no per-row statistic goes through global memory.
 
     sch = tir.Schedule(func); schedule_rows_gpu(sch, sch.get_block("softmax"), threads=128)

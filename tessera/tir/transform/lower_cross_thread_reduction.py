@@ -12,7 +12,18 @@ blocks are lowered) rewrites the thread loop's body as
     if (tx == 0) { B[i] = init; B[i] = combine(B[i], red_shared[0]) }
 
 (P the power of two >= T; red_shared a "shared" buffer of T elements, red_local a "local" one);
-thread_sync then puts a barrier between the steps of the tree. The loops between the thread loop
+thread_sync then puts a barrier between the steps of the tree.
+
+With a warp size W (CUDA: 32), a threadIdx.x loop whose extent T is a multiple of W reduces within
+each warp first, without shared memory or barriers, then across the T / W warps:
+
+    red_local[0] = combine(red_local[0], warp_shuffle_xor(red_local[0], m))   for m in W/2, ..., 1
+    if (tx % W == 0) red_shared[tx / W] = red_local[0]                          (T > W only)
+    red_local[0] = combine(red_shared[0], red_shared[1], ..., red_shared[T/W - 1])
+    if (tx == 0) { B[i] = init; B[i] = combine(B[i], red_local[0]) }
+
+(warp_shuffle_xor(v, m): v of the lane whose index differs by the bits m; after the butterfly every
+lane holds the warp's result): one barrier where the tree takes log2(T). The loops between the thread loop
 and the block must carry only the reduction, and form a perfect nest; anything else is refused by
 name, as are reductions that are not a sum, max or min of the accumulator.
 """
@@ -21,18 +32,20 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import BuildError
-from ...ir import (EQ, LT, Add, Allocate, And, BlockRealize, Buffer, BufferLoad, BufferStore, For, ForKind,
-                   IfThenElse, IntImm, Max, Min, PrimFunc, SeqStmt, collect_vars, const, numpy_dtype,
-                   structural_equal, substitute)
+from ...ir import (EQ, LT, Add, Allocate, And, BlockRealize, Buffer, BufferLoad, BufferStore, Call, FloorDiv,
+                   FloorMod, For, ForKind, IfThenElse, IntImm, Max, Min, PrimFunc, SeqStmt, collect_vars, const,
+                   numpy_dtype, structural_equal, substitute)
 from ...ir.functor import post_order_visit
 from ._stmt_mutator import StmtMutator
 
 _COMBINE = {Add: "sum", Max: "max", Min: "min"}
 
 
-def lower_cross_thread_reduction(func: PrimFunc) -> PrimFunc:
-    """`func` with every reduction bound across threads lowered to a shared-memory tree."""
-    body = _Lower(func).visit(func.body)
+def lower_cross_thread_reduction(func: PrimFunc, warp_size: int | None = None) -> PrimFunc:
+    """`func` with every reduction bound across threads lowered to a shared-memory tree, or with
+    warp_size (a target whose renderer has warp_shuffle_xor) to warp shuffles where the thread
+    extent is a multiple of it (module docstring)."""
+    body = _Lower(func, warp_size).visit(func.body)
     return func if body is func.body else func.with_body(body)
 
 
@@ -53,9 +66,10 @@ def _nest(loop):
 
 
 class _Lower(StmtMutator):
-    def __init__(self, func):
+    def __init__(self, func, warp_size=None):
         super().__init__()
         self.func = func
+        self.warp_size = warp_size
         self.outer = []   # loops around the statement being visited
 
     def visit_For(self, loop):
@@ -133,8 +147,10 @@ class _Lower(StmtMutator):
 
         tx = tloop.loop_var
         name = block.name_hint
+        W = self.warp_size
+        warps = W is not None and T % W == 0 and _thread_tag(tloop) == "threadIdx.x"
         local = Buffer((1,), dt, f"{name}_red_local", scope="local")
-        shared = Buffer((T,), dt, f"{name}_red_shared", scope="shared")
+        shared = Buffer((T // W if warps else T,), dt, f"{name}_red_shared", scope="shared")
         zero = const(0, "int32")
         pred = substitute(realize.predicate, vmap)
         step = BufferStore(local, combine(BufferLoad(local, (zero,)), substitute(term, vmap)), (zero,))
@@ -143,26 +159,46 @@ class _Lower(StmtMutator):
         inner = step
         for lp in reversed(loops[1:]):
             inner = lp.replace(body=inner)
-        stmts = [BufferStore(local, identity, (zero,)), inner,
-                 BufferStore(shared, BufferLoad(local, (zero,)), (tx,))]
-        p = 1
-        while p < T:
-            p *= 2
-        s = p // 2
-        while s >= 1:
-            cond = LT(tx, const(s, tx.dtype))
-            if s * 2 > T:
-                cond = And(cond, LT(tx + const(s, tx.dtype), const(T, tx.dtype)))
-            stmts.append(IfThenElse(cond, BufferStore(shared, combine(BufferLoad(shared, (tx,)),
-                                                                      BufferLoad(shared, (tx + const(s, tx.dtype),))),
-                                                      (tx,))))
-            s //= 2
+        stmts = [BufferStore(local, identity, (zero,)), inner]
+        acc = BufferLoad(local, (zero,))
+        if warps:
+            m = W // 2
+            while m >= 1:
+                stmts.append(BufferStore(local, combine(acc, Call(dt, "warp_shuffle_xor", [acc, const(m, "int32")])),
+                                         (zero,)))
+                m //= 2
+            if T > W:
+                w = const(W, tx.dtype)
+                stmts.append(IfThenElse(EQ(FloorMod(tx, w), const(0, tx.dtype)),
+                                        BufferStore(shared, acc, (FloorDiv(tx, w),))))
+                total = BufferLoad(shared, (zero,))
+                for j in range(1, T // W):
+                    total = combine(total, BufferLoad(shared, (const(j, "int32"),)))
+                stmts.append(BufferStore(local, total, (zero,)))
+            result = acc
+        else:
+            stmts.append(BufferStore(shared, acc, (tx,)))
+            p = 1
+            while p < T:
+                p *= 2
+            s = p // 2
+            while s >= 1:
+                cond = LT(tx, const(s, tx.dtype))
+                if s * 2 > T:
+                    cond = And(cond, LT(tx + const(s, tx.dtype), const(T, tx.dtype)))
+                stmts.append(IfThenElse(cond, BufferStore(shared, combine(BufferLoad(shared, (tx,)),
+                                                                          BufferLoad(shared, (tx + const(s, tx.dtype),))),
+                                                          (tx,))))
+                s //= 2
+            result = BufferLoad(shared, (zero,))
         out_idx = tuple(substitute(i, vmap) for i in idx)
         init = block.init
         final = SeqStmt([BufferStore(buf, substitute(init.value, vmap), tuple(substitute(i, vmap) for i in init.indices)),
-                         BufferStore(buf, combine(BufferLoad(buf, out_idx), BufferLoad(shared, (zero,))), out_idx)])
+                         BufferStore(buf, combine(BufferLoad(buf, out_idx), result), out_idx)])
         stmts.append(IfThenElse(EQ(tx, const(0, tx.dtype)), final))
-        body = Allocate(shared, Allocate(local, SeqStmt(stmts)))
+        body = Allocate(local, SeqStmt(stmts))
+        if not warps or T > W:
+            body = Allocate(shared, body)
         return tloop.replace(body=body)
 
 
