@@ -7,9 +7,9 @@ Sections, in order (--only picks some; each section's failure is recorded and th
 - device: the GPU, its driver, multiprocessors and memory; nvcc's, torch's and cupy's versions.
 - tests: `pytest tests/gpu -m "not slow"` (every CUDA-execution test, skipped without a GPU, runs here).
 - gemm: C = A @ B at 1024^3 and 4096^3, fp32 and fp16 (inputs float16, products accumulated and stored
-  in float32), each with tessera's default GPU schedule (ops/gpu: shared-memory tiles for fp32, the
-  tensor cores for fp16), the other schedule of its dtype (the tensor-core schedule, or the FFMA tiles
-  for fp16 too), and a short tuning run (--trials, 64: autotune.tune_tir on the target's design space;
+  in float32), each with tessera's default GPU schedule (ops/gpu: shared-memory FFMA tiles of 64 x 64
+  for fp32, mma.sync tensor-core tiles for fp16), the others worth measuring beside it (fp32: FFMA
+  tiles of 128 x 128; fp16: wgmma tiles, built for `cuda -arch=sm_90a`), and a short tuning run (--trials, 64: autotune.tune_tir on the target's design space;
   candidates are timed unchecked, the best is checked here like every row) against cuBLAS via
   torch.matmul (TF32 off; fp16 in, fp16 out). Errors are against torch.matmul in float32.
 - rows: softmax over the last axis and layer norm, as one-node models through tessera.compile(target=
@@ -46,12 +46,13 @@ import numpy as np  # noqa: E402
 import tessera  # noqa: E402
 import tessera.backend  # noqa: E402
 from tessera import te, tir  # noqa: E402
-from tessera.ops.gpu import schedule_gemm_gpu, schedule_gemm_tensorcore, schedule_gpu_default  # noqa: E402
-from tessera.ops.gpu.tensorcore import default_tile  # noqa: E402
+from tessera.ops.gpu import schedule_gemm_gpu, schedule_gemm_wgmma, schedule_gpu_default  # noqa: E402
 from tessera.runtime import cuda as cuda_rt  # noqa: E402
 
 SECTIONS = ("device", "tests", "gemm", "rows", "models")
 TARGET = "cuda"
+WGMMA_TARGET = "cuda -arch=sm_90a"       # wgmma is an arch-specific (sm_90a) instruction
+WGMMA_TILES = ((128, 256, 4), (128, 128, 4), (256, 128, 3))   # (BM, BN, stages) of schedule_gemm_wgmma
 
 
 def log(*args):
@@ -176,18 +177,21 @@ def gemm_func(n, dtype):
 
 
 def gemm_schedules(n, dtype):
-    """[(label, schedule)]: the default GPU schedule, then the other one for this dtype."""
+    """[(label, schedule, target)]: the default GPU schedule (fp32: FFMA tiles of 64 x 64; fp16: the
+    mma.sync tensor-core tiles), then the others worth measuring beside it: FFMA tiles of 128 x 128
+    (fp32), Hopper's wgmma tiles (fp16; they build for the arch-specific target sm_90a only)."""
     func = gemm_func(n, dtype)
-    out = [("default", schedule_gpu_default(tir.Schedule(func), TARGET))]
-    sch = tir.Schedule(func)
+    out = [("default", schedule_gpu_default(tir.Schedule(func), TARGET), TARGET)]
     if dtype == "float16":
-        out.append(("ffma tiles", schedule_gemm_gpu(sch, sch.get_block("C"))))
-        tile = default_tile(n, n, n)
-        sch = tir.Schedule(func)
-        out.append((f"tensor cores {'x'.join(map(str, tile[:3]))}", schedule_gemm_tensorcore(sch, sch.get_block("C"),
-                                                                                              *tile)))
+        for bm, bn, stages in WGMMA_TILES:
+            if n % bm == 0 and n % bn == 0:
+                sch = tir.Schedule(func)
+                out.append((f"wgmma {bm}x{bn}x64 s{stages}", schedule_gemm_wgmma(sch, sch.get_block("C"), bm, bn, stages),
+                            WGMMA_TARGET))
     else:
-        out.append(("ffma tiles 64x64", schedule_gemm_gpu(sch, sch.get_block("C"))))
+        sch = tir.Schedule(func)
+        out.append(("ffma tiles 128x128 (8x8 a thread)", schedule_gemm_gpu(sch, sch.get_block("C"), tile_m=128,
+                                                                           tile_n=128, thread_m=8, thread_n=8), TARGET))
     return func, out
 
 
@@ -213,11 +217,11 @@ def section_gemm(ctx):
                     t_ref = event_time(lambda: torch.matmul(ta, tb), ctx["number"])
                     ref = ("cuBLAS (torch.matmul)", t_ref)
             flops = 2.0 * n ** 3
-            for label, sch in schedules:
+            for label, sch, target in schedules:
                 row = {"gemm": f"{'fp32' if dtype == 'float32' else 'fp16'} {n}^3", "schedule": label}
                 try:
                     t0 = time.perf_counter()
-                    mod = tessera.build(sch, target=TARGET)
+                    mod = tessera.build(sch, target=target)
                     row["build_s"] = round(time.perf_counter() - t0, 2)
                     kern = next(iter(mod.ptxas.values()), {})
                     row["registers"], row["spills"] = kern.get("registers"), kern.get("spill_stores")

@@ -93,14 +93,18 @@ class CodeGenCUDA(GPUCodeGen):
 
     def check_intrin(self, name: str, needs: list):
         """A CUDA intrinsic names the oldest architecture it runs on (sm_70); the target's -arch
-        (sm_90 by default) must be at least that; CPU features are refused."""
+        (sm_90 by default) must be at least that, or exactly it for an arch-specific one (sm_90a:
+        wgmma); CPU features are refused."""
         arch = (self.target.attrs.get("arch") if self.target is not None else None) or "sm_90"
         have = int(re.match(r"sm_(\d+)", arch).group(1))
         for f in needs:
-            m = re.fullmatch(r"sm_(\d+)", f)
+            m = re.fullmatch(r"sm_(\d+)(a?)", f)
             if m is None:
                 raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs the CPU feature {f}; "
                                    f"it is not a CUDA intrinsic")
+            if m.group(2) and arch != f:     # an arch-specific feature set (sm_90a) is in no other architecture
+                raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs the arch-specific target "
+                                   f"{f} (cuda -arch={f}); the target builds for {arch}")
             if int(m.group(1)) > have:
                 raise TesseraError(f"tensor intrinsic {name!r} in {self.func_name} needs {f} or newer; the target "
                                    f"builds for {arch}")

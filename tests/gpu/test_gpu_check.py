@@ -29,8 +29,10 @@ def test_the_dry_run_builds_every_kernel_of_the_check(tmp_path):
     for n in (1024, 4096):
         for dt in ("fp32", "fp16"):
             assert (f"{dt} {n}^3", "default") in labels
-    tensor_core = [r for r in gemm if r["schedule"].startswith("tensor cores")]
-    assert tensor_core and all(r["registers"] > 0 and r["spills"] == 0 for r in tensor_core)
+    tensor_core = [r for r in gemm if r["gemm"].startswith("fp16") and r["schedule"] == "default"
+                   or r["schedule"].startswith("wgmma")]
+    assert len([r for r in tensor_core if r["schedule"].startswith("wgmma")]) == 6     # 3 tiles at 1024 and at 4096
+    assert all(r["registers"] > 0 and r["spills"] == 0 for r in tensor_core)
     tuned = [r for r in gemm if r["schedule"].startswith("tuned")]
     assert len(tuned) == 2 and all(r["candidates_built"] > 0 for r in tuned)
     assert len(sections["rows"]) == 4

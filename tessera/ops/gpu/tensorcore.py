@@ -9,11 +9,14 @@ The loops i and j split by BM and BN go to blockIdx.y and blockIdx.x (batch loop
 blockIdx.z); the tile loops and the whole reduction become the intrinsic's call. M must be a
 multiple of BM, N of BN, and K, the row strides of A and B, of 8 (16-byte rows for cp.async).
 TILE_CONFIGS are the tile shapes the default schedule and the tuner choose from.
+`schedule_gemm_wgmma` tiles the same way onto Hopper's warpgroup MMA (tir/tensor_intrin/cuda_wgmma.py;
+target `cuda -arch=sm_90a`); no device has run it yet, so no default schedule chooses it.
 """
 from __future__ import annotations
 
 from ...errors import ScheduleError, TesseraError
 from ...ir import IntImm
+from ...tir.tensor_intrin import cuda_wgmma as wgmma
 from ...tir.tensor_intrin.cuda_gemm import check_shape, register, shared_bytes, threads
 
 # (bm, bn, bk, wm, wn, stages): large tiles first (more reuse per byte copied), smaller ones where
@@ -96,10 +99,27 @@ def schedule_gemm_tensorcore(sch, block, bm=128, bn=128, bk=32, wm=64, wn=64, st
         check_shape(bm, bn, bk, wm, wn, stages)
     except TesseraError as e:
         raise ScheduleError(f"schedule_gemm_tensorcore: {e}") from None
+    return _tile_onto(sch, block, bm, bn, lambda: register(bm, bn, bk, wm, wn, stages), "schedule_gemm_tensorcore")
+
+
+def schedule_gemm_wgmma(sch, block, bm=128, bn=256, stages=4):
+    """Tile `block` as schedule_gemm_tensorcore does, onto Hopper's warpgroup MMA instead
+    (cuda_wgmma_gemm_f16f32_*: BM / 64 warpgroups of wgmma m64nBNk16, K slices of 64); it builds
+    for the target `cuda -arch=sm_90a` only. Returns sch."""
+    try:
+        wgmma.check_shape(bm, bn, wgmma.BK, stages)
+    except TesseraError as e:
+        raise ScheduleError(f"schedule_gemm_wgmma: {e}") from None
+    return _tile_onto(sch, block, bm, bn, lambda: wgmma.register(bm, bn, wgmma.BK, stages), "schedule_gemm_wgmma")
+
+
+def _tile_onto(sch, block, bm, bn, intrin, who):
+    """Blocks of BM x BN of C on blockIdx.y / x (batches on blockIdx.z), each tile's loops and the
+    whole reduction tensorized by the block-level intrinsic intrin() names."""
     nbatch, m, n, k = gemm_extents(sch, block)
     name = sch.get(block).name_hint
     if not fits(m, n, k, (bm, bn)):
-        raise ScheduleError(f"schedule_gemm_tensorcore: block {name!r} is {m} x {n} x {k}; the {bm} x {bn} tiles "
+        raise ScheduleError(f"{who}: block {name!r} is {m} x {n} x {k}; the {bm} x {bn} tiles "
                             f"need M a multiple of {bm}, N of {bn} and K, N multiples of 8")
     *batch, i, j, kk = sch.get_loops(block)
     io, ii = sch.split(i, [None, bm])
@@ -109,9 +129,9 @@ def schedule_gemm_tensorcore(sch, block, bm=128, bn=128, bk=32, wm=64, wn=64, st
     sch.bind(jo, "blockIdx.x")
     if batch:
         sch.bind(sch.fuse(*batch) if len(batch) > 1 else batch[0], "blockIdx.z")
-    sch.tensorize(ii, register(bm, bn, bk, wm, wn, stages))
+    sch.tensorize(ii, intrin())
     return sch
 
 
 __all__ = ["DEFAULT_TILE", "TILE_CONFIGS", "default_tile", "fits", "gemm_extents", "schedule_gemm_tensorcore",
-           "tile_space"]
+           "schedule_gemm_wgmma", "tile_space"]

@@ -13,5 +13,6 @@ from .intrin import TensorIntrin
 from . import x86  # noqa: E402,F401  (registers the x86 intrinsics)
 from . import cuda  # noqa: E402,F401  (registers the CUDA tensor-core intrinsics)
 from . import cuda_gemm  # noqa: E402,F401  (the block-level tensor-core GEMM family)
+from . import cuda_wgmma  # noqa: E402,F401  (the same on Hopper's warpgroup MMA, sm_90a)
 
-__all__ = ["TensorIntrin", "cuda", "cuda_gemm", "x86"]
+__all__ = ["TensorIntrin", "cuda", "cuda_gemm", "cuda_wgmma", "x86"]

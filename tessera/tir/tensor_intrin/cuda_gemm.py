@@ -70,13 +70,15 @@ def shared_bytes(bm: int, bn: int, bk: int, stages: int) -> int:
     return stages * (bm * bk + bk * bn) * 2
 
 
-def _desc(bm: int, bn: int) -> PrimFunc:
+def gemm_desc(bm: int, bn: int) -> PrimFunc:
     K = Var("K")
     A, B, C = Buffer((bm, K), "float16", "A"), Buffer((K, bn), "float16", "B"), Buffer((bm, bn), "float32", "C")
     return gemm_tile_desc(A, B, C, bm, bn, K, lambda i, k: A[i, k], lambda k, j: B[k, j], "float32")
 
 
-def _impl(fn: str, bm: int, bn: int, n_threads: int, smem: int) -> PrimFunc:
+def block_gemm_impl(fn: str, bm: int, bn: int, n_threads: int, smem: int) -> PrimFunc:
+    """The call of a block-level GEMM micro-kernel `fn(K, A, lda, B, ldb, C, ldc)` by every thread of a
+    block of n_threads, with smem bytes of dynamic shared memory."""
     K, lda, ldb, ldc = Var("K"), Var("lda"), Var("ldb"), Var("ldc")
     A = Buffer((bm, K), "float16", "A", strides=(lda, 1))
     B = Buffer((K, bn), "float16", "B", strides=(ldb, 1))
@@ -91,8 +93,26 @@ def _impl(fn: str, bm: int, bn: int, n_threads: int, smem: int) -> PrimFunc:
     return PrimFunc([A, B, C], BlockRealize([], True, Block([], [], [], "root", body)))
 
 
+# what the block-level GEMMs (this family, cuda_wgmma's) share, defined once per translation unit
+CP_ASYNC = r"""#ifndef TSR_CP_ASYNC
+#define TSR_CP_ASYNC
+namespace tsr_cp {
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+/* 16 bytes global -> shared, asynchronously; zero-filled where `full` is false (nothing read) */
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(full ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+}  // namespace tsr_cp
+#endif
+"""
+
 # the shared part of every variant, defined once per translation unit (#ifndef)
-TEMPLATE = r"""#ifndef TSR_TC_GEMM_F16F32
+TEMPLATE = CP_ASYNC + r"""#ifndef TSR_TC_GEMM_F16F32
 #define TSR_TC_GEMM_F16F32
 #include <cuda_fp16.h>
 /* The block-level tensor-core GEMM of the cuda_tc_gemm_f16f32_* intrinsics (tir/tensor_intrin/cuda_gemm.py):
@@ -102,9 +122,10 @@ TEMPLATE = r"""#ifndef TSR_TC_GEMM_F16F32
    STAGES deep; ldmatrix reads them (B transposed). A K that is not a multiple of BK is zero-filled. */
 namespace tsr_tc {
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+using tsr_cp::cp_async16;
+using tsr_cp::cp_async_commit;
+using tsr_cp::cp_async_wait;
+using tsr_cp::smem_addr;
 
 /* Where 16-byte chunk c of row r of a tile with CHUNKS chunks a row is stored: XOR-swizzled, so that
    one chunk column of 8 consecutive rows (what ldmatrix reads) lies in 8 different bank groups. */
@@ -113,14 +134,6 @@ __device__ __forceinline__ int swizzle(int r, int c) {
   if (CHUNKS >= 8) return (c & ~7) | ((c ^ r) & 7);
   return c ^ ((r / (8 / CHUNKS)) % CHUNKS);
 }
-
-/* 16 bytes global -> shared, asynchronously; zero-filled where `full` is false (nothing read) */
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool full) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(full ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -263,9 +276,8 @@ def _address(arg):
     return None
 
 
-def _tile_of(shape, call):
+def _tile_of(bm, bn, call):
     """The C tile a call writes (EpilogueHook.tile): BM rows ldc apart, BN contiguous columns."""
-    bm, bn = shape[0], shape[1]
     got = _address(call.args[5]) if len(call.args) == 7 else None
     ldc = call.args[6] if len(call.args) == 7 else None
     if got is None or type(ldc) is not E.IntImm or str(got[0].dtype) != "float32":
@@ -273,28 +285,34 @@ def _tile_of(shape, call):
     return Tile(got[0], got[1], ((int(ldc.value), bm), (1, bn)), 1, "float32")
 
 
-def _zero_variant(shape, call, epi):
-    """The zero-start call (EpilogueHook.fuse): only the init folds in; an epilogue stays its own nest."""
-    if not epi.zero_init or epi.out is not None or epi.first is not None:
-        return None
-    fn = _fn(*shape, True)
-    return Call("handle", fn, list(call.args)), (fn,), c_source(*shape, True)
+def register_block_gemm(name: str, bm: int, bn: int, n_threads: int, smem: int, source, features, doc: str) -> None:
+    """Register a block-level GEMM micro-kernel (this family's shape, C[bm, bn] f32 += A[bm, K] f16 *
+    B[K, bn] f16 by n_threads threads with smem bytes of dynamic shared memory) under name, once.
+    source(zero) gives the C source of the call `name` (zero False) or of its zero-start variant
+    `name_z` (the EpilogueHook: fuse_intrin_epilogue folds the tile's zero init into the call)."""
+    if TensorIntrin.get(name, allow_missing=True) is not None:
+        return
+
+    def zero_variant(call, epi):
+        if not epi.zero_init or epi.out is not None or epi.first is not None:
+            return None          # only the init folds in; an epilogue stays its own nest
+        return Call("handle", name + "_z", list(call.args)), (name + "_z",), source(True)
+
+    TensorIntrin.register(name, gemm_desc(bm, bn), block_gemm_impl(name, bm, bn, n_threads, smem),
+                          c_source=source(False), features=features,
+                          epilogue=EpilogueHook(lambda call: _tile_of(bm, bn, call), zero_variant, global_tile=True),
+                          doc=doc)
 
 
 def register(bm: int, bn: int, bk: int, wm: int, wn: int, stages: int) -> str:
     """Register the intrinsic of this shape (once); its name."""
     check_shape(bm, bn, bk, wm, wn, stages)
     name = intrin_name(bm, bn, bk, wm, wn, stages)
-    if TensorIntrin.get(name, allow_missing=True) is None:
-        shape = (bm, bn, bk, wm, wn, stages)
-        TensorIntrin.register(
-            name, _desc(bm, bn), _impl(_fn(*shape, False), bm, bn, threads(bm, bn, wm, wn),
-                                       shared_bytes(bm, bn, bk, stages)),
-            c_source=c_source(*shape), features=("sm_80",),
-            epilogue=EpilogueHook(lambda call, s=shape: _tile_of(s, call),
-                                  lambda call, epi, s=shape: _zero_variant(s, call, epi), global_tile=True),
-            doc=f"C[{bm}x{bn}] f32 += A[{bm}xK] f16 * B[Kx{bn}] f16 by a block of {threads(bm, bn, wm, wn)} threads "
-                f"(mma.sync m16n8k16, {stages}-stage cp.async pipeline, K slices of {bk})")
+    shape = (bm, bn, bk, wm, wn, stages)
+    register_block_gemm(name, bm, bn, threads(bm, bn, wm, wn), shared_bytes(bm, bn, bk, stages),
+                        lambda zero: c_source(*shape, zero), ("sm_80",),
+                        f"C[{bm}x{bn}] f32 += A[{bm}xK] f16 * B[Kx{bn}] f16 by a block of {threads(bm, bn, wm, wn)} "
+                        f"threads (mma.sync m16n8k16, {stages}-stage cp.async pipeline, K slices of {bk})")
     return name
 
 
@@ -311,5 +329,6 @@ def parse_name(name: str):
     return None if m is None else tuple(int(g) for g in m.groups())
 
 
-__all__ = ["BLOCK_EXEC", "DYN_SHARED", "PATTERN", "check_shape", "c_source", "intrin_name", "parse_name", "register",
+__all__ = ["BLOCK_EXEC", "CP_ASYNC", "DYN_SHARED", "PATTERN", "block_gemm_impl", "check_shape", "c_source", "gemm_desc",
+           "intrin_name", "parse_name", "register", "register_block_gemm",
            "shared_bytes", "threads"]
