@@ -465,13 +465,32 @@ def _runtime_inputs(graph, params) -> dict:
 
 
 def _check_calib_array(path: str, name: str, arr, want) -> None:
-    got = f"{arr.dtype}[{', '.join(str(d) for d in arr.shape)}]"
+    _check_calib_header(path, name, tuple(arr.shape), arr.dtype, want)
+
+
+def _check_calib_header(path: str, name: str, shape: tuple, dtype, want) -> None:
+    """Refuse an array of `shape` and `dtype` (read or as its .npy header says) for input `name` of
+    TensorType `want`, naming the file."""
+    got = f"{dtype}[{', '.join(str(d) for d in shape)}]"
     expects = f"input {name!r} expects {want}"
-    if str(arr.dtype) != str(want.dtype):
+    if str(dtype) != str(want.dtype):
         raise TesseraError(f"calibration file {path}: {expects}, the file holds {got} (convert it: "
                            f"arr.astype('{want.dtype}'))")
-    if arr.ndim != len(want.shape) or any(isinstance(d, int) and d != n for d, n in zip(want.shape, arr.shape)):
+    if len(shape) != len(want.shape) or any(isinstance(d, int) and d != n for d, n in zip(want.shape, shape)):
         raise TesseraError(f"calibration file {path}: {expects}, the file holds {got}")
+
+
+def _npz_member_header(z, name: str) -> tuple:
+    """(shape, dtype) of array `name` of an open NpzFile, from its .npy header alone: a member is
+    checked before it is decompressed (a small archive may hold an array of any size)."""
+    import numpy as np
+
+    member = name + ".npy" if name + ".npy" in z.zip.namelist() else name
+    with z.zip.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(f)
+    return shape, dtype
 
 
 def _calibration_files(folder: str) -> list:
@@ -526,11 +545,14 @@ def _calibration_samples(files, inputs: dict) -> list:
                 raise TesseraError(f"calibration file {path} lacks the input(s) {missing} (the model's inputs: "
                                    f"{names})")
             try:
+                for n in names:      # shapes and dtypes from the headers, before any array is decompressed
+                    shape, dtype = _npz_member_header(z, n)
+                    if dtype.hasobject:
+                        raise ValueError(f"array {n!r} holds Python objects, which need pickle (never loaded)")
+                    _check_calib_header(path, n, shape, dtype, inputs[n])
                 data = {n: z[n] for n in names}
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
                 raise TesseraError(f"cannot read calibration file {path} as a .npz archive of arrays: {e}") from None
-        for n in names:
-            _check_calib_array(path, n, data[n], inputs[n])
         samples.append(data)
     return samples
 

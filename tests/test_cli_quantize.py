@@ -159,6 +159,23 @@ def test_bad_calibration_folders_are_refused_naming_the_file(cnn, tmp_path, caps
     expect_error(capsys, base + [str(junk)], "one.npz", "one .npy array, not a .npz archive")
 
 
+def test_an_npz_member_is_checked_by_its_header_before_it_is_decompressed(cnn, tmp_path, capsys):
+    """An archive member whose header says 4 GiB of float32 (and holds a few bytes) is refused by its
+    shape: nothing past the header is read, where np.load would first try to read the whole array."""
+    import io
+    import zipfile
+
+    d, model, _ = cnn
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False, "shape": (1024, 3, 512, 683)})
+    with zipfile.ZipFile(folder / "s.npz", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("image.npy", head.getvalue() + b"\x00" * 64)
+    expect_error(capsys, ["quantize", str(model), "-o", str(tmp_path / "out.onnx"), "--calib", str(folder)],
+                 "s.npz", "expects float32[1, 3, 8, 8]", "float32[1024, 3, 512, 683]")
+
+
 def test_several_inputs_refuse_npy_files_and_missing_inputs(tmp_path, capsys):
     opts = SMALL["bert_base"]
     model = tmp_path / "bert.onnx"
