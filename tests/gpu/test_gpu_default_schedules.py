@@ -122,17 +122,20 @@ def test_conv_with_its_epilogue_is_one_kernel_on_opencl(case):
     assert len(fn.meta["kernels"]) == 1
 
 
+@pytest.mark.parametrize("target", ["opencl", "cuda"])
 @pytest.mark.parametrize("op,shape", [("Softmax", (3, 40, 128)), ("Softmax", (16, 100)),
                                       ("LayerNormalization", (2, 9, 768)), ("LayerNormalization", (8, 70))])
-def test_rows_are_one_kernel_without_races(op, shape):
-    """Softmax and layer norm: the row statistics reduced by the block's threads in shared memory and
-    the row normalized by the same block, one kernel; the work-group executor finds no race."""
+def test_rows_are_one_kernel_without_races(op, shape, target):
+    """Softmax and layer norm: the row statistics reduced by the block's threads (a shared-memory tree
+    on OpenCL, warp shuffles and one barrier on CUDA) and the row normalized by the same block, one
+    kernel; the work-group executor finds no race."""
     model = _row_model(op, shape)
-    sch, prog = _scheduled_kernel_func(model)
-    func = _lower(sch)
-    src = tessera.backend.generate(sch, "opencl")
+    sch, prog = _scheduled_kernel_func(model, target)
+    func = _lower(sch, target)
+    src = tessera.backend.generate(sch, target)
     (meta,) = src.meta
     assert len(meta["kernels"]) == 1
+    assert ("__shfl_xor_sync" in src.text) == (target == "cuda")
     x = RNG.standard_normal(shape).astype("float32")
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
     ins = [x] + [numpy_helper.to_array(t) for t in model.graph.initializer]
