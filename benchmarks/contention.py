@@ -9,13 +9,15 @@ Per model (tessera.zoo, batch 1) and condition, this process times tessera (tess
 "c -num-threads=N", the AOT entry) and ONNX Runtime (CPUExecutionProvider, intra_op_num_threads=N) in
 alternating blocks of calls for --seconds, each block after the process's own threads went quiet
 (_common.quiesce). Conditions: alone; beside a second process running the same model in a loop with
-tessera (its kernels' threads wait as this process's do, runtime/openmp.py), with ONNX Runtime, and
-with tessera under OMP_WAIT_POLICY=active (an OpenMP program whose threads spin while they wait). The
+tessera (its kernels' threads wait as this process's do: tessera's thread pool, runtime/pool.py), with
+ONNX Runtime, and with tessera on libgomp under OMP_WAIT_POLICY=active (TESSERA_OPENMP=libgomp: an
+OpenMP program whose threads spin while they wait). The
 second process starts before each condition and is stopped after it. Figures: median ms per call and
 the slow-down, the median beside the second process over the median alone; the goal is a tessera
 slow-down no worse than ONNX Runtime's. `waits_pct`: the share of this process's time its threads
-spent waiting for a CPU while tessera ran (runtime/contention.py). The OpenMP wait policy in force
-is printed: a user's GOMP_SPINCOUNT or OMP_WAIT_POLICY applies to this process and to the second one.
+spent waiting for a CPU while tessera ran (runtime/contention.py). How the kernels' threads wait is
+printed: a user's TESSERA_SPIN_US, OMP_WAIT_POLICY=passive or TESSERA_OPENMP applies to this process and
+to the second one.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ MODELS = ("mobilenet_v2", "resnet18")
 CONDITIONS = (("alone", None, {}),
               ("beside tessera", "tessera", {}),
               ("beside onnxruntime", "onnxruntime", {}),
-              ("beside spinning OpenMP", "tessera", {"OMP_WAIT_POLICY": "active"}))
+              ("beside spinning OpenMP", "tessera", {"OMP_WAIT_POLICY": "active", "TESSERA_OPENMP": "libgomp"}))
 
 
 def _log(msg: str) -> None:
@@ -184,7 +186,7 @@ def main(argv=None) -> int:
     if args.serve:
         return serve(args)
     from tessera import zoo
-    from tessera.runtime import openmp
+    from tessera.runtime import c_compiler, openmp, pool
 
     names = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in zoo.list_models()]
@@ -196,7 +198,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="tessera-contention-") as folder:
         for name in names:
             bench_model(name, args, folder, rows)
-    policy = openmp.wait_policy()
+    policy = pool.describe() if c_compiler.openmp_runtime() == "pool" else openmp.wait_policy()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"\nmedian ms per call, {args.threads} threads; slow-down: beside the second process / alone "
           f"(tessera's no worse than ONNX Runtime's: slowdown_ratio <= 1)\nOpenMP wait: {policy}"

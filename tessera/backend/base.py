@@ -43,13 +43,14 @@ class KernelInfo:
 class Source:
     """Rendered code of one translation unit, what it holds, and the target it is for. `prepare`, when
     given, runs before the compiler does and only then (not on a cache hit): it writes the files the text
-    embeds (the ahead-of-time library's weights blob)."""
+    embeds (the ahead-of-time library's weights blob). `pool`: see runtime/c_compiler.compile_source."""
 
     text: str
     functions: tuple
     target: Target
     name_hint: str = "kernel"
     prepare: Callable[[], object] | None = field(default=None, compare=False, repr=False)
+    pool: bool = True     # C: parallel loops on tessera's thread pool (False: libgomp, for programs outside tessera)
 
     def function(self, name: str) -> KernelInfo:
         for f in self.functions:

@@ -29,7 +29,8 @@ class CBackend(Backend):
         return Source(text, tuple(KernelInfo.from_dict(i) for i in infos), target, name_hint)
 
     def compile(self, source: Source) -> str:
-        return compile_source(source.text, source.target, name_hint=source.name_hint, prepare=source.prepare)
+        return compile_source(source.text, source.target, name_hint=source.name_hint, prepare=source.prepare,
+                              pool=source.pool)
 
     def load(self, path: str) -> Module:
         return Module(path)

@@ -24,12 +24,10 @@ def build_aot(exe, prefix: str = DEFAULT_PREFIX, strategy: str = "greedy", opt_l
     out.kernels = list(compiled.kernels.values())     # the graph Kernels (programs, sources) in first-use order
 
     def exporter(aot, path, new_prefix):
+        """The library built again for programs outside tessera: on libgomp, not this process's pool."""
         path = target_path(path)
-        if new_prefix is not None and new_prefix != aot.prefix:
-            renamed = build_library(compiled, new_prefix, aot=True, strategy=strategy)
-            write_library(renamed.path, renamed.header, path)
-        else:
-            write_library(aot.library_path, aot.header, path)
+        lib = build_library(compiled, new_prefix or aot.prefix, aot=True, strategy=strategy, pool=False)
+        write_library(lib.path, lib.header, path)
         return path
 
     out.exporter = exporter

@@ -20,7 +20,7 @@ def export_library(exe, path, prefix: str | None = None) -> str:
     with static shapes, its C header beside it (`<stem>.h`); returns the library's path.
     prefix: the C API's name prefix (default tessera_model)."""
     path = target_path(path)
-    lib = build_library(exe, prefix or DEFAULT_PREFIX)
+    lib = build_library(exe, prefix or DEFAULT_PREFIX, pool=False)   # for any program: libgomp's OpenMP
     write_library(lib.path, lib.header, path)
     return path
 

@@ -243,7 +243,7 @@ def model_header(graph: Graph, prefix: str, plan, weights_bytes: int, target) ->
 # the library
 # ---------------------------------------------------------------------------------------------
 def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
-                  strategy: str = "greedy") -> Library:
+                  strategy: str = "greedy", pool: bool = True) -> Library:
     """Compile a compiled graph (a CompiledGraph, or the executor tessera.compile returns) into one
     library (see the module docstring).
 
@@ -251,6 +251,8 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
     them when the shapes are static. strategy: plan_memory's. A unit the C compiler refuses is built
     once more after each scheduled kernel that does not compile on its own fell back to its
     unscheduled program (graph Kernel.unschedule: the one fall-back, one warning a kernel).
+    pool: parallel loops on tessera's thread pool (a library this process loads); False: on libgomp
+    (a library for programs outside tessera, export_library).
     """
     compiled = compiled_of(exe)
     check_prefix(prefix)
@@ -270,20 +272,20 @@ def build_library(exe, prefix: str = DEFAULT_PREFIX, aot: bool | None = None,
         if plan is None or plan.strategy != strategy:
             plan = plan_memory(g, strategy=strategy)
     with progress.stage("writing the library's C", detail=f"{len(compiled.kernels)} kernels"):
-        unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend)
+        unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend, pool)
     try:
         with progress.stage("compiling the library", detail=f"{len(compiled.kernels)} kernels in one C file"):
             path = backend.compile(unit)
     except BuildError:
         if not _unschedule_failing(compiled):
             raise
-        unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend)   # the fallen-back kernels in it
+        unit, header, doc = _unit(compiled, prefix, plan, with_entry, backend, pool)   # the fallen-back kernels in it
         with progress.stage("compiling the library again", detail="the failing kernels unscheduled"):
             path = backend.compile(unit)
     return Library(path, header, doc, plan)
 
 
-def _unit(compiled, prefix: str, plan, with_entry: bool, backend) -> tuple:
+def _unit(compiled, prefix: str, plan, with_entry: bool, backend, pool: bool) -> tuple:
     """(the library's translation unit as a backend Source, its header or None, its graph document)."""
     g, target = compiled.graph, compiled.target
     lowered, kernels_json = _lower_kernels(compiled)
@@ -318,7 +320,7 @@ def _unit(compiled, prefix: str, plan, with_entry: bool, backend) -> tuple:
                  + "  " + c_string(text, 100, sep="\n  ") + ";\n")
     # the blob is written (or checked) only when the library is compiled: a cached library needs no blob
     unit = Source("\n".join(parts), source.functions if source else (), target, identifier(g.name),
-                  prepare=(lambda: _weights_file(blob, digest)) if blob else None)
+                  prepare=(lambda: _weights_file(blob, digest)) if blob else None, pool=pool)
     return unit, header, doc
 
 

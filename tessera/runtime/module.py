@@ -16,6 +16,7 @@ import ctypes
 import json
 import mmap
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -29,7 +30,7 @@ from ..ir.dtype import DataType
 from ..target import check_cpu_features
 from ..toolchain import asan_runtime
 from . import cache
-from . import openmp
+from . import openmp, pool
 from .ndarray import NDArray, DTYPE_INFO, dtype_info, from_dlpack
 
 ERR_LEN = 1024
@@ -405,7 +406,9 @@ class Module:
         return evaluator
 
     def export_library(self, path) -> str:
-        """Write the self-contained library to `path` (source and metadata travel inside it)."""
+        """Write the self-contained library to `path` (source and metadata travel inside it). Its
+        parallel loops call tessera's thread pool, which tessera.runtime.load_module loads first; a
+        model for other programs is exported with its executor's export_library (libgomp)."""
         path = os.path.abspath(os.fspath(path))
         if path == self.path:
             return path
@@ -471,7 +474,10 @@ def _dlopen(path: str) -> ctypes.CDLL:
     file under that name has changed, so a re-exported module would silently run the old code.
     """
     cache.check_before_load(path)
-    _check_sanitizer(path)
+    needs = _needs(path)
+    _check_sanitizer(path, needs)
+    if "pool" in needs:
+        pool.load(needs["pool"])      # the thread pool the library calls (its symbols resolve at dlopen)
     st = os.stat(path)
     sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     with _LOAD_LOCK:
@@ -490,14 +496,31 @@ def _dlopen(path: str) -> ctypes.CDLL:
             raise TesseraError(f"cannot load {path} as a shared library: {e}") from None
 
 
-def _check_sanitizer(path: str):
-    """Refuse (instead of letting the process abort) an ASan module when ASan is not preloaded."""
+_NEEDS = re.compile(rb"libasan\.so|" + re.escape(pool.POOL_MARK) + rb"([^\x00]{1,4096})\x00")
+
+
+def _needs(path: str) -> dict:
+    """What the library at `path` needs loaded before it, from its bytes in one pass: "asan" (an ASan
+    build: its dynamic strings name libasan.so) and "pool" (the path of tessera's thread pool library,
+    which a library calling the pool names after pool.POOL_MARK)."""
+    found: dict = {}
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            needs_asan = m.find(b"libasan.so") >= 0
+            for hit in _NEEDS.finditer(m):
+                if hit.group(1) is not None:
+                    found.setdefault("pool", os.fsdecode(hit.group(1)))
+                else:
+                    found["asan"] = True
+                if len(found) == 2:
+                    break
     except (OSError, ValueError):
-        return
-    if needs_asan and not hasattr(ctypes.CDLL(None), "__asan_init"):
+        pass
+    return found
+
+
+def _check_sanitizer(path: str, needs: dict):
+    """Refuse (instead of letting the process abort) an ASan module when ASan is not preloaded."""
+    if "asan" in needs and not hasattr(ctypes.CDLL(None), "__asan_init"):
         try:
             lib = asan_runtime()
         except TesseraError:

@@ -1,5 +1,7 @@
-"""How the threads of tessera's parallel kernels wait: libgomp (the OpenMP runtime gcc's -fopenmp
-links) configured before tessera loads its first library.
+"""How the threads of the kernels that link libgomp wait: libgomp (the OpenMP runtime gcc's -fopenmp
+links) configured before tessera loads its first library. Most of tessera's libraries call tessera's
+own thread pool instead (runtime/pool.py); libgomp remains for those the pool does not fit (other
+OpenMP constructs), sanitizer builds, exported models and TESSERA_OPENMP=libgomp.
 
 Between two parallel regions, and at the barrier that ends one, a kernel's threads wait for each
 other. libgomp spins while it waits -- by default GOMP_SPINCOUNT=300000 iterations of `pause`,

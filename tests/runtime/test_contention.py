@@ -1,6 +1,7 @@
-"""A machine whose cores other work shares: tessera's kernels wait for each other with a bounded
-spin (runtime/openmp.py: libgomp configured before the first library loads), and tessera can tell a
-busy machine from a slow program (runtime/contention.py: threads' waits for a CPU, stalled repeats)."""
+"""A machine whose cores other work shares: kernels on libgomp wait for each other with a bounded spin
+(runtime/openmp.py: libgomp configured before the first library loads; tessera's own thread pool is
+tests/runtime/test_pool.py), and tessera can tell a busy machine from a slow program
+(runtime/contention.py: threads' waits for a CPU, stalled repeats)."""
 import os
 import subprocess
 import sys
@@ -18,12 +19,21 @@ TARGET = "c -num-threads=2"
 
 @pytest.fixture(scope="module")
 def parallel_library():
-    """A kernel with a parallel loop (it links libgomp), built here for the subprocesses to load."""
+    """A kernel with a parallel loop linking libgomp (TESSERA_OPENMP=libgomp: not tessera's thread
+    pool), built here for the subprocesses to load."""
     A = te.placeholder((256,), name="A")
     B = te.compute((256,), lambda i: A[i] * 2.0, name="B")
     sch = tir.Schedule(te.create_prim_func([A, B]))
     sch.parallel(sch.get_loops(sch.get_block("B"))[0])
-    return tessera.build(sch.mod, target=TARGET).path
+    before = os.environ.get("TESSERA_OPENMP")
+    os.environ["TESSERA_OPENMP"] = "libgomp"
+    try:
+        return tessera.build(sch.mod, target=TARGET).path
+    finally:
+        if before is None:
+            del os.environ["TESSERA_OPENMP"]
+        else:
+            os.environ["TESSERA_OPENMP"] = before
 
 
 def libgomp_settings(library: str, **env) -> dict:

@@ -60,8 +60,8 @@ class LocalRunner:
     """Checks and times built candidates in one persistent worker process (module docstring).
     check=False skips the output check (never for tuning: a miscompiled candidate could win).
     env: environment variables for the measuring process, e.g. {"OMP_WAIT_POLICY": "PASSIVE"}; by
-    default the user's environment, the one a deployed kernel runs in (where it sets no OpenMP wait
-    policy, the worker's kernels wait with tessera's bounded spin, runtime/openmp.py)."""
+    default the user's environment, the one a deployed kernel runs in (the worker's kernels wait as
+    tessera's thread pool has them, runtime/pool.py, or on libgomp as runtime/openmp.py bounds it)."""
 
     def __init__(self, number: int = 3, repeat: int = 1, min_repeat_ms: int = 100, timeout: float = 10.0,
                  flush_cache=False, check: bool = True, seed: int = 0, ref_timeout: float = 600.0,
