@@ -24,7 +24,7 @@ import os
 import threading
 
 from ..errors import TesseraError
-from .cache import check_before_load
+from .cache import cache_dir, check_before_load
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tsr_pool.c")
 POOL_MARK = b"tessera-pool-library:"   # in a library that calls the pool, before the pool library's path
@@ -34,18 +34,25 @@ _handle = None
 
 
 def load(path: str) -> ctypes.CDLL:
-    """Load the pool library at `path` (a kernel-cache entry, checked before it is loaded) with its
-    symbols global, once a process; the libraries that call the pool resolve against it."""
+    """Load the pool library at `path` with its symbols global, once a process; the libraries that call
+    the pool resolve against it. Only an entry of this kernel cache, checked against its integrity
+    record, is loaded: the path comes from a library's bytes."""
     global _handle
     if _handle is None:
         with _lock:
             if _handle is None:
-                if not os.path.isfile(path):
+                real, root = os.path.realpath(path), os.path.realpath(cache_dir())
+                if os.path.dirname(os.path.dirname(real)) != root:
+                    raise TesseraError(f"a library names {path} as tessera's thread pool library, which is not an "
+                                       f"entry of this kernel cache ({root}): tessera loads the pool only from its "
+                                       f"cache; compile the model again here, or export it with its executor's "
+                                       f"export_library (which links libgomp)")
+                if not os.path.isfile(real):
                     raise TesseraError(f"tessera's thread pool library {path} is not there (the kernel cache was "
-                                       f"cleared or the library copied from elsewhere): compile the model again, "
-                                       f"or export it with its executor's export_library (which links libgomp)")
-                check_before_load(path)
-                lib = ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
+                                       f"cleared since the library was built): compile the model again, or export "
+                                       f"it with its executor's export_library (which links libgomp)")
+                check_before_load(real)
+                lib = ctypes.CDLL(real, mode=os.RTLD_GLOBAL | os.RTLD_NOW)
                 lib.tsr_pool_spin_us.restype = ctypes.c_longlong
                 lib.tsr_pool_default_threads.restype = ctypes.c_int
                 _handle = lib
