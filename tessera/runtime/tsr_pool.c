@@ -85,15 +85,13 @@ static inline void cpu_relax(void) {
    team. A spinning thread is runnable all the time, so where other threads want the cores it runs
    only in its turn, a time slice later, while a sleeping one runs as soon as it is woken: every
    parallel region of a model would wait that long. The masters look at the number of runnable
-   threads on the machine (/proc/loadavg's fourth field) at most every SAMPLE_NS: the others (all but
-   this master and the pool threads spinning now) and a team must fit the online cores: BUSY_SAMPLES
-   in a row that do not stop the spinning (a passing kernel thread is not a busy machine), and
-   IDLE_SAMPLES in a row that do start it again (a neighbour between two of its own parallel regions
-   is not an idle machine). */
+   threads on the machine (/proc/loadavg's fourth field) at most every SAMPLE_NS; the others (all but
+   this master and the pool threads spinning now), averaged over the last samples (each sample half
+   the average, in 1/256ths), and a team must fit the online cores: above half a thread over, the
+   threads sleep; below a quarter, they spin again (a passing kernel thread is not a busy machine,
+   nor is a neighbour between two of its own parallel regions an idle one). */
 #define SAMPLE_NS 5000000LL
-#define BUSY_SAMPLES 2
-#define IDLE_SAMPLES 10
-static _Atomic int spin_ok = 1, busy_samples, idle_samples, spinning;
+static _Atomic int spin_ok = 1, others_avg, spinning;
 static _Atomic long long sampled_at;
 static int online_cpus = 1;
 
@@ -114,13 +112,12 @@ static void sample(long long t, int team) {
   }
   if (p == NULL) return;
   int others = atoi(p) - 1 - atomic_load(&spinning);
-  if (others + team <= online_cpus) {
-    atomic_store(&busy_samples, 0);
-    if (atomic_fetch_add(&idle_samples, 1) + 1 >= IDLE_SAMPLES) atomic_store(&spin_ok, 1);
-  } else {
-    atomic_store(&idle_samples, 0);
-    if (atomic_fetch_add(&busy_samples, 1) + 1 >= BUSY_SAMPLES) atomic_store(&spin_ok, 0);
-  }
+  if (others < 0) others = 0;
+  int avg = (atomic_load(&others_avg) + others * 256) / 2;    /* one master samples at a time */
+  atomic_store(&others_avg, avg);
+  int over = avg - (online_cpus - team) * 256;                  /* threads beyond the free cores */
+  if (over > 128) atomic_store(&spin_ok, 0);
+  else if (over < 64) atomic_store(&spin_ok, 1);
 }
 
 /* Spin until *w != old (want_change) or *w == old (!want_change), for at most spin_ns (yielding the
