@@ -1,13 +1,13 @@
 /* tessera's thread pool: the OpenMP entry points gcc -fopenmp emits for tessera's kernels (`parallel
    for`, `critical`), reached through the linker's --wrap (runtime/pool.py), run on persistent worker
-   threads that wait for the next parallel region by spinning with sched_yield() for a bounded time
-   (TESSERA_SPIN_US microseconds, clock time, not iterations) and then sleep on a futex.
+   threads that wait for the next parallel region by spinning (sched_yield() every few microseconds)
+   for a bounded time (TESSERA_SPIN_US microseconds, clock time, not iterations) while the machine has
+   a free core for each thread of a team, and otherwise sleep on a futex at once (sample(), below).
 
-   Why not libgomp's own wait: libgomp spins GOMP_SPINCOUNT iterations of `pause` without yielding,
-   then sleeps. A spin short enough not to hold a core another process needs is too short to catch a
-   model's next kernel where waking a thread is slow (a VM), and a long one holds the core. Spinning
-   with sched_yield() catches the next kernel on an idle machine and gives the core away at once when
-   another thread wants it.
+   Why not libgomp's own wait: libgomp spins GOMP_SPINCOUNT iterations of `pause` without yielding or
+   looking at the machine, then sleeps. A spin short enough not to hold a core another process needs
+   is too short to catch a model's next kernel where waking a thread is slow (a VM); a long one holds
+   the core.
 
    Each thread that starts parallel regions (the "master": a Python thread running a model) has its
    own workers, made on first use and grown to the largest team it asked for; all of them take part
