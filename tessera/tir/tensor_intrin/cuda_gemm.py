@@ -25,7 +25,6 @@ accumulators then start at zero and which never reads C.
 """
 from __future__ import annotations
 
-import re
 
 from ...errors import TesseraError
 from ...ir import AttrStmt, Block, BlockRealize, Buffer, Call, Evaluate, IntImm, PrimFunc, StringImm, Var
@@ -323,12 +322,6 @@ def _make_from_name(m) -> None:
 TensorIntrin.register_family(PATTERN, _make_from_name)
 
 
-def parse_name(name: str):
-    """(bm, bn, bk, wm, wn, stages) of an intrinsic name of this family, or None."""
-    m = re.fullmatch(PATTERN, name)
-    return None if m is None else tuple(int(g) for g in m.groups())
-
-
 __all__ = ["BLOCK_EXEC", "CP_ASYNC", "DYN_SHARED", "PATTERN", "block_gemm_impl", "check_shape", "c_source", "gemm_desc",
-           "intrin_name", "parse_name", "register", "register_block_gemm",
+           "intrin_name", "register", "register_block_gemm",
            "shared_bytes", "threads"]

@@ -18,7 +18,6 @@ every tile 1024-byte aligned. wgmma needs the arch-specific target `cuda -arch=s
 """
 from __future__ import annotations
 
-import re
 
 from ...errors import TesseraError
 from .cuda_gemm import CP_ASYNC, register_block_gemm
@@ -226,11 +225,5 @@ def _make_from_name(m) -> None:
 TensorIntrin.register_family(PATTERN, _make_from_name)
 
 
-def parse_name(name: str):
-    """(bm, bn, bk, stages) of an intrinsic name of this family, or None."""
-    m = re.fullmatch(PATTERN, name)
-    return None if m is None else tuple(int(g) for g in m.groups())
-
-
-__all__ = ["BK", "PATTERN", "check_shape", "c_source", "intrin_name", "parse_name", "register", "shared_bytes",
+__all__ = ["BK", "PATTERN", "check_shape", "c_source", "intrin_name", "register", "shared_bytes",
            "threads"]
