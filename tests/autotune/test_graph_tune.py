@@ -1,5 +1,6 @@
 """Tuning whole models: extract_tasks, tune_graph, compiling with the records, the shipped records."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -185,7 +186,11 @@ def tuned_cnn(tmp_path_factory):
     some = [t for t in tasks if t.weight == 2] + [t for t in tasks if "matmul" in t.name][:1]
     # one timed call a candidate and a generous timeout: the test checks what tuning does, not how
     # fast; on a loaded CI machine a 2-thread kernel timed for 50 ms could run into the 10 s limit
-    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0, warmup=False, timeout=120)
+    # TESSERA_SPIN_US=0: the measured kernels' threads sleep between calls, so the default schedule's
+    # parallel loops pay a wake-up and the few candidates have a default to beat (tests below need one
+    # tuned kernel; with spinning threads a 16x16 CNN's defaults are rarely beaten in 6 trials)
+    runner = autotune.LocalRunner(number=1, repeat=1, min_repeat_ms=0, warmup=False, timeout=120,
+                                  env={"TESSERA_SPIN_US": "0"})
     try:
         # validate=False: these tests check the isolated search's records (the in-model check has its own)
         res = tune_graph(g, params, T2, max_trials=6, database=str(path), batch_size=2, seed=0, tasks=some,
