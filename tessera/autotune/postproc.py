@@ -29,8 +29,9 @@ For a GPU target (ctx.is_gpu) the list is instead:
   split_host_device, thread_sync, the renderer) and every kernel fits the target's threads per
   block and shared memory (SpaceContext.max_threads_per_block / max_shared_memory); as TVM's, it
   allows at most 8 virtual threads. Beyond TVM's: a thread's local arrays (its register tile) hold
-  at most MAX_LOCAL_BYTES (more spills to memory), and on CUDA a kernel of more than one block that
-  stages tiles in shared memory runs at least a warp a block (fewer threads leave lanes of every
+  at most MAX_LOCAL_BYTES (more spills to memory), and where the backend has warps (CUDA's
+  warp_size) a kernel of more than one block that stages tiles in shared memory runs at least a
+  warp a block (fewer threads leave lanes of every
   warp idle and copy each tile with a few threads): random tilings of a large GEMM are mostly such
   candidates otherwise, each slower than the default schedule.
 The rewriting is traced after an EnterPostproc instruction, so a candidate's trace replays it.
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..backend import generate
+from ..backend import generate, get_backend
 from ..errors import TesseraError
 from ..ir import (
     BlockRealize,
@@ -387,7 +388,6 @@ class VerifyGPUCode(VerifyLowers):
     CUDA_BLOCK_DIMS = (1024, 1024, 64)
     MAX_VTHREAD = 8        # TVM's VerifyGPUCode limit: more virtual threads only unroll a longer serial loop
     MAX_LOCAL_BYTES = 512  # 128 float32 accumulators: with operands, about CUDA's 255 registers a thread
-    WARP_SIZE = 32
 
     def _check(self, mod) -> bool:
         ctx = self.ctx
@@ -401,6 +401,7 @@ class VerifyGPUCode(VerifyLowers):
         if any(const_extent(lp) is None or const_extent(lp) > self.MAX_VTHREAD for lp in vthreads):
             return False
         src = generate(mod, ctx.target)
+        warp = get_backend(ctx.target).warp_size     # lanes of a warp where the backend has them (CUDA)
         for m in src.meta:
             for k in m["kernels"]:
                 block = k["block"]
@@ -409,8 +410,7 @@ class VerifyGPUCode(VerifyLowers):
                     return False
                 if k["shared_bytes"] > ctx.max_shared_memory or k["local_bytes"] > self.MAX_LOCAL_BYTES:
                     return False
-                if (ctx.target.kind == "cuda" and k["shared_bytes"] and threads < self.WARP_SIZE
-                        and blocks > 1):
+                if warp and k["shared_bytes"] and threads < warp and blocks > 1:
                     return False
                 if ctx.target.kind == "cuda" and any(b > lim for b, lim in zip(block, self.CUDA_BLOCK_DIMS)):
                     return False

@@ -60,10 +60,19 @@ def openmp_runtime() -> str:
     return value
 
 
+_POOL_LIBRARY: dict = {}   # kernel cache folder -> the pool library's path there (built once a process)
+
+
 def pool_library() -> str:
-    """Path of tessera's thread pool library (runtime/pool.py) in the kernel cache, built on first use."""
-    with open(POOL_SOURCE, encoding="utf-8") as f:
-        return compile_source(f.read(), name_hint="tessera_pool", pool=False)
+    """Path of tessera's thread pool library (runtime/pool.py) in the kernel cache, built on first use;
+    later calls cost a stat (every library that calls the pool asks), and build it again if it was
+    evicted."""
+    root = cache_dir()
+    path = _POOL_LIBRARY.get(root)
+    if path is None or not os.path.isfile(path):
+        with open(POOL_SOURCE, encoding="utf-8") as f:
+            path = _POOL_LIBRARY[root] = compile_source(f.read(), name_hint="tessera_pool", pool=False)
+    return path
 
 
 def fits_pool(source: str) -> bool:

@@ -16,7 +16,6 @@ import ctypes
 import json
 import mmap
 import os
-import re
 import shutil
 import statistics
 import tempfile
@@ -327,7 +326,6 @@ class Module:
         if not os.path.isfile(path):
             raise TesseraError(f"module file {path} does not exist")
         self.path = path
-        openmp.configure()        # libgomp's wait policy is read when it loads: set before the first library
         lib = _dlopen(path)
         text = read_cstring(lib, "tessera_metadata")
         if text is None:
@@ -476,6 +474,8 @@ def _dlopen(path: str) -> ctypes.CDLL:
     cache.check_before_load(path)
     needs = _needs(path)
     _check_sanitizer(path, needs)
+    if "libgomp" in needs:
+        openmp.configure()            # libgomp's wait policy is read when it loads: set before it loads
     if "pool" in needs:
         pool.load(needs["pool"])      # the thread pool the library calls (its symbols resolve at dlopen)
     st = os.stat(path)
@@ -496,23 +496,25 @@ def _dlopen(path: str) -> ctypes.CDLL:
             raise TesseraError(f"cannot load {path} as a shared library: {e}") from None
 
 
-_NEEDS = re.compile(rb"libasan\.so|" + re.escape(pool.POOL_MARK) + rb"([^\x00]{1,4096})\x00")
-
-
 def _needs(path: str) -> dict:
-    """What the library at `path` needs loaded before it, from its bytes in one pass: "asan" (an ASan
-    build: its dynamic strings name libasan.so) and "pool" (the path of tessera's thread pool library,
-    which a library calling the pool names after pool.POOL_MARK)."""
+    """What the library at `path` needs before it loads, from its bytes: "asan" (an ASan build: its
+    dynamic strings name libasan.so), "libgomp" (it links gcc's OpenMP, whose wait runtime/openmp.py
+    sets first) and "pool" (the path of tessera's thread pool library, which a library calling the pool
+    names after pool.POOL_MARK). Each is one memchr-speed search: an AOT library may hold 100 MB of
+    weights."""
     found: dict = {}
     try:
         with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            for hit in _NEEDS.finditer(m):
-                if hit.group(1) is not None:
-                    found.setdefault("pool", os.fsdecode(hit.group(1)))
-                else:
-                    found["asan"] = True
-                if len(found) == 2:
-                    break
+            if m.find(b"libasan.so") >= 0:
+                found["asan"] = True
+            if m.find(b"libgomp.so") >= 0:
+                found["libgomp"] = True
+            at = m.find(pool.POOL_MARK)
+            if at >= 0:
+                start = at + len(pool.POOL_MARK)
+                end = m.find(b"\0", start, start + 4097)
+                if end > start:
+                    found["pool"] = os.fsdecode(m[start:end])
     except (OSError, ValueError):
         pass
     return found

@@ -15,7 +15,7 @@ thread gives its core back before the scheduler's time slice ends (benchmarks/co
 both sides: the latency alone and the slow-down beside another process).
 
 libgomp reads these settings once, from the environment, when it is loaded. `configure()` (run by
-Module before it loads a library) sets GOMP_SPINCOUNT for that load only, loading libgomp itself,
+Module before it loads a library that links libgomp) sets GOMP_SPINCOUNT for that load only, loading libgomp itself,
 and restores the environment: processes started later do not inherit it. The user's own
 OMP_WAIT_POLICY or GOMP_SPINCOUNT is left in force. Where libgomp was already in the process
 (another library linked it), its settings are the ones the environment had then; `wait_policy()`
