@@ -480,12 +480,21 @@ def _check_calib_header(path: str, name: str, shape: tuple, dtype, want) -> None
         raise TesseraError(f"calibration file {path}: {expects}, the file holds {got}")
 
 
-def _npz_member_header(z, name: str) -> tuple:
-    """(shape, dtype) of array `name` of an open NpzFile, from its .npy header alone: a member is
-    checked before it is decompressed (a small archive may hold an array of any size)."""
+def _npz_member(z, name: str) -> str:
+    """The one archive member holding array `name` of an open NpzFile ("name.npy" or "name"): the
+    header checked and the data read come from the same member (an archive holding both would let
+    np.load's lookup read another than the one checked)."""
+    members = [m for m in z.zip.namelist() if m in (name, name + ".npy")]
+    if len(members) != 1:
+        raise ValueError(f"array {name!r} is stored {len(members)} times in the archive ({members})")
+    return members[0]
+
+
+def _npz_member_header(z, member: str) -> tuple:
+    """(shape, dtype) of an archive member from its .npy header alone: a member is checked before it
+    is decompressed (a small archive may hold an array of any size)."""
     import numpy as np
 
-    member = name + ".npy" if name + ".npy" in z.zip.namelist() else name
     with z.zip.open(member) as f:
         version = np.lib.format.read_magic(f)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
@@ -545,14 +554,20 @@ def _calibration_samples(files, inputs: dict) -> list:
                 raise TesseraError(f"calibration file {path} lacks the input(s) {missing} (the model's inputs: "
                                    f"{names})")
             try:
+                members = {n: _npz_member(z, n) for n in names}
                 for n in names:      # shapes and dtypes from the headers, before any array is decompressed
-                    shape, dtype = _npz_member_header(z, n)
+                    shape, dtype = _npz_member_header(z, members[n])
                     if dtype.hasobject:
                         raise ValueError(f"array {n!r} holds Python objects, which need pickle (never loaded)")
                     _check_calib_header(path, n, shape, dtype, inputs[n])
-                data = {n: z[n] for n in names}
+                data = {}
+                for n in names:      # the data of the member whose header was checked
+                    with z.zip.open(members[n]) as f:
+                        data[n] = np.lib.format.read_array(f, allow_pickle=False)
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
                 raise TesseraError(f"cannot read calibration file {path} as a .npz archive of arrays: {e}") from None
+        for n in names:
+            _check_calib_array(path, n, data[n], inputs[n])
         samples.append(data)
     return samples
 

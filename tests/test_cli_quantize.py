@@ -208,3 +208,25 @@ def test_zoo_names_and_other_refusals(cnn, tmp_path, capsys):
     onnx.save(m, tmp_path / "topk.onnx")
     expect_error(capsys, ["quantize", str(tmp_path / "topk.onnx"), "--calib", str(calib), "-o",
                           str(tmp_path / "t.onnx"), "--quiet"], "unsupported op 'topk'", "best_two")
+
+
+def test_an_npz_array_stored_twice_is_refused(cnn, tmp_path, capsys):
+    """An archive holding both 'image.npy' (right) and 'image' (any other array): the header checked
+    and the data read must be one member, so the archive is refused instead of one being read unchecked."""
+    import io
+    import zipfile
+
+    d, model, _ = cnn
+    folder = tmp_path / "twice"
+    folder.mkdir()
+
+    def npy(arr):
+        buf = io.BytesIO()
+        np.save(buf, arr)
+        return buf.getvalue()
+
+    with zipfile.ZipFile(folder / "s.npz", "w") as z:
+        z.writestr("image.npy", npy(np.zeros((1, 3, 8, 8), np.float32)))
+        z.writestr("image", npy(np.zeros((2, 3, 8, 8), np.float64)))
+    expect_error(capsys, ["quantize", str(model), "-o", str(tmp_path / "out.onnx"), "--calib", str(folder)],
+                 "s.npz", "stored 2 times")
