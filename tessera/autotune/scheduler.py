@@ -311,7 +311,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
     for k, tu in enumerate(tuners):
         if total >= max_trials or out_of_time():
             break
-        defaults[k] = _default_secs(tu, tasks[k])
+        defaults[k] = tu.default_secs()
         total = sum(x.trials for x in tuners)
         history.append((total, time.perf_counter() - t0, estimated_latency(reports(), "best_secs")))
         tell()
@@ -338,7 +338,7 @@ def tune_graph(graph, params=None, target="c", max_trials: int = 2000, database=
                 tu.remeasure(remeasure)
         tell()
     for k, tu in enumerate(tuners):      # the default's fastest time (measured again, or resumed)
-        found = _default_secs(tu, tasks[k], measure=False)
+        found = tu.default_secs(measure=False)
         if found is not None:
             defaults[k] = found
     final = estimated_latency(reports(), "best_secs")
@@ -389,24 +389,6 @@ def pretrain_from(model, transfer, target, exclude=()) -> dict:
         got = model.pretrain(_Without(db, set(exclude)), record_target(target))
         used, skipped = used + got["used"], skipped + got["skipped"]
     return {"used": used, "skipped": skipped}
-
-
-def _default_secs(tuner: TaskTuner, task, measure: bool = True) -> float | None:
-    """Seconds of the task's default schedule: measured now, or found among the measured candidates
-    (a resumed database)."""
-    sch = task.space.default() if hasattr(task.space, "default") else None
-    if sch is None:
-        return None
-    key = tuner.search.key(sch)
-    for secs, s in tuner.search.measured:
-        if tuner.search.key(s) == key:
-            return secs
-    if measure and key not in tuner.search.seen:
-        tuner.measure([sch])
-        for secs, s in tuner.search.measured:
-            if tuner.search.key(s) == key:
-                return secs
-    return None
 
 
 __all__ = ["tune_graph", "GraphTuneResult", "InModelCheck", "TaskReport", "TaskScheduler", "pretrain_from", "estimated_latency"]

@@ -193,6 +193,19 @@ class TaskTuner:
         self.search.seen.update(keys)
         return self._run(fresh) if fresh else 0
 
+    def default_secs(self, measure: bool = True) -> float | None:
+        """Seconds of the task's default schedule (space.default(), where the space has one): found
+        among the measured candidates (a resumed database), else measured now (measure=True) as a
+        trial; None without one."""
+        sch = self.task.space.default() if hasattr(self.task.space, "default") else None
+        if sch is None:
+            return None
+        key = self.search.key(sch)
+        if measure and not any(self.search.key(s) == key for _, s in self.search.measured) \
+                and key not in self.search.seen:
+            self.measure([sch])
+        return next((secs for secs, s in self.search.measured if self.search.key(s) == key), None)
+
     def remeasure(self, k: int) -> int:
         """Measure the k fastest candidates so far and the task's default (space.default(), where
         the space has one and it was measured) once more, one after the other, as new records (not
@@ -316,9 +329,8 @@ def tune_tir(func, target=None, max_trials: int = 1000, database=None, strategy=
     model = make_cost_model(cost_model, None if seed is None else int(seed))
     tuner = TaskTuner(task, model, rng, strategy, database, runner, builder, cutoff_factor)
     tuner.start()
-    default = task.space.default() if hasattr(task.space, "default") and max_trials > 0 else None
-    if default is not None:
-        tuner.measure([default])     # the untuned schedule is a trial: what the tuner returns is no slower
+    if max_trials > 0:
+        tuner.default_secs()         # the untuned schedule is a trial: what the tuner returns is no slower
     with TuneProgress(task.name, max_trials, task.flops, progress) as bar:
         bar.update(tuner.trials, tuner.best_secs, tuner.errors)
         while tuner.trials < max_trials:
