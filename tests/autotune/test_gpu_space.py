@@ -277,7 +277,7 @@ def test_most_sampled_cuda_gemm_candidates_pass_verification():
     rng = np.random.default_rng(0)
     sampled = [s for s in (task.space.sample(rng) for _ in range(40)) if s is not None]
     assert len(sampled) >= 35
-    assert sum(task.space.verify(s) for s in sampled) >= len(sampled) // 3
+    assert sum(task.space.verify(s) for s in sampled) > len(sampled) // 2     # seeded: the same draws anywhere
 
 
 @pytest.mark.parametrize("vthreads", [8, 16])

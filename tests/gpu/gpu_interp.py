@@ -15,6 +15,7 @@ import numpy as np
 from interp_lowered import Interp, InterpError
 
 from tessera import ir
+from tessera.backend import get_backend
 from tessera.tir.transform.split_host_device import KERNEL
 
 
@@ -44,7 +45,7 @@ def _host(host, s):
         raise InterpError(f"{t.__name__} on the host")
 
 
-WARP = 32   # lanes a warp_shuffle_xor exchanges among (CUDA's warp)
+WARP = get_backend("cuda").warp_size   # lanes a warp_shuffle_xor exchanges among (CUDA's warp)
 
 
 def _kernel(host, name, grid, block, body):

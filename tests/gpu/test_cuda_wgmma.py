@@ -10,6 +10,7 @@ import tessera
 from tessera import te, tir
 from tessera.errors import ScheduleError, TesseraError
 from tessera.ops.gpu import schedule_gemm_wgmma
+from tessera.backend.cuda import MAX_SHARED
 from tessera.runtime import cuda as rt
 from tessera.tir.tensor_intrin import cuda_wgmma
 
@@ -75,7 +76,7 @@ def test_wgmma_schedule_refuses_what_it_cannot_tile():
 
 
 def test_wgmma_shared_memory_fits_hopper_and_is_checked():
-    assert cuda_wgmma.shared_bytes(128, 256, 64, 4) <= 227 * 1024
+    assert cuda_wgmma.shared_bytes(128, 256, 64, 4) <= MAX_SHARED[90]
     sch = _scheduled(512, 512, 128, 128, 256, 5)        # 5 stages of 48 KiB
     with pytest.raises(TesseraError, match="shared memory"):
         tessera.build(sch, target=SM90A)
