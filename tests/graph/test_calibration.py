@@ -154,6 +154,7 @@ def test_entropy_range_of_a_histogram():
     assert -1.0 <= lo <= -0.5 and 2.0 <= hi <= 3.0
     # all on one side: that side's entropy_threshold, the other end at 0
     assert entropy_range(h[n // 4:], 0.0, 3.0) == (0.0, entropy_threshold(h[n // 4:], 3.0, 256))
+    assert 2.0 <= entropy_range(h[n // 4:], 0.0, 3.0)[1] <= 3.0      # and that end clips none of the counts
 
 
 def test_entropy_threshold_of_a_histogram():

@@ -35,7 +35,7 @@ from ...ir import (Block, BlockRealize, Buffer, BufferRegion, BufferStore, Call,
                    IterVar, PrimFunc, Range, Var, min_expr)
 from ...target import Target
 from .intrin import TensorIntrin
-from .x86 import AMX_HELPERS   # shared with the AMX GEMM kernel (one copy a translation unit)
+from .x86 import AMX, AMX_HELPERS, VNNI   # AMX_HELPERS: shared with the AMX GEMM kernel (one copy a translation unit)
 
 ISA = {  # isa -> (int32 lanes, vector registers, features, macros, vector type, dot product or None)
     "vnni512": (16, 32, ("avx512f", "avx512bw", "avx512vnni"), ("__AVX512F__", "__AVX512VNNI__"), "__m512i",
@@ -45,7 +45,7 @@ ISA = {  # isa -> (int32 lanes, vector registers, features, macros, vector type,
     "avxvnni": (8, 16, ("avx2", "avxvnni"), ("__AVX2__", "__AVXVNNI__"), "__m256i", "_mm256_dpbusd_avx_epi32"),
     "avx2": (8, 16, ("avx2",), ("__AVX2__",), "__m256i", None),
     # AMX tiles (amx_c_source): 16 pixels x 16 channels an int32 tile; input blocks of 64 channels
-    "amx": (16, 8, ("amx_tile", "amx_int8", "avx512f", "avx512bw", "avx512vnni"),
+    "amx": (16, 8, AMX + VNNI,
             ("__AMX_TILE__", "__AMX_INT8__", "__AVX512VNNI__"), "__m512i", "_mm512_dpbusd_epi32"),
 }
 MAX_V = 4
