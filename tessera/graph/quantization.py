@@ -157,10 +157,15 @@ def _weight(w: np.ndarray, axis: int, per_channel: bool, bias=None, x_scale=None
     if x_scale is not None and float(x_scale) > 0:
         x_scale = float(np.float32(x_scale))
         floor = 2.0 * float(np.finfo(np.float32).tiny) / x_scale
-        if bias is not None:
+        if bias is not None and w.size:
+            # the bias in steps and the channel's largest accumulation, |b| / (x_s s) + 2 * 255 * sum |w_q|,
+            # within int32: the bound fake_quantization_to_integer._int32_bias holds the group to (w_q
+            # rounds up by at most a half a weight)
+            red = tuple(d for d in range(w.ndim) if d != axis)
+            n = w.size // w.shape[axis]
             b = np.abs(np.asarray(bias, np.float64).reshape(-1))
-            b = b if per_channel else np.array(b.max() if b.size else 0.0)
-            floor = np.maximum(floor, 1.0001 * b / (x_scale * (2.0 ** 31 - 1)))
+            need = (b / x_scale + 510.0 * np.abs(w.astype(np.float64)).sum(axis=red)) / (2.0 ** 31 - 1 - 255.0 * n - 1)
+            floor = np.maximum(floor, 1.0001 * (need if per_channel else need.max()))
         s = np.maximum(s, floor)
     s = s.astype(np.float32)
     shape = [1] * w.ndim

@@ -174,3 +174,23 @@ def test_near_zero_weight_channel_keeps_its_bias(tiny):
         step = (ref.max() - min(ref.min(), 0.0)) / 255
         np.testing.assert_allclose(got[0, 2], 0.5, atol=1.01 * step)
         assert np.abs(got - ref).max() <= 0.05 * np.abs(ref).max()
+
+
+def test_a_bias_that_binds_the_weight_scale_leaves_room_for_the_accumulation():
+    """A channel whose bias alone sets its weight scale (bias / (input scale * weight scale) near
+    int32's limit): the scale also leaves room for the channel's largest accumulation, the bound the
+    integer pass holds a group to, so the conv is integer instead of staying in float unsaid."""
+    w = rand(4, 64, 3, 3, scale=0.3)
+    bias = np.array([0.1, -0.2, 3e4, 0.3], np.float32)
+    gb = Builder("big_bias")
+    x = gb.input("x", (1, 64, 6, 6))
+    gb.output(gb.op("add", gb.op("nn.conv2d", x, gb.const(w, "w"), padding=(1, 1, 1, 1), name="conv"),
+                    gb.const(bias.reshape(4, 1, 1), "b")))
+    g = gb.finish()
+    calib = [{"x": rand(1, 64, 6, 6, scale=0.01)} for _ in range(4)]
+    qg = tessera.quantize(g, None, calib, per_channel=True)
+    assert "qnn.conv2d" in [n.op for n in qg.nodes]
+    xin = 0.8 * calib[0]["x"]
+    ref = tessera.compile(g)(xin)
+    got = tessera.compile(qg)(xin)
+    assert np.abs(got - ref).max() <= 0.05 * np.abs(ref).max()
