@@ -23,8 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
+import _common  # noqa: E402
 from _common import parser, report  # noqa: E402
-from e2e import _load_average, _ort_session, _time_interleaved  # noqa: E402
+from e2e import _ort_session  # noqa: E402
 
 
 def dynamic_axes(m):
@@ -143,7 +144,7 @@ def main(argv=None) -> int:
     seqs = [int(s) for s in args.seq.split(",")]
     batches = [int(b) for b in str(args.batch).split(",")]
     rows = []
-    print(f"load average at the start: {_load_average()}", file=sys.stderr, flush=True)
+    print(f"load average at the start: {_common.load_average_text()}", file=sys.stderr, flush=True)
     for name in args.models.split(","):
         m = dynamic_model(name, args.layers)
         t0 = time.perf_counter()
@@ -162,7 +163,7 @@ def main(argv=None) -> int:
             want = sess.run(None, feeds)
             err_dyn = max_error(dyn.run(feeds), want)
             err_spec = max_error(spec.run(feeds), want)
-            t = _time_interleaved({"dynamic": lambda: dyn.run(feeds), "specialized": lambda: spec.run(feeds),
+            t = _common.time_interleaved({"dynamic": lambda: dyn.run(feeds), "specialized": lambda: spec.run(feeds),
                                    "onnxruntime": lambda: sess.run(None, feeds)},
                                   warmup=1, repeat=args.repeat, budget=20.0)
             rows.append({"model": name, "batch": batch, "seq": seq,
@@ -175,7 +176,7 @@ def main(argv=None) -> int:
                          "spec_compile_s": round(spec_compile, 1)})
             print(f"[{name}] batch {batch} seq {seq}: dynamic {rows[-1]['dynamic_ms']:.2f} ms, specialized "
                   f"{rows[-1]['specialized_ms']:.2f} ms, ratio {rows[-1]['dyn/spec']:.3f} (of the minima "
-                  f"{rows[-1]['dyn/spec_min']:.3f}; load {_load_average()})", file=sys.stderr, flush=True)
+                  f"{rows[-1]['dyn/spec_min']:.3f}; load {_common.load_average_text()})", file=sys.stderr, flush=True)
             if args.breakdown:
                 breakdown(dyn, spec, feeds, rows[-1])
             if args.kernels:
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
                     print(f"    {op:56s} dynamic {ms_d:8.4f} ms  specialized {ms_s:8.4f} ms  ratio {ms_d / ms_s:5.2f}",
                           file=sys.stderr, flush=True)
     report("dynamic_shapes", rows, args.json, extra={"threads": args.threads, "layers": args.layers,
-                                                     "load_average": _load_average()})
+                                                     "load_average": _common.load_average_text()})
     return 0
 
 

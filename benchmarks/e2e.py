@@ -19,7 +19,7 @@ Each model comes from tessera.zoo (batch 1, seed 0) and runs on zoo.sample_input
 Latency is the median wall time of a whole run call over --repeat runs after --warmup runs (per
 framework, within --budget seconds once 3 runs are in); the frameworks and configurations of one
 model and thread count are timed round-robin, a block of calls each per round (after the previous
-one's spinning worker threads have parked, see _time_interleaved), so load drifts on a shared
+one's spinning worker threads have parked, see _common.time_interleaved), so load drifts on a shared
 machine hit them alike. Every row also checks tessera's outputs
 against ONNX Runtime's (max_abs_err, ok at rtol = atol = 1e-4): a fast wrong answer is no result.
 Ratios are tessera's time over the reference's: below 1 tessera is faster.
@@ -158,7 +158,7 @@ def bench_model(name: str, args, rows: list) -> None:
             if database not in (None, False):
                 _log(f"[{name}] {threads} thread(s): {cfg}: {exe.tuning}")
         # every runner timed round-robin: on a shared machine the load drifts alike for all
-        times = _time_interleaved(timed, args.warmup, args.repeat, args.budget)
+        times = _common.time_interleaved(timed, args.warmup, args.repeat, args.budget)
         ort_s, torch_s = times["onnxruntime"][0], times.get("pytorch", (None,))[0]
         _log(f"[{name}] {threads} thread(s): " + ", ".join(f"{k} {v[0] * 1e3:.2f} ms" for k, v in times.items()))
         for cfg, _, _, database in configs:
@@ -197,10 +197,8 @@ def bench_model(name: str, args, rows: list) -> None:
             rows.append(row)
 
 
-_time_interleaved = _common.time_interleaved     # (dynamic_shapes, transfer_curve, tune_model, winograd import it here)
 
 
-_load_average = _common.load_average_text
 
 
 def _fusion_ablation(rows: list) -> list:
@@ -302,7 +300,7 @@ def main(argv=None) -> int:
     rows: list = []
     for name in names:
         bench_model(name, args, rows)
-    load = _load_average()
+    load = _common.load_average_text()
     print("\nlatency in ms (median); ratios are tessera / reference (below 1: tessera faster)"
           + (f"; load average {load}" if load else ""))
     ablation = _fusion_ablation(rows)

@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402
-from e2e import _load_average  # noqa: E402
 from transfer_curve import common_arguments, log_row, read_db, run_databases, trials_to_target  # noqa: E402
 from tune_model import cpu_name  # noqa: E402
 
@@ -148,9 +147,9 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
     out = Path(args.out)
-    load0 = _load_average()
+    load0 = _common.load_average_text()
     rows = [measure_model(m.strip(), out, args) for m in args.models.split(",") if m.strip()]
-    print(f"\nCPU: {cpu_name()}; c -num-threads={args.threads}; load average {load0} -> {_load_average()}")
+    print(f"\nCPU: {cpu_name()}; c -num-threads={args.threads}; load average {load0} -> {_common.load_average_text()}")
     print(f"estimates from kernel times re-measured side by side ({args.rounds} rounds, medians); target_ms: the "
           f"scratch run's after its last trial; trials_to_target: the fewest trials whose estimate is within "
           f"{args.within:.0%} of it; trials_ratio = scratch / transfer (goal >= 2)")

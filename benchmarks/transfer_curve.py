@@ -12,7 +12,7 @@ leaves them) is cut after its first N records (the order the run measured its ca
 in-model check's picks, written after the trials, are left out; its re-measurements of the best
 candidates count as trials after the search's), the model is compiled with each
 cut (tessera's shipped records off: only the cut applies), and every cut of both runs and the
-untuned model are timed in interleaved rounds (e2e.py's _time_interleaved): all figures of a model
+untuned model are timed in interleaved rounds (_common.time_interleaved): all figures of a model
 come from the same minutes of the machine.
 
 Per model: the latency at every N for both runs; the target, the scratch run's latency with all its
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ["TESSERA_NO_BUILTIN_RECORDS"] = "1"   # only the cut's records apply (set before tessera loads)
 
 import _common  # noqa: E402
-from e2e import _load_average, _time_interleaved  # noqa: E402
+  # noqa: E402
 from tune_model import DEFAULT_MODELS, cpu_name, first_within  # noqa: E402
 
 
@@ -130,7 +130,7 @@ def measure_model(name, out: Path, points: list, args) -> dict:
                 raise SystemExit(f"{name} {run} after {n} trials: outputs differ from the untuned model's")
             fns[f"{run}@{n}"] = lambda exe=exe: exe.run(feeds)
         _log(f"[{name}] {run}: {len(lines)} trials, compiled at {sorted(int(k.split('@')[1]) for k in fns if k.startswith(run))}")
-    times = _time_interleaved(fns, args.warmup, args.repeat, args.budget)
+    times = _common.time_interleaved(fns, args.warmup, args.repeat, args.budget)
     med = {k: v[0] for k, v in times.items()}
     curves = {run: {int(k.split("@")[1]): v for k, v in med.items() if k.startswith(run + "@")} for run in runs}
     target_s = curves["scratch"][trials["scratch"]]
@@ -159,10 +159,10 @@ def main(argv=None) -> int:
     if not points or points[0] < 1:
         p.error("--points: trial counts >= 1")
     out = Path(args.out)
-    load0 = _load_average()
+    load0 = _common.load_average_text()
     rows = [measure_model(m.strip(), out, points, args) for m in args.models.split(",") if m.strip()]
     print(f"\nCPU: {cpu_name()}; c -num-threads={args.threads}; load average "
-          f"{load0} -> {_load_average()}")
+          f"{load0} -> {_common.load_average_text()}")
     print(f"trials_to_target: the fewest trials whose in-model latency is within {args.within:.0%} of the scratch "
           f"run's with all its trials (target_ms); trials_ratio = scratch / transfer (goal >= 2); *_curve_ms: "
           f"trials:latency ms, every point timed in the same interleaved rounds")

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _common  # noqa: E402
-from e2e import SMALL, _load_average, _ort_session, _time_interleaved  # noqa: E402
+from e2e import SMALL, _ort_session  # noqa: E402
 
 DEFAULT_MODELS = "resnet18,mobilenet_v2,resnet50,bert_base"
 WITHIN = 0.02
@@ -161,7 +161,7 @@ def measure_e2e(name, model, graph, params, feeds, target, threads, dbs: dict, a
             notes[label] = exe.tuning
             _log(f"[{name}] {label}: {exe.tuning}")
         fns[label] = (lambda exe=exe: exe.run(feeds))
-    times = _time_interleaved(fns, args.warmup, args.repeat, args.budget)
+    times = _common.time_interleaved(fns, args.warmup, args.repeat, args.budget)
     out = {f"{k}_ms": v[0] * 1e3 for k, v in times.items()}
     out.update({f"{k}_min_ms": v[1] * 1e3 for k, v in times.items()})
     out["ok"] = ok
@@ -228,7 +228,7 @@ def main(argv=None) -> int:
         os.remove(q)
 
     target = f"c -num-threads={args.threads}"
-    load0 = _load_average()
+    load0 = _common.load_average_text()
     _log(f"CPU: {cpu_name()}; target {target}; load average {load0}")
     built = {n: _model(n, args.small) for n in names}
     results = {n: {} for n in names}
@@ -292,7 +292,7 @@ def main(argv=None) -> int:
         rows.append(row)
         # each model's figures as soon as they are in (a later model's failure must not lose them)
         _log(f"[{n}] " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
-    load = _load_average()
+    load = _common.load_average_text()
     print(f"\nCPU: {cpu_name()}; {target}; load average at the start {load0}, at the end {load}")
     print(f"*_2pct: trials / seconds until the estimated latency first came within {WITHIN:.0%} of the scratch "
           f"run's best search estimate (scratch_curve_best_ms); trials_ratio = scratch / transfer (goal >= 2; n/a where the "

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
-from _common import parser, quiesce, report
+from _common import parser, quiesce, report, time_interleaved
 
 import tessera
 from tessera import graph
@@ -210,7 +210,7 @@ def bench_in_model(args, rows):
 
 
 def bench_models(args, rows):
-    from e2e import _ort_session, _time_interleaved
+    from e2e import _ort_session
 
     from tessera import zoo
 
@@ -240,7 +240,7 @@ def bench_models(args, rows):
             n_wino = sum(1 for n in exe.graph.nodes if n.op == "nn.winograd_input_transform")
             info[cfg] = (err, n_wino, time.perf_counter() - t0)
             timed[cfg] = (lambda exe=exe, feeds=feeds: exe.run(feeds))
-        times = _time_interleaved(timed, 3, args.model_repeat, 20.0)
+        times = time_interleaved(timed, 3, args.model_repeat, 20.0)
         ort = times["onnxruntime"]
         for cfg in ("winograd", "rule_hot", "direct"):
             err, n_wino, comp = info[cfg]
