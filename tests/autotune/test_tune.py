@@ -100,7 +100,10 @@ def test_a_candidate_slower_than_the_cutoff_is_checked_but_not_timed_further():
     rng = np.random.default_rng(0)
     schs = [s for s in (task.space.sample(rng) for _ in range(6)) if s is not None][:2]
     cands = [autotune.MeasureCandidate(task.workload, s.trace.as_json()) for s in schs]
-    runner = autotune.LocalRunner(number=2, repeat=3, min_repeat_ms=0)
+    # TESSERA_SPIN_US=0: a busy checked call is timed in full whatever the cutoff (contention.WaitMeter), and
+    # the pool's threads, spinning with sched_yield on a machine the parallel suite loads, add to the
+    # process's waits for a CPU (it read "busy" once in five suite runs)
+    runner = autotune.LocalRunner(number=2, repeat=3, min_repeat_ms=0, env={"TESSERA_SPIN_US": "0"})
     full = measure(cands, TARGET, runner=runner)
     cut = measure(cands, TARGET, runner=runner, cutoff_secs=1e-12)
     for f, c in zip(full, cut):
